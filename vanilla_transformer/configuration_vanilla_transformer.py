@@ -1,0 +1,138 @@
+"""Configuration of the Transformer of Vaswani et al. (2017), "Attention Is All You Need".
+
+Field names follow BART/Marian (``d_model``, ``encoder_layers``, ``encoder_ffn_dim``, ...) so that tools and
+converters written for those models understand ours. The defaults are the paper's base model (Table 3, row "base").
+
+This file imports only ``transformers``: it is copied next to a saved model and loaded as remote code.
+"""
+
+from transformers import PreTrainedConfig
+
+# Table 3 of the paper. "base" and "big" are the two models of Table 2; the other rows of Table 3 are ablations.
+PRESETS: dict[str, dict] = {
+    "base": dict(
+        d_model=512,
+        encoder_ffn_dim=2048,
+        decoder_ffn_dim=2048,
+        encoder_attention_heads=8,
+        decoder_attention_heads=8,
+        encoder_layers=6,
+        decoder_layers=6,
+        dropout=0.1,
+    ),
+    "big": dict(
+        d_model=1024,
+        encoder_ffn_dim=4096,
+        decoder_ffn_dim=4096,
+        encoder_attention_heads=16,
+        decoder_attention_heads=16,
+        encoder_layers=6,
+        decoder_layers=6,
+        dropout=0.3,
+    ),
+}
+
+ACTIVATIONS = ("relu", "gelu", "silu", "swish", "gelu_new", "tanh")
+
+
+class VanillaTransformerConfig(PreTrainedConfig):
+    r"""
+    Configuration of a [`VanillaTransformerModel`]. The defaults build the paper's base model with a 37k shared
+    vocabulary (about 63M parameters).
+
+    Args:
+        vocab_size: size of the shared source/target vocabulary (the paper: about 37,000 BPE tokens).
+        d_model: width of every sublayer output and embedding (the paper's d_model).
+        encoder_layers / decoder_layers: N, the number of identical layers in each stack.
+        encoder_attention_heads / decoder_attention_heads: h, the number of attention heads.
+        encoder_ffn_dim / decoder_ffn_dim: d_ff, the inner width of the position-wise feed-forward networks.
+        activation_function: the FFN non-linearity; the paper uses ``"relu"``.
+        dropout: P_drop, applied to every sublayer output and to the sums of embeddings and positional encodings.
+        attention_dropout: dropout on attention probabilities (0.0 in the paper).
+        activation_dropout: dropout after the FFN activation (0.0 in the paper).
+        max_position_embeddings: number of positions the sinusoidal table covers; longer inputs are rejected.
+        scale_embedding: multiply token embeddings by sqrt(d_model), as section 3.4 says.
+        init_std: ``None`` (default) initialises linear layers Xavier-uniform, as tensor2tensor and fairseq trained
+            the paper's models; a float initialises them N(0, init_std), as BART and Marian do. Token embeddings
+            are always N(0, d_model**-0.5), so that after the sqrt(d_model) scaling they are on the scale of the
+            positional encodings.
+        tie_word_embeddings: share one matrix between the encoder input, the decoder input and the output
+            projection (section 3.4, three-way tying).
+        pad_token_id / bos_token_id / eos_token_id / decoder_start_token_id: special token ids; the defaults match
+            the tokenizer trained by `vanilla_transformer.tokenization` (``<pad>``=0, ``<s>``=2, ``</s>``=3).
+
+    Example:
+
+    ```python
+    >>> from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+    >>> config = VanillaTransformerConfig.from_preset("base", vocab_size=37000)
+    >>> model = VanillaTransformerForConditionalGeneration(config)
+    ```
+    """
+
+    model_type = "vanilla_transformer"
+    keys_to_ignore_at_inference = ["past_key_values"]
+    attribute_map = {
+        "hidden_size": "d_model",
+        "num_attention_heads": "encoder_attention_heads",
+        "num_hidden_layers": "encoder_layers",
+    }
+
+    vocab_size: int = 37000
+    d_model: int = 512
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    encoder_attention_heads: int = 8
+    decoder_attention_heads: int = 8
+    encoder_ffn_dim: int = 2048
+    decoder_ffn_dim: int = 2048
+    activation_function: str = "relu"
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
+    max_position_embeddings: int = 1024
+    scale_embedding: bool = True
+    init_std: float | None = None
+    use_cache: bool = True
+    is_encoder_decoder: bool = True
+    tie_word_embeddings: bool = True
+    pad_token_id: int | None = 0
+    bos_token_id: int | None = 2
+    eos_token_id: int | None = 3
+    decoder_start_token_id: int | None = 2
+
+    def __post_init__(self, **kwargs):
+        self._check()
+        super().__post_init__(**kwargs)
+
+    def _check(self) -> None:
+        for name in ("vocab_size", "d_model", "encoder_layers", "decoder_layers", "max_position_embeddings"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {name}={value!r}")
+        for heads_name in ("encoder_attention_heads", "decoder_attention_heads"):
+            heads = getattr(self, heads_name)
+            if not isinstance(heads, int) or heads <= 0 or self.d_model % heads != 0:
+                raise ValueError(
+                    f"d_model must be divisible by {heads_name}, got d_model={self.d_model} and {heads_name}={heads}"
+                )
+        if self.activation_function not in ACTIVATIONS:
+            raise ValueError(
+                f"activation_function must be one of {ACTIVATIONS}, got activation_function={self.activation_function!r}"
+            )
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {name}={value!r}")
+        if self.init_std is not None and self.init_std <= 0:
+            raise ValueError(f"init_std must be None or positive, got init_std={self.init_std!r}")
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides) -> "VanillaTransformerConfig":
+        """The paper's ``"base"`` or ``"big"`` model (Table 3), with any field overridden by keyword."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset name={name!r}; choose one of {sorted(PRESETS)}")
+        return cls(**{**PRESETS[name], **overrides})
+
+
+__all__ = ["VanillaTransformerConfig", "PRESETS"]

@@ -1,0 +1,633 @@
+"""The Transformer of Vaswani et al. (2017), "Attention Is All You Need", as a Hugging Face model.
+
+The file follows the paper's section 3, bottom-up:
+
+    3.5  Positional Encoding               SinusoidalPositionalEncoding
+    3.2  Attention                         eager_attention_forward, VanillaTransformerAttention
+    3.3  Position-wise Feed-Forward        fc1 / fc2 inside each layer (`_ff_block`)
+    3.1  Encoder and Decoder Stacks        VanillaTransformerEncoderLayer / DecoderLayer, Encoder / Decoder
+    3.4  Embeddings and Softmax            `shared` embedding, tied to the encoder, decoder and `lm_head`
+
+Parameter names follow MarianMT (``model.shared``, ``model.encoder.layers.N.self_attn.q_proj``, ``fc1``,
+``self_attn_layer_norm``, ``encoder_attn``, ``final_layer_norm``, ``lm_head``), so a checkpoint of this model loads
+into a `MarianMTModel` of the same shape; only the positional table differs (Marian's sinusoid puts all sines
+before all cosines, the paper interleaves them) and Marian's zero ``final_logits_bias`` is absent here.
+
+This file imports only torch, transformers and its own configuration file: `save_pretrained` copies both files
+next to the weights, so the model loads with ``trust_remote_code=True`` where this package is not installed.
+"""
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from transformers import GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    BaseModelOutputWithPastAndCrossAttentions,
+    Seq2SeqLMOutput,
+    Seq2SeqModelOutput,
+)
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.utils import can_return_tuple
+from transformers.utils.generic import merge_with_config_defaults
+from transformers.utils.output_capturing import OutputRecorder, capture_outputs
+
+from .configuration_vanilla_transformer import VanillaTransformerConfig
+
+
+def shift_tokens_right(labels: torch.Tensor, pad_token_id: int | None, decoder_start_token_id: int | None):
+    """Decoder inputs from labels (teacher forcing): ``[start, y_1, ..., y_{n-1}]``, with -100 replaced by pad."""
+    if decoder_start_token_id is None:
+        raise ValueError("decoder_start_token_id=None: set config.decoder_start_token_id to shift labels right")
+    if pad_token_id is None:
+        raise ValueError("pad_token_id=None: set config.pad_token_id to shift labels right")
+    shifted = labels.new_empty(labels.shape)
+    shifted[:, 1:] = labels[:, :-1]
+    shifted[:, 0] = decoder_start_token_id
+    return shifted.masked_fill_(shifted == -100, pad_token_id)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# 3.5 Positional Encoding
+# "PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model))"
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def sinusoidal_table(num_positions: int, d_model: int) -> torch.Tensor:
+    """The paper's positional encodings, sines in even and cosines in odd dimensions: ``[num_positions, d_model]``."""
+    position = torch.arange(num_positions, dtype=torch.float64).unsqueeze(1)  # [P, 1]
+    inv_freq = torch.pow(10000.0, -torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # [ceil(d/2)]
+    angles = position * inv_freq  # [P, ceil(d/2)]
+    table = torch.zeros(num_positions, d_model, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(angles)
+    table[:, 1::2] = torch.cos(angles[:, : d_model // 2])
+    return table.float()
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Fixed (not learned) positional encodings, kept as a non-persistent buffer: computed, never saved."""
+
+    def __init__(self, num_positions: int, d_model: int):
+        super().__init__()
+        self.num_positions, self.d_model = num_positions, d_model
+        self.register_buffer("pe", sinusoidal_table(num_positions, d_model), persistent=False)
+
+    def forward(self, seq_len: int, offset: int = 0) -> torch.Tensor:
+        if offset + seq_len > self.num_positions:
+            raise ValueError(
+                f"sequence length {offset + seq_len} (positions {offset}..{offset + seq_len - 1}) exceeds "
+                f"max_position_embeddings={self.num_positions}"
+            )
+        return self.pe[offset : offset + seq_len]  # [T, d_model], broadcast over the batch
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# 3.2.1 Scaled Dot-Product Attention
+# "Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V"
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The formula written out; `attention_mask` is additive (0 or the dtype's minimum) or boolean (True = keep)."""
+    scores = torch.matmul(query, key.transpose(2, 3)) * scaling  # [B, H, Tq, Tk]
+    if attention_mask is not None:
+        if attention_mask.dtype == torch.bool:
+            attention_mask = torch.where(attention_mask, 0.0, torch.finfo(scores.dtype).min).to(scores.dtype)
+        scores = scores + attention_mask
+    weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    weights = F.dropout(weights, p=dropout, training=module.training)
+    output = torch.matmul(weights, value).transpose(1, 2).contiguous()  # [B, Tq, H, d_k]
+    return output, weights
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# 3.2.2 Multi-Head Attention
+# "MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O where head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)"
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class VanillaTransformerAttention(nn.Module):
+    """Multi-head attention. Self-attention when `key_value_states` is None, else encoder-decoder attention.
+
+    The backend ("eager", "sdpa", ...) is chosen by ``config._attn_implementation`` through transformers' attention
+    interface. ``is_causal`` is set explicitly on every instance: the SDPA path treats a module without it as causal.
+    """
+
+    def __init__(self, config: VanillaTransformerConfig, num_heads: int, is_causal: bool, layer_idx: int | None = None):
+        super().__init__()
+        self.config = config
+        self.num_heads = num_heads
+        self.head_dim = config.d_model // num_heads  # d_k = d_v = d_model / h
+        self.scaling = self.head_dim**-0.5
+        self.is_causal = is_causal
+        self.layer_idx = layer_idx
+        self.dropout = config.attention_dropout
+        self.q_proj = nn.Linear(config.d_model, config.d_model)
+        self.k_proj = nn.Linear(config.d_model, config.d_model)
+        self.v_proj = nn.Linear(config.d_model, config.d_model)
+        self.out_proj = nn.Linear(config.d_model, config.d_model)
+
+    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        return x.view(*x.shape[:-1], -1, self.head_dim).transpose(1, 2)  # [B, T, d] -> [B, H, T, d_k]
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        key_value_states: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        **kwargs,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        is_cross = key_value_states is not None
+        query = self._split_heads(self.q_proj(hidden_states))  # [B, H, Tq, d_k]
+
+        cache = past_key_values
+        if isinstance(past_key_values, EncoderDecoderCache):
+            cache = past_key_values.cross_attention_cache if is_cross else past_key_values.self_attention_cache
+        if is_cross and cache is not None and past_key_values.is_updated.get(self.layer_idx):
+            # The encoder output does not change while decoding: its keys and values are projected once.
+            key, value = cache.layers[self.layer_idx].keys, cache.layers[self.layer_idx].values
+        else:
+            source = key_value_states if is_cross else hidden_states
+            key = self._split_heads(self.k_proj(source))  # [B, H, Tk, d_k]
+            value = self._split_heads(self.v_proj(source))  # [B, H, Tk, d_k]
+            if cache is not None:
+                key, value = cache.update(key, value, self.layer_idx)
+                if is_cross:
+                    past_key_values.is_updated[self.layer_idx] = True
+
+        attention: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        output, weights = attention(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=self.dropout if self.training else 0.0,
+            scaling=self.scaling,
+            **kwargs,
+        )
+        output = output.reshape(*hidden_states.shape[:-1], -1)  # [B, Tq, H, d_k] -> [B, Tq, d_model] (Concat)
+        return self.out_proj(output), weights
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# 3.1 Encoder and Decoder Stacks, with 3.3 Position-wise Feed-Forward Networks
+# "the output of each sub-layer is LayerNorm(x + Sublayer(x))"
+# 5.4 Residual Dropout: "We apply dropout to the output of each sub-layer, before it is added to the sub-layer input"
+# "FFN(x) = max(0, x W_1 + b_1) W_2 + b_2"
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class _PostNormLayer(GradientCheckpointingLayer):
+    """What encoder and decoder layers share: the position-wise FFN and the residual dropout.
+
+    Why post-norm: it is the paper's arrangement, ``x = LayerNorm(x + Dropout(Sublayer(x)))``, and every layer
+    output is normalised, so no extra LayerNorm follows the stacks. Later work (pre-norm, as in the Annotated
+    Transformer or fairseq's ``normalize_before``) trains deeper stacks with less warmup, but it is a different
+    model; here the paper's recipe (warmup 4000, Adam beta2 0.98) keeps post-norm stable at 6 layers.
+    """
+
+    def __init__(self, config: VanillaTransformerConfig, ffn_dim: int):
+        super().__init__()
+        self.fc1 = nn.Linear(config.d_model, ffn_dim)
+        self.fc2 = nn.Linear(ffn_dim, config.d_model)
+        self.final_layer_norm = nn.LayerNorm(config.d_model)
+        self.activation_fn = ACT2FN[config.activation_function]
+        self.dropout = nn.Dropout(config.dropout)
+        self.activation_dropout = nn.Dropout(config.activation_dropout)
+
+    def _ff_block(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.fc2(self.activation_dropout(self.activation_fn(self.fc1(x)))))
+
+
+class VanillaTransformerEncoderLayer(_PostNormLayer):
+    """Self-attention, then the feed-forward network, each wrapped as LayerNorm(x + Dropout(Sublayer(x)))."""
+
+    def __init__(self, config: VanillaTransformerConfig, layer_idx: int | None = None):
+        super().__init__(config, config.encoder_ffn_dim)
+        self.self_attn = VanillaTransformerAttention(config, config.encoder_attention_heads, is_causal=False)
+        self.self_attn_layer_norm = nn.LayerNorm(config.d_model)
+
+    def _sa_block(self, x: torch.Tensor, mask: torch.Tensor | None, **kwargs) -> torch.Tensor:
+        return self.dropout(self.self_attn(x, attention_mask=mask, **kwargs)[0])
+
+    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs):
+        x = self.self_attn_layer_norm(hidden_states + self._sa_block(hidden_states, attention_mask, **kwargs))
+        return self.final_layer_norm(x + self._ff_block(x))
+
+
+class VanillaTransformerDecoderLayer(_PostNormLayer):
+    """Masked self-attention, attention over the encoder output, then the feed-forward network."""
+
+    def __init__(self, config: VanillaTransformerConfig, layer_idx: int | None = None):
+        super().__init__(config, config.decoder_ffn_dim)
+        heads = config.decoder_attention_heads
+        self.self_attn = VanillaTransformerAttention(config, heads, is_causal=True, layer_idx=layer_idx)
+        self.self_attn_layer_norm = nn.LayerNorm(config.d_model)
+        self.encoder_attn = VanillaTransformerAttention(config, heads, is_causal=False, layer_idx=layer_idx)
+        self.encoder_attn_layer_norm = nn.LayerNorm(config.d_model)
+
+    def _sa_block(self, x, mask, past_key_values, **kwargs) -> torch.Tensor:
+        return self.dropout(self.self_attn(x, attention_mask=mask, past_key_values=past_key_values, **kwargs)[0])
+
+    def _mha_block(self, x, memory, memory_mask, past_key_values, **kwargs) -> torch.Tensor:
+        out = self.encoder_attn(
+            x, attention_mask=memory_mask, key_value_states=memory, past_key_values=past_key_values, **kwargs
+        )[0]
+        return self.dropout(out)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        **kwargs,
+    ) -> torch.Tensor:
+        x = self.self_attn_layer_norm(hidden_states + self._sa_block(hidden_states, attention_mask, past_key_values, **kwargs))
+        x = self.encoder_attn_layer_norm(
+            x + self._mha_block(x, encoder_hidden_states, encoder_attention_mask, past_key_values, **kwargs)
+        )
+        return self.final_layer_norm(x + self._ff_block(x))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Pretrained-model plumbing: initialisation, input checks
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class VanillaTransformerPreTrainedModel(PreTrainedModel):
+    config: VanillaTransformerConfig
+    base_model_prefix = "model"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["VanillaTransformerEncoderLayer", "VanillaTransformerDecoderLayer"]
+    _supports_sdpa = True
+    _supports_flash_attn = True
+    _supports_flex_attn = True
+    _supports_attention_backend = True
+    _can_compile_fullgraph = True
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        """Xavier-uniform linear layers (tensor2tensor/fairseq) unless `init_std` is set; N(0, d_model^-0.5)
+        embeddings, so that after the sqrt(d_model) scaling of section 3.4 tokens and positions have equal scale."""
+        config = self.config
+        if isinstance(module, nn.Linear):
+            if config.init_std is None:
+                init.xavier_uniform_(module.weight)
+            else:
+                init.normal_(module.weight, mean=0.0, std=config.init_std)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            init.normal_(module.weight, mean=0.0, std=config.d_model**-0.5)
+            if module.padding_idx is not None and not getattr(module.weight, "_is_hf_initialized", False):
+                init.zeros_(module.weight[module.padding_idx])
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+        elif isinstance(module, SinusoidalPositionalEncoding):
+            init.copy_(module.pe, sinusoidal_table(module.num_positions, module.d_model))
+
+
+def _check_token_ids(ids: torch.Tensor | None, name: str, vocab_size: int) -> None:
+    if ids is None or ids.numel() == 0 or torch.compiler.is_compiling():
+        return
+    low, high = ids.min().item(), ids.max().item()
+    if low < 0 or high >= vocab_size:
+        bad = low if low < 0 else high
+        raise ValueError(f"{name} contains token id {bad}, outside [0, vocab_size={vocab_size})")
+
+
+def _check_padding_mask(mask: torch.Tensor | None, name: str, batch_size: int, length: int) -> None:
+    """A 2D padding mask must be [batch, length]; 4D masks are the caller's own and pass through as they are."""
+    if mask is None or mask.dim() != 2:
+        return
+    if tuple(mask.shape) != (batch_size, length):
+        raise ValueError(f"{name} has shape {tuple(mask.shape)}, expected (batch_size, length) = {(batch_size, length)}")
+
+
+class _TransformerStack(VanillaTransformerPreTrainedModel):
+    """3.4: token embeddings times sqrt(d_model), plus positional encodings, then dropout (section 5.4)."""
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config)
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
+        self.embed_positions = SinusoidalPositionalEncoding(config.max_position_embeddings, config.d_model)
+        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.dropout = nn.Dropout(config.dropout)
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.embed_tokens = value
+
+    def embed(self, input_ids, inputs_embeds, name: str, offset: int = 0) -> torch.Tensor:
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError(f"pass exactly one of {name} and its inputs_embeds")
+        if inputs_embeds is None:
+            _check_token_ids(input_ids, name, self.embed_tokens.num_embeddings)
+            inputs_embeds = self.embed_tokens(input_ids)
+        positions = self.embed_positions(inputs_embeds.shape[1], offset)  # [T, d_model]
+        return self.dropout(inputs_embeds * self.embed_scale + positions.to(inputs_embeds.dtype))
+
+
+class VanillaTransformerEncoder(_TransformerStack):
+    """N layers of self-attention and feed-forward, over the source sentence."""
+
+    _can_record_outputs = {
+        "hidden_states": VanillaTransformerEncoderLayer,
+        "attentions": VanillaTransformerAttention,
+    }
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config)
+        self.layers = nn.ModuleList(VanillaTransformerEncoderLayer(config, i) for i in range(config.encoder_layers))
+        self.post_init()
+
+    @merge_with_config_defaults
+    @capture_outputs
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        **kwargs,
+    ) -> BaseModelOutput:
+        hidden_states = self.embed(input_ids, inputs_embeds, "input_ids")  # [B, S, d_model]
+        _check_padding_mask(attention_mask, "attention_mask", *hidden_states.shape[:2])
+        mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask)
+        for layer in self.layers:
+            hidden_states = layer(hidden_states, mask, **kwargs)
+        return BaseModelOutput(last_hidden_state=hidden_states)
+
+
+class VanillaTransformerDecoder(_TransformerStack):
+    """N layers of masked self-attention, encoder-decoder attention and feed-forward, over the target prefix."""
+
+    _can_record_outputs = {
+        "hidden_states": VanillaTransformerDecoderLayer,
+        "attentions": OutputRecorder(VanillaTransformerAttention, index=1, layer_name="self_attn"),
+        "cross_attentions": OutputRecorder(VanillaTransformerAttention, index=1, layer_name="encoder_attn"),
+    }
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config)
+        self.layers = nn.ModuleList(VanillaTransformerDecoderLayer(config, i) for i in range(config.decoder_layers))
+        self.post_init()
+
+    @merge_with_config_defaults
+    @capture_outputs
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        **kwargs,
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        if use_cache and past_key_values is None:
+            past_key_values = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
+        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        hidden_states = self.embed(input_ids, inputs_embeds, "decoder_input_ids", offset=past_length)  # [B, T, d]
+        batch_size, length = hidden_states.shape[:2]
+        _check_padding_mask(attention_mask, "decoder_attention_mask", batch_size, past_length + length)
+        if encoder_hidden_states is not None:
+            _check_padding_mask(encoder_attention_mask, "attention_mask", batch_size, encoder_hidden_states.shape[1])
+
+        self_cache = past_key_values.self_attention_cache if isinstance(past_key_values, EncoderDecoderCache) else past_key_values
+        causal_mask = create_causal_mask(
+            config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask, past_key_values=self_cache
+        )
+        memory_mask = create_bidirectional_mask(
+            config=self.config,
+            inputs_embeds=hidden_states,
+            attention_mask=encoder_attention_mask,
+            encoder_hidden_states=encoder_hidden_states,
+        )
+        for layer in self.layers:
+            hidden_states = layer(
+                hidden_states,
+                causal_mask,
+                encoder_hidden_states,  # positional, for reentrant gradient checkpointing
+                encoder_attention_mask=memory_mask,
+                past_key_values=past_key_values,
+                **kwargs,
+            )
+        return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden_states, past_key_values=past_key_values)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The encoder-decoder, and 3.4 Embeddings and Softmax
+# "we share the same weight matrix between the two embedding layers and the pre-softmax linear transformation"
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
+    """The bare encoder-decoder, returning the decoder's last hidden states (no output projection)."""
+
+    _tied_weights_keys = {
+        "encoder.embed_tokens.weight": "shared.weight",
+        "decoder.embed_tokens.weight": "shared.weight",
+    }
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config)
+        # With tie_word_embeddings=False the encoder, the decoder and lm_head each keep their own matrix.
+        tied = config.tie_word_embeddings
+        self.shared = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id) if tied else None
+        self.encoder = VanillaTransformerEncoder(config)
+        self.decoder = VanillaTransformerDecoder(config)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.encoder.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.encoder.embed_tokens = value
+        if self.config.tie_word_embeddings:
+            self.shared = self.decoder.embed_tokens = value
+        elif self.decoder.embed_tokens.num_embeddings != value.num_embeddings:
+            # Untied, resizing the vocabulary must resize the decoder's own embedding too.
+            self.decoder.embed_tokens = self._get_resized_embeddings(self.decoder.embed_tokens, value.num_embeddings)
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: tuple | BaseModelOutput | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        **kwargs,
+    ) -> Seq2SeqModelOutput:
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(
+                input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs
+            )
+        elif not isinstance(encoder_outputs, BaseModelOutput):
+            encoder_outputs = BaseModelOutput(
+                last_hidden_state=encoder_outputs[0],
+                hidden_states=encoder_outputs[1] if len(encoder_outputs) > 1 else None,
+                attentions=encoder_outputs[2] if len(encoder_outputs) > 2 else None,
+            )
+        decoder_outputs = self.decoder(
+            input_ids=decoder_input_ids,
+            attention_mask=decoder_attention_mask,
+            encoder_hidden_states=encoder_outputs.last_hidden_state,
+            encoder_attention_mask=attention_mask,
+            past_key_values=past_key_values,
+            inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            **kwargs,
+        )
+        return Seq2SeqModelOutput(
+            last_hidden_state=decoder_outputs.last_hidden_state,
+            past_key_values=decoder_outputs.past_key_values,
+            decoder_hidden_states=decoder_outputs.hidden_states,
+            decoder_attentions=decoder_outputs.attentions,
+            cross_attentions=decoder_outputs.cross_attentions,
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+            encoder_hidden_states=encoder_outputs.hidden_states,
+            encoder_attentions=encoder_outputs.attentions,
+        )
+
+
+class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedModel, GenerationMixin):
+    """The Transformer with its output projection ("pre-softmax linear transformation"), for translation."""
+
+    _tied_weights_keys = {
+        "lm_head.weight": "model.shared.weight",
+        "model.encoder.embed_tokens.weight": "model.shared.weight",
+        "model.decoder.embed_tokens.weight": "model.shared.weight",
+    }
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config)
+        self.model = VanillaTransformerModel(config)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.post_init()
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: tuple | BaseModelOutput | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        num_items_in_batch: int | torch.Tensor | None = None,
+        **kwargs,
+    ) -> Seq2SeqLMOutput:
+        r"""
+        labels: target token ids ``[B, T]``; -100 marks positions to ignore. When given without
+            `decoder_input_ids`, the decoder inputs are the labels shifted right behind `decoder_start_token_id`.
+        num_items_in_batch: number of non-ignored label tokens across a whole (accumulated, multi-process) batch.
+            When given, the loss is the summed cross-entropy divided by it, so gradient accumulation does not
+            change the per-token normalisation (the Trainer passes it).
+        """
+        if labels is not None:
+            if decoder_input_ids is not None and decoder_input_ids.shape[:2] != labels.shape[:2]:
+                raise ValueError(
+                    f"labels has shape {tuple(labels.shape)} but decoder_input_ids has shape "
+                    f"{tuple(decoder_input_ids.shape)}: they must have the same (batch, length)"
+                )
+            use_cache = False
+            if decoder_input_ids is None and decoder_inputs_embeds is None:
+                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+
+        outputs: Seq2SeqModelOutput = self.model(
+            input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+            encoder_outputs=encoder_outputs,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            **kwargs,
+        )
+        logits = self.lm_head(outputs.last_hidden_state)  # [B, T, vocab_size]
+
+        loss = None
+        if labels is not None:
+            loss = token_cross_entropy(logits, labels.to(logits.device), num_items_in_batch)
+
+        return Seq2SeqLMOutput(
+            loss=loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            decoder_hidden_states=outputs.decoder_hidden_states,
+            decoder_attentions=outputs.decoder_attentions,
+            cross_attentions=outputs.cross_attentions,
+            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
+            encoder_hidden_states=outputs.encoder_hidden_states,
+            encoder_attentions=outputs.encoder_attentions,
+        )
+
+
+def token_cross_entropy(
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    num_items_in_batch: int | torch.Tensor | None = None,
+    label_smoothing: float = 0.0,
+) -> torch.Tensor:
+    """Cross-entropy per target token, ignoring -100; summed and divided by `num_items_in_batch` when given."""
+    reduction = "mean" if num_items_in_batch is None else "sum"
+    loss = F.cross_entropy(
+        logits.flatten(0, 1).float(),  # [B*T, V]
+        labels.flatten(),  # [B*T]
+        ignore_index=-100,
+        reduction=reduction,
+        label_smoothing=label_smoothing,
+    )
+    if num_items_in_batch is not None:
+        loss = loss / num_items_in_batch
+    return loss
+
+
+__all__ = [
+    "VanillaTransformerPreTrainedModel",
+    "VanillaTransformerModel",
+    "VanillaTransformerForConditionalGeneration",
+    "shift_tokens_right",
+    "sinusoidal_table",
+]
