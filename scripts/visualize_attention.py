@@ -1,0 +1,57 @@
+"""Plot a model's attention on a sentence: PNG heatmaps per layer and head, of the three kinds of attention.
+
+Examples:
+    python scripts/visualize_attention.py runs/base "The house is small." --output-dir attention
+    python scripts/visualize_attention.py runs/base "The house is small." --target "Das Haus ist klein." --layers 1 6
+
+Without --target, the model's greedy translation is plotted. Files: encoder_self_layerN.png,
+decoder_self_layerN.png and cross_layerN.png in --output-dir, one panel per head.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+from vanilla_transformer.finetune import load_model_and_tokenizer
+from vanilla_transformer.visualization import KINDS, plot_attention
+
+logger = logging.getLogger("visualize_attention")
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model", help="saved model directory or Hub id, with its tokenizer")
+    parser.add_argument("source", help="source sentence")
+    parser.add_argument("--target", help="its translation (default: the model's greedy translation)")
+    parser.add_argument("--output-dir", type=Path, default=Path("attention"), help="where to write the PNG files")
+    parser.add_argument("--layers", type=int, nargs="+", help="layers to plot, counted from 1 (default: all)")
+    parser.add_argument("--kinds", nargs="+", choices=list(KINDS), default=list(KINDS), help="attention kinds to plot")
+    parser.add_argument("--max-new-tokens", type=int, default=64, help="length limit of the greedy translation")
+    parser.add_argument("--dpi", type=int, default=100, help="image resolution (default: 100)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    args = parse_args(argv)
+    model, tokenizer = load_model_and_tokenizer(args.model)
+    figures = plot_attention(
+        model,
+        tokenizer,
+        args.source,
+        args.target,
+        output_dir=args.output_dir,
+        layers=args.layers,
+        kinds=args.kinds,
+        max_new_tokens=args.max_new_tokens,
+        dpi=args.dpi,
+    )
+    logger.info("wrote %d files to %s", len(figures), args.output_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

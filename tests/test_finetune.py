@@ -1,0 +1,203 @@
+"""Fine-tuning with Seq2SeqTrainer: the two Trainer pitfalls (labels popped by label smoothing, loss normalisation
+under gradient accumulation), and a whole run of scripts/finetune.py checked against independent computations."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import sacrebleu
+import torch
+from safetensors.torch import load_file
+from torch.nn import functional as F
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, EvalPrediction, GenerationConfig
+
+from tiny_model import SPLITS, load_script, saved_model_dir, single_thread  # noqa: F401 (autouse)
+from vanilla_transformer.finetune import (
+    TranslationMetrics,
+    build_trainer,
+    load_model_and_tokenizer,
+    read_pairs,
+    training_arguments,
+)
+
+# Two short targets, then two long ones: with batches of 2 in order, the two micro-batches of one step hold very
+# different numbers of target tokens, so a mean of per-micro-batch means differs from the mean over all tokens.
+PAIRS = [
+    ("one", "eins"),
+    ("two", "zwei"),
+    ("nine hundred and ninety-seven", "neunhundertsiebenundneunzig"),
+    ("seven hundred and seventy-three", "siebenhundertdreiundsiebzig"),
+]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return saved_model_dir(tmp_path_factory)
+
+
+def test_collator_builds_decoder_inputs_from_labels(model_dir, tmp_path):
+    model, tokenizer = load_model_and_tokenizer(model_dir)
+    trainer = build_trainer(model, tokenizer, PAIRS, PAIRS, training_arguments(tmp_path, label_smoothing_factor=0.1))
+
+    batch = trainer.data_collator(trainer.train_dataset)
+
+    labels = batch["labels"]
+    assert (labels == -100).any(), "the batch should be padded"
+    expected = torch.cat([torch.full((len(labels), 1), tokenizer.bos_token_id), labels[:, :-1]], dim=1)
+    expected[expected == -100] = tokenizer.pad_token_id
+    assert torch.equal(batch["decoder_input_ids"], expected)
+    assert trainer.label_smoother is not None  # so the Trainer will pop the labels and need these decoder inputs
+
+
+@pytest.mark.parametrize("smoothing", [0.1, 0.0], ids=["Trainer's label smoother", "model's loss"])
+def test_loss_with_gradient_accumulation_equals_one_big_batch(model_dir, tmp_path, smoothing):
+    """One step of 2 micro-batches of 2 pairs gives the loss and the update of one batch of 4 pairs."""
+    model, tokenizer = load_model_and_tokenizer(model_dir)
+    initial = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+
+    # Expected: label-smoothed cross-entropy summed over every target token of the 4 pairs, divided by their number.
+    encoded = tokenizer([s for s, _ in PAIRS], text_target=[t for _, t in PAIRS], padding=True, return_tensors="pt")
+    labels = encoded["labels"].masked_fill(encoded["labels"] == tokenizer.pad_token_id, -100)
+    with torch.no_grad():
+        logits = model(input_ids=encoded["input_ids"], attention_mask=encoded["attention_mask"], labels=labels).logits
+    token_losses = F.cross_entropy(
+        logits.flatten(0, 1), labels.flatten(), ignore_index=-100, label_smoothing=smoothing, reduction="none"
+    ).view(labels.shape)
+    counts = (labels != -100).sum(dim=1)
+    expected = (token_losses.sum() / counts.sum()).item()
+    micro_batch_means = [token_losses[rows].sum() / counts[rows].sum() for rows in (slice(0, 2), slice(2, 4))]
+    mean_of_micro_batch_means = (sum(micro_batch_means) / 2).item()
+    assert abs(expected - mean_of_micro_batch_means) > 0.05, "the data should tell the two normalisations apart"
+
+    results = {}
+    for batch_size, accumulation in ((2, 2), (4, 1)):
+        model, tokenizer = load_model_and_tokenizer(model_dir)
+        args = training_arguments(
+            tmp_path / f"run-{batch_size}x{accumulation}",
+            per_device_train_batch_size=batch_size,
+            gradient_accumulation_steps=accumulation,
+            label_smoothing_factor=smoothing,
+            max_steps=1,
+            optim="sgd",  # the update is lr * gradient, so a loss scaled by 2 would show in the weights
+            learning_rate=0.5,
+            lr_scheduler_type="constant",
+            warmup_steps=0,
+            max_grad_norm=0.0,  # no clipping, which would hide a scaled gradient
+            train_sampling_strategy="sequential",
+            eval_strategy="no",
+            save_strategy="no",
+            load_best_model_at_end=False,
+            disable_tqdm=True,
+        )
+        trainer = build_trainer(model, tokenizer, PAIRS, PAIRS, args)
+        loss = trainer.train().training_loss
+        results[batch_size] = (loss, {name: tensor.clone() for name, tensor in model.state_dict().items()})
+
+    (accumulated_loss, accumulated_weights), (big_batch_loss, big_batch_weights) = results[2], results[4]
+    assert accumulated_loss == pytest.approx(expected, rel=1e-4)
+    assert big_batch_loss == pytest.approx(expected, rel=1e-4)
+    assert not torch.allclose(big_batch_weights["lm_head.weight"], initial["lm_head.weight"])  # a step was taken
+    for name, tensor in big_batch_weights.items():
+        torch.testing.assert_close(accumulated_weights[name], tensor, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_finetune_script_improves_the_model_and_keeps_the_best_checkpoint(model_dir, tmp_path):
+    """Fine-tunes the English-to-German model to translate German to English."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for split, pairs in (("train", SPLITS.train[:96]), ("dev", SPLITS.valid[:8])):
+        (data / f"{split}.en").write_text("".join(f"{s}\n" for s, _ in pairs), encoding="utf-8")
+        (data / f"{split}.de").write_text("".join(f"{t}\n" for _, t in pairs), encoding="utf-8")
+    output_dir = tmp_path / "finetuned"
+    # as saved, in the export's format: the Trainer must not write its own defaults (max_length=20) into it
+    saved_generation = GenerationConfig.from_pretrained(model_dir).to_diff_dict()
+
+    exit_code = load_script("finetune").main([
+        str(model_dir),
+        "--train", str(data / "train.de"), str(data / "train.en"),
+        "--eval", str(data / "dev.de"), str(data / "dev.en"),
+        "--src-lang", "de", "--tgt-lang", "en",
+        "--output-dir", str(output_dir),
+        "--max-steps", "24", "--eval-steps", "8", "--logging-steps", "4",
+        "--batch-size", "8", "--gradient-accumulation-steps", "2",
+        "--learning-rate", "3e-3", "--warmup-steps", "0", "--num-beams", "1", "--save-total-limit", "3",
+    ])  # fmt: skip
+    assert exit_code == 0
+
+    state = json.loads((output_dir / "checkpoint-24" / "trainer_state.json").read_text())
+    losses = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
+    assert len(losses) == 6 and losses[-1] < 0.7 * losses[0]
+    evaluations = {entry["step"]: entry for entry in state["log_history"] if "eval_bleu" in entry}
+    assert sorted(evaluations) == [8, 16, 24]
+    best_step = max(evaluations, key=lambda step: (evaluations[step]["eval_bleu"], -step))  # first of the best
+    assert state["best_model_checkpoint"].endswith(f"checkpoint-{best_step}")
+
+    # The saved model is the best checkpoint's, not the last one's.
+    saved = load_file(output_dir / "model.safetensors")
+    best = load_file(output_dir / f"checkpoint-{best_step}" / "model.safetensors")
+    assert saved.keys() == best.keys() and all(torch.equal(saved[name], best[name]) for name in saved)
+    if best_step != 24:
+        last = load_file(output_dir / "checkpoint-24" / "model.safetensors")
+        assert not all(torch.equal(saved[name], last[name]) for name in saved)
+
+    # Its summary holds BLEU and chrF of its own greedy translations of the evaluation set, computed here again.
+    summary = json.loads((output_dir / "training_summary.json").read_text())
+    model = AutoModelForSeq2SeqLM.from_pretrained(output_dir)
+    tokenizer = AutoTokenizer.from_pretrained(output_dir)
+    references, sources = zip(*SPLITS.valid[:8])
+    inputs = tokenizer(list(sources), padding=True, return_tensors="pt")
+    hypotheses = tokenizer.batch_decode(model.generate(**inputs, num_beams=1), skip_special_tokens=True)
+    assert summary["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hypotheses, [list(references)]).score)
+    assert summary["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hypotheses, [list(references)]).score)
+    assert summary["chrf"] > 0 and summary["bleu"] == pytest.approx(evaluations[best_step]["eval_bleu"])
+    assert summary["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp")
+    assert (summary["steps"], summary["train_pairs"], summary["src_lang"], summary["tgt_lang"]) == (24, 96, "de", "en")
+    assert summary["recipe"]["sentences_per_step"] == 16 and summary["recipe"]["label_smoothing"] == 0.1
+
+    assert GenerationConfig.from_pretrained(output_dir).to_diff_dict() == saved_generation
+    assert json.loads((output_dir / "config.json").read_text())["custom_pipelines"].keys() == {
+        "translation",
+        "text2text-generation",
+    }
+
+
+def test_translation_metrics_decode_padded_ids_and_score_with_sacrebleu(model_dir):
+    _, tokenizer = load_model_and_tokenizer(model_dir)
+    hypotheses = ["three hundred and twelve", "one hundred and one", "seven"]
+    references = ["three hundred and twelve", "one hundred and two", "eight"]
+
+    def padded_ids(texts):  # padded with -100, as the Trainer pads generations and labels across batches
+        ids = tokenizer(texts)["input_ids"]
+        width = max(map(len, ids))
+        return np.array([row + [-100] * (width - len(row)) for row in ids])
+
+    metrics = TranslationMetrics(tokenizer)
+    scores = metrics(EvalPrediction(predictions=padded_ids(hypotheses), label_ids=padded_ids(references)))
+
+    assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hypotheses, [references]).score)
+    assert scores["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hypotheses, [references]).score)
+    assert scores["exact_match"] == pytest.approx(100 / 3)
+    assert 0 < scores["bleu"] < 100
+    assert metrics.signatures["bleu"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp")
+
+
+def test_read_pairs_and_bad_inputs(model_dir, tmp_path):
+    (tmp_path / "pairs.tsv").write_text("one\teins\ntwo\tzwei\n", encoding="utf-8")
+    (tmp_path / "pairs.jsonl").write_text('{"en": "one", "de": "eins"}\n', encoding="utf-8")
+    assert read_pairs([tmp_path / "pairs.tsv"]) == [("one", "eins"), ("two", "zwei")]
+    assert read_pairs([tmp_path / "pairs.jsonl"], src_lang="en", tgt_lang="de") == [("one", "eins")]
+    with pytest.raises(ValueError, match="src_lang and tgt_lang"):
+        read_pairs([tmp_path / "pairs.jsonl"])
+    with pytest.raises(ValueError, match=r"paths=\[.*pairs.txt"):
+        read_pairs([tmp_path / "pairs.txt"])
+
+    no_tokenizer = tmp_path / "model-only"
+    shutil.copytree(model_dir, no_tokenizer, ignore=shutil.ignore_patterns("tokenizer*"))
+    with pytest.raises(ValueError, match=r"model_name_or_path='.*model-only' has no loadable tokenizer"):
+        load_model_and_tokenizer(no_tokenizer)
+    with pytest.raises(ValueError, match="unknown Seq2SeqTrainingArguments field"):
+        training_arguments(tmp_path, label_smoothing=0.1)
+    model, tokenizer = load_model_and_tokenizer(model_dir)
+    with pytest.raises(ValueError, match="no training pairs are left"):
+        build_trainer(model, tokenizer, [(" ", "eins")], PAIRS, training_arguments(tmp_path))

@@ -1,0 +1,153 @@
+"""Attention maps: the weights plotted are the model's (softmax rows, causal decoder), the PNGs are valid with one
+panel per head, tokens are readable, and the model's attention implementation is restored."""
+
+import re
+
+import matplotlib.image
+import numpy as np
+import pytest
+import torch
+
+from tiny_model import SPLITS, load_script, saved_model_dir, single_thread, tiny_config  # noqa: F401 (autouse)
+from vanilla_transformer import VanillaTransformerForConditionalGeneration
+from vanilla_transformer.finetune import load_model_and_tokenizer
+from vanilla_transformer.visualization import display_tokens, plot_attention
+
+SOURCE, TARGET = SPLITS.valid[0]  # "four hundred and seventy-nine", "vierhundertneunundsiebzig"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return saved_model_dir(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def model_and_tokenizer(model_dir):
+    return load_model_and_tokenizer(model_dir)
+
+
+def expected_tokens(tokenizer, ids):
+    """For ASCII text, byte-level BPE symbols are the characters themselves, with "Ġ" for a space."""
+    return [token.replace("Ġ", "▁") for token in tokenizer.convert_ids_to_tokens(ids)]
+
+
+def test_plots_every_layer_and_kind_with_one_panel_per_head(model_and_tokenizer, tmp_path):
+    model, tokenizer = model_and_tokenizer
+    model.train()
+    assert model.config._attn_implementation == "sdpa"
+
+    figures = plot_attention(model, tokenizer, SOURCE, TARGET, output_dir=tmp_path / "maps")
+
+    assert model.config._attn_implementation == "sdpa" and model.training  # restored
+    model.eval()
+    layers = model.config.encoder_layers
+    assert [(figure.kind, figure.layer) for figure in figures] == [
+        (kind, layer) for kind in ("encoder_self", "decoder_self", "cross") for layer in range(1, layers + 1)
+    ]
+    assert sorted(path.name for path in (tmp_path / "maps").iterdir()) == sorted(f.path.name for f in figures)
+
+    source_ids = tokenizer(SOURCE)["input_ids"]
+    labels = tokenizer(text_target=TARGET)["input_ids"]
+    decoder_inputs = [tokenizer.bos_token_id, *labels[:-1]]
+    source_tokens = expected_tokens(tokenizer, source_ids)
+    assert "".join(source_tokens).replace("▁", " ") == SOURCE + "</s>"
+    axes = {  # kind: (rows, columns)
+        "encoder_self": (source_tokens, source_tokens),
+        "decoder_self": (expected_tokens(tokenizer, labels), expected_tokens(tokenizer, decoder_inputs)),
+        "cross": (expected_tokens(tokenizer, labels), source_tokens),
+    }
+
+    heads = model.config.encoder_attention_heads
+    for figure in figures:
+        assert (figure.query_tokens, figure.key_tokens) == axes[figure.kind]
+        assert figure.weights.shape == (heads, len(figure.query_tokens), len(figure.key_tokens))
+        np.testing.assert_allclose(figure.weights.sum(axis=-1), 1.0, atol=1e-5)  # softmax over the keys
+        if figure.kind == "decoder_self":  # a position never attends to later ones
+            assert np.all(np.triu(figure.weights, k=1) == 0)
+        assert (figure.num_panels, figure.grid) == (heads, (1, heads))
+
+        data = figure.path.read_bytes()
+        assert data[:8] == PNG_MAGIC
+        image = matplotlib.image.imread(figure.path)
+        assert image.shape[:2] == figure.size_px[::-1] and image.shape[2] in (3, 4)
+        assert image[..., :3].std() > 0.05  # not blank
+
+    # The plotted weights are the model's own, for the last layer of cross-attention.
+    with torch.no_grad():
+        model.set_attn_implementation("eager")
+        outputs = model(
+            input_ids=torch.tensor([source_ids]),
+            decoder_input_ids=torch.tensor([decoder_inputs]),
+            output_attentions=True,
+        )
+        model.set_attn_implementation("sdpa")
+    np.testing.assert_allclose(figures[-1].weights, outputs.cross_attentions[-1][0].numpy(), atol=1e-6)
+
+
+def test_plots_the_greedy_translation_without_a_target(model_and_tokenizer, tmp_path):
+    model, tokenizer = model_and_tokenizer
+    generated = model.generate(**tokenizer(SOURCE, return_tensors="pt"), num_beams=1, max_new_tokens=24)[0, 1:]
+
+    figures = plot_attention(
+        model, tokenizer, SOURCE, output_dir=tmp_path, kinds=["cross"], layers=[2], max_new_tokens=24
+    )
+
+    assert [figure.path.name for figure in figures] == ["cross_layer2.png"]
+    assert figures[0].query_tokens == expected_tokens(tokenizer, generated.tolist())
+
+
+def test_panel_grid_for_heads_not_a_multiple_of_four(model_and_tokenizer, tmp_path):
+    _, tokenizer = model_and_tokenizer
+    torch.manual_seed(0)
+    config = tiny_config(len(tokenizer), d_model=24, encoder_attention_heads=6, decoder_attention_heads=6)
+    model = VanillaTransformerForConditionalGeneration(config).eval()
+
+    (figure,) = plot_attention(model, tokenizer, SOURCE, TARGET, output_dir=tmp_path, kinds=["cross"], layers=[1])
+
+    assert (figure.num_panels, figure.grid) == (6, (2, 4))
+    assert matplotlib.image.imread(figure.path).shape[:2] == figure.size_px[::-1]
+
+
+def test_display_tokens_decodes_bytes(model_and_tokenizer):
+    _, tokenizer = model_and_tokenizer
+    text = "fünf € zwölf"  # "€" (3 bytes) never occurs in the training data, so its bytes stay separate tokens
+    ids = tokenizer(text)["input_ids"]
+
+    shown = display_tokens(tokenizer, ids)
+
+    assert shown[-1] == "</s>"
+    euro = shown.index("\\xe2")
+    assert shown[euro : euro + 3] == ["\\xe2", "\\x82", "\\xac"]
+    assert any("ü" in token for token in shown)  # "ü", frequent in the training data, is merged into tokens
+    assert not any("Ġ" in token or "Ã" in token for token in shown)
+
+    def to_bytes(token):  # undo the display: "▁" is a space, "\\xNN" a byte
+        escaped = token.replace("▁", " ").encode()
+        return re.sub(rb"\\x([0-9a-f]{2})", lambda match: bytes.fromhex(match.group(1).decode()), escaped)
+
+    assert b"".join(to_bytes(token) for token in shown[:-1]).decode() == text
+
+
+def test_bad_inputs_raise(model_and_tokenizer, tmp_path):
+    model, tokenizer = model_and_tokenizer
+    with pytest.raises(ValueError, match="source must be a non-blank sentence, got source='  '"):
+        plot_attention(model, tokenizer, "  ", output_dir=tmp_path)
+    with pytest.raises(ValueError, match=r"got layers=\[3\]"):
+        plot_attention(model, tokenizer, SOURCE, output_dir=tmp_path, layers=[3])
+    with pytest.raises(ValueError, match=r"got kinds=\['self'\]"):
+        plot_attention(model, tokenizer, SOURCE, output_dir=tmp_path, kinds=["self"])
+    assert not any(tmp_path.iterdir())
+
+
+def test_script_writes_the_chosen_maps(model_dir, tmp_path):
+    exit_code = load_script("visualize_attention").main(
+        [str(model_dir), SOURCE, "--target", TARGET, "--layers", "1", "--output-dir", str(tmp_path)]
+    )
+    assert exit_code == 0
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "cross_layer1.png",
+        "decoder_self_layer1.png",
+        "encoder_self_layer1.png",
+    ]
+    assert all(path.read_bytes()[:8] == PNG_MAGIC for path in tmp_path.iterdir())

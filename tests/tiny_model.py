@@ -1,0 +1,103 @@
+"""A tiny translation model of the numbers task, briefly trained and saved with its tokenizer, for the tests of
+fine-tuning, pipelines, Hub sharing and attention maps. Build it once per test session with `saved_model_dir`."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+from transformers import GenerationConfig
+
+from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+from vanilla_transformer.data import TranslationCollator, make_numbers_task, tokenize_pairs
+from vanilla_transformer.tokenization import train_tokenizer
+
+SPLITS = make_numbers_task(240, 16, 0, max_number=999, seed=0)
+"""English to German number words, 1 to 999."""
+
+GENERATION = dict(num_beams=4, max_new_tokens=24)
+"""What an exported model's generation_config.json holds besides the token ids: the paper's beam size."""
+
+_BUILT: dict[str, Path] = {}
+
+
+def tiny_config(vocab_size: int, **overrides) -> VanillaTransformerConfig:
+    kwargs = dict(
+        vocab_size=vocab_size,
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        dropout=0.0,
+        max_position_embeddings=64,
+    )
+    return VanillaTransformerConfig(**{**kwargs, **overrides})
+
+
+def build_model_dir(directory: Path, *, steps: int = 80, seed: int = 0) -> Path:
+    """Train a tokenizer and a tiny model on `SPLITS.train` for `steps` Adam steps, and save both to `directory`."""
+    tokenizer = train_tokenizer([text for pair in SPLITS.train for text in pair], vocab_size=400, min_frequency=1)
+    torch.manual_seed(seed)
+    model = VanillaTransformerForConditionalGeneration(tiny_config(len(tokenizer)))
+    loader = DataLoader(
+        tokenize_pairs(SPLITS.train, tokenizer),
+        batch_size=32,
+        shuffle=True,
+        collate_fn=TranslationCollator(tokenizer.pad_token_id),
+        generator=torch.Generator().manual_seed(seed),
+    )
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    model.train()
+    step = 0
+    while step < steps:
+        for batch in loader:
+            model(**batch).loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            step += 1
+            if step == steps:
+                break
+    model.eval()
+    model.generation_config = GenerationConfig(
+        **GENERATION,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        decoder_start_token_id=tokenizer.bos_token_id,
+    )
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+def saved_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny model directory, built on the first call of the session. Tests must not change it: copy it first."""
+    if "model" not in _BUILT:
+        _BUILT["model"] = build_model_dir(tmp_path_factory.mktemp("tiny-model"))
+    return _BUILT["model"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def single_thread():
+    """Run torch on one thread in a test module that imports this fixture (it is autouse): on a machine with few,
+    shared cores this is many times faster for tiny models."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def load_script(name: str) -> ModuleType:
+    """Import ``scripts/<name>.py`` as a module, to call its ``main(argv)``."""
+    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"scripts_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
