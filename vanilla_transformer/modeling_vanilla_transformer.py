@@ -36,7 +36,8 @@ from transformers.modeling_outputs import (
     Seq2SeqModelOutput,
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-from transformers.utils import can_return_tuple
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs, can_return_tuple
 from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
@@ -80,13 +81,55 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.num_positions, self.d_model = num_positions, d_model
         self.register_buffer("pe", sinusoidal_table(num_positions, d_model), persistent=False)
 
-    def forward(self, seq_len: int, offset: int = 0) -> torch.Tensor:
+    def forward(self, seq_len: int, offset: int | torch.Tensor = 0) -> torch.Tensor:
+        if isinstance(offset, torch.Tensor):
+            # A StaticCache reports its length as a tensor: index (no data-dependent branch) so that compiled
+            # decoding traces as one graph; the length check is skipped there.
+            return self.pe[torch.arange(seq_len, device=self.pe.device) + offset]
         if offset + seq_len > self.num_positions:
             raise ValueError(
                 f"sequence length {offset + seq_len} (positions {offset}..{offset + seq_len - 1}) exceeds "
                 f"max_position_embeddings={self.num_positions}"
             )
         return self.pe[offset : offset + seq_len]  # [T, d_model], broadcast over the batch
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Training without computing padding
+# Every sublayer but attention is position-wise: the projections, the feed-forward network, the residual additions
+# and the LayerNorms act on each position separately, so they can run on the [N, d] real tokens of a padded batch.
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class _Packing:
+    """The real-token positions of a padded ``[B, T]`` batch: `pack` gathers them, `unpack` scatters them back.
+
+    Used in training, where randomly batched sentences are 30-50% padding: the position-wise sublayers then work on
+    the N real tokens only, and attention, which needs the ``[B, T]`` layout, unpacks its projections. Hidden states
+    and logits at padded positions are zero instead of computed (they are masked out of attention and the loss).
+    Loss and gradients are unchanged; in evaluation every position is computed, as in other implementations.
+    """
+
+    def __init__(self, keep: torch.Tensor):
+        self.batch_size, self.length = keep.shape
+        self.index = keep.flatten().nonzero().squeeze(1)  # [N], real positions in the flattened [B * T]
+        self.right_padded = bool((keep[:, 1:] <= keep[:, :-1]).all())  # every row: tokens, then padding
+
+    @classmethod
+    def of(cls, module: nn.Module, padding_mask: torch.Tensor | None) -> "_Packing | None":
+        """From a 2D padding mask (1 = token) in training; None while compiling, or when under 10% is padding
+        (as in length-bucketed batches), where gathering and scattering the tokens costs about what it saves."""
+        if not module.training or padding_mask is None or padding_mask.dim() != 2 or torch.compiler.is_compiling():
+            return None
+        keep = padding_mask.bool()
+        return None if keep.sum() >= 0.9 * keep.numel() else cls(keep)
+
+    def pack(self, x: torch.Tensor) -> torch.Tensor:
+        return x.flatten(0, 1).index_select(0, self.index)  # [B, T, ...] -> [N, ...]
+
+    def unpack(self, x: torch.Tensor) -> torch.Tensor:
+        padded = x.new_zeros(self.batch_size * self.length, *x.shape[1:])
+        return padded.index_copy_(0, self.index, x).unflatten(0, (self.batch_size, self.length))  # -> [B, T, ...]
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -144,7 +187,9 @@ class VanillaTransformerAttention(nn.Module):
         self.v_proj = nn.Linear(config.d_model, config.d_model)
         self.out_proj = nn.Linear(config.d_model, config.d_model)
 
-    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
+    def _split_heads(self, x: torch.Tensor, packing: _Packing | None = None) -> torch.Tensor:
+        if packing is not None:
+            x = packing.unpack(x)  # [N, d] real tokens -> [B, T, d]
         return x.view(*x.shape[:-1], -1, self.head_dim).transpose(1, 2)  # [B, T, d] -> [B, H, T, d_k]
 
     def forward(
@@ -153,10 +198,13 @@ class VanillaTransformerAttention(nn.Module):
         attention_mask: torch.Tensor | None = None,
         key_value_states: torch.Tensor | None = None,
         past_key_values: Cache | None = None,
+        packing: _Packing | None = None,
+        memory_packing: _Packing | None = None,
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """`hidden_states` and `key_value_states` are ``[B, T, d]``, or ``[N, d]`` real tokens given their packing."""
         is_cross = key_value_states is not None
-        query = self._split_heads(self.q_proj(hidden_states))  # [B, H, Tq, d_k]
+        query = self._split_heads(self.q_proj(hidden_states), packing)  # [B, H, Tq, d_k]
 
         cache = past_key_values
         if isinstance(past_key_values, EncoderDecoderCache):
@@ -165,9 +213,9 @@ class VanillaTransformerAttention(nn.Module):
             # The encoder output does not change while decoding: its keys and values are projected once.
             key, value = cache.layers[self.layer_idx].keys, cache.layers[self.layer_idx].values
         else:
-            source = key_value_states if is_cross else hidden_states
-            key = self._split_heads(self.k_proj(source))  # [B, H, Tk, d_k]
-            value = self._split_heads(self.v_proj(source))  # [B, H, Tk, d_k]
+            source, source_packing = (key_value_states, memory_packing) if is_cross else (hidden_states, packing)
+            key = self._split_heads(self.k_proj(source), source_packing)  # [B, H, Tk, d_k]
+            value = self._split_heads(self.v_proj(source), source_packing)  # [B, H, Tk, d_k]
             if cache is not None:
                 key, value = cache.update(key, value, self.layer_idx)
                 if is_cross:
@@ -186,7 +234,9 @@ class VanillaTransformerAttention(nn.Module):
             scaling=self.scaling,
             **kwargs,
         )
-        output = output.reshape(*hidden_states.shape[:-1], -1)  # [B, Tq, H, d_k] -> [B, Tq, d_model] (Concat)
+        output = output.reshape(*output.shape[:2], -1)  # [B, Tq, H, d_k] -> [B, Tq, d_model] (Concat)
+        if packing is not None:
+            output = packing.pack(output)  # -> [N, d_model]
         return self.out_proj(output), weights
 
 
@@ -231,9 +281,17 @@ class VanillaTransformerEncoderLayer(_PostNormLayer):
     def _sa_block(self, x: torch.Tensor, mask: torch.Tensor | None, **kwargs) -> torch.Tensor:
         return self.dropout(self.self_attn(x, attention_mask=mask, **kwargs)[0])
 
-    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs):
-        x = self.self_attn_layer_norm(hidden_states + self._sa_block(hidden_states, attention_mask, **kwargs))
-        return self.final_layer_norm(x + self._ff_block(x))
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        packing: _Packing | None = None,
+        **kwargs,
+    ) -> torch.Tensor:
+        x = hidden_states if packing is None else packing.pack(hidden_states)  # [B, S, d], or [N, d] real tokens
+        x = self.self_attn_layer_norm(x + self._sa_block(x, attention_mask, packing=packing, **kwargs))
+        x = self.final_layer_norm(x + self._ff_block(x))
+        return x if packing is None else packing.unpack(x)
 
 
 class VanillaTransformerDecoderLayer(_PostNormLayer):
@@ -263,13 +321,20 @@ class VanillaTransformerDecoderLayer(_PostNormLayer):
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
         past_key_values: Cache | None = None,
+        packing: _Packing | None = None,
+        memory_packing: _Packing | None = None,
         **kwargs,
     ) -> torch.Tensor:
-        x = self.self_attn_layer_norm(hidden_states + self._sa_block(hidden_states, attention_mask, past_key_values, **kwargs))
-        x = self.encoder_attn_layer_norm(
-            x + self._mha_block(x, encoder_hidden_states, encoder_attention_mask, past_key_values, **kwargs)
-        )
-        return self.final_layer_norm(x + self._ff_block(x))
+        """With `memory_packing`, `encoder_hidden_states` holds the ``[N_source, d]`` real source tokens."""
+        kwargs.update(packing=packing, memory_packing=memory_packing)
+        x = hidden_states if packing is None else packing.pack(hidden_states)  # [B, T, d], or [N, d] real tokens
+        x = self.self_attn_layer_norm(x + self._sa_block(x, attention_mask, past_key_values, **kwargs))
+        if encoder_hidden_states is not None:  # without an encoder output (decoder used alone) there is no memory
+            x = self.encoder_attn_layer_norm(
+                x + self._mha_block(x, encoder_hidden_states, encoder_attention_mask, past_key_values, **kwargs)
+            )
+        x = self.final_layer_norm(x + self._ff_block(x))
+        return x if packing is None else packing.unpack(x)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -379,8 +444,9 @@ class VanillaTransformerEncoder(_TransformerStack):
         hidden_states = self.embed(input_ids, inputs_embeds, "input_ids")  # [B, S, d_model]
         _check_padding_mask(attention_mask, "attention_mask", *hidden_states.shape[:2])
         mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask)
+        packing = _Packing.of(self, attention_mask)
         for layer in self.layers:
-            hidden_states = layer(hidden_states, mask, **kwargs)
+            hidden_states = layer(hidden_states, mask, packing=packing, **kwargs)
         return BaseModelOutput(last_hidden_state=hidden_states)
 
 
@@ -420,6 +486,13 @@ class VanillaTransformerDecoder(_TransformerStack):
         if encoder_hidden_states is not None:
             _check_padding_mask(encoder_attention_mask, "attention_mask", batch_size, encoder_hidden_states.shape[1])
 
+        packing = _Packing.of(self, attention_mask)  # None in eval mode and while compiling
+        if packing is not None and past_length > 0:  # (test after: past_length is a tensor under a StaticCache)
+            packing = None
+        if packing is not None and packing.right_padded:
+            # Causal attention already hides each row's trailing padding from its real tokens, and padded positions
+            # are not computed: no padding mask is needed, and SDPA keeps its mask-free causal kernel.
+            attention_mask = None
         self_cache = past_key_values.self_attention_cache if isinstance(past_key_values, EncoderDecoderCache) else past_key_values
         causal_mask = create_causal_mask(
             config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask, past_key_values=self_cache
@@ -430,6 +503,9 @@ class VanillaTransformerDecoder(_TransformerStack):
             attention_mask=encoder_attention_mask,
             encoder_hidden_states=encoder_hidden_states,
         )
+        memory_packing = _Packing.of(self, encoder_attention_mask) if encoder_hidden_states is not None else None
+        if memory_packing is not None:
+            encoder_hidden_states = memory_packing.pack(encoder_hidden_states)  # [N_source, d]
         for layer in self.layers:
             hidden_states = layer(
                 hidden_states,
@@ -437,6 +513,8 @@ class VanillaTransformerDecoder(_TransformerStack):
                 encoder_hidden_states,  # positional, for reentrant gradient checkpointing
                 encoder_attention_mask=memory_mask,
                 past_key_values=past_key_values,
+                packing=packing,
+                memory_packing=memory_packing,
                 **kwargs,
             )
         return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden_states, past_key_values=past_key_values)
@@ -488,7 +566,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqModelOutput:
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
@@ -540,6 +618,18 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
+    def _reorder_cache(self, past_key_values: Cache, beam_idx: torch.LongTensor) -> Cache:
+        """Beam search: make the cache follow the surviving beams, reordering only the self-attention cache.
+
+        The cross-attention keys and values of all beams of a sentence are equal (its encoder output, repeated per
+        beam), and beam search reorders beams within a sentence only: reordering them would copy identical rows.
+        """
+        if isinstance(past_key_values, EncoderDecoderCache):
+            past_key_values.self_attention_cache.reorder_cache(beam_idx)
+        else:
+            past_key_values.reorder_cache(beam_idx)
+        return past_key_values
+
     @can_return_tuple
     def forward(
         self,
@@ -554,7 +644,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqLMOutput:
         r"""
         labels: target token ids ``[B, T]``; -100 marks positions to ignore. When given without
@@ -572,6 +662,10 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+            if decoder_attention_mask is None and self.training:
+                # Positions after a row's last scored label only give logits the loss ignores: treat them as padding.
+                scored = labels != -100
+                decoder_attention_mask = scored.flip(1).cummax(1).values.flip(1)  # [B, T], True up to the last label
 
         outputs: Seq2SeqModelOutput = self.model(
             input_ids,
@@ -585,11 +679,22 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             use_cache=use_cache,
             **kwargs,
         )
-        logits = self.lm_head(outputs.last_hidden_state)  # [B, T, vocab_size]
-
+        hidden_states = outputs.last_hidden_state  # [B, T, d_model]
+        packing = None
+        if decoder_attention_mask is not None and decoder_attention_mask.dim() == 2:
+            packing = _Packing.of(self, decoder_attention_mask[:, -hidden_states.shape[1] :])
         loss = None
-        if labels is not None:
-            loss = token_cross_entropy(logits, labels.to(logits.device), num_items_in_batch)
+        if packing is None:
+            logits = self.lm_head(hidden_states)  # [B, T, vocab_size]
+            if labels is not None:
+                loss = token_cross_entropy(logits, labels.to(logits.device), num_items_in_batch)
+        else:
+            # Only the real target positions are projected to the vocabulary and scored.
+            packed_logits = self.lm_head(packing.pack(hidden_states))  # [N, vocab_size]
+            logits = packing.unpack(packed_logits)
+            if labels is not None:
+                packed_labels = packing.pack(labels.to(logits.device))
+                loss = token_cross_entropy(packed_logits[None], packed_labels[None], num_items_in_batch)
 
         return Seq2SeqLMOutput(
             loss=loss,

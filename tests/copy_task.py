@@ -1,0 +1,65 @@
+"""A tiny model trained for a few seconds to copy sentences, with its tokenizer: non-degenerate greedy and beam
+outputs for comparing implementations token for token (a random model repeats one token). Built once per session."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+from vanilla_transformer.data import TranslationCollator, tokenize_pairs
+from vanilla_transformer.tokenization import train_tokenizer
+
+WORDS = "red blue green black white small big old new dog cat bird fish man woman child runs sits eats sees".split()
+
+_BUILT: dict = {}
+
+
+def sentences(count: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 8))) for _ in range(count)]
+
+
+def copy_model(d_model: int = 64, steps: int = 200, lr: float = 3e-3, seed: int = 0):
+    """(model, tokenizer): a 2+2-layer model after `steps` Adam steps on the copy task, in eval mode."""
+    key = (d_model, steps, lr, seed)
+    if key not in _BUILT:
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # tiny matrices: one thread is fastest, and immune to other processes' load
+        try:
+            _BUILT[key] = _train(*key)
+        finally:
+            torch.set_num_threads(threads)
+    return _BUILT[key]
+
+
+def _train(d_model: int, steps: int, lr: float, seed: int):
+    train = sentences(2000, seed=0)
+    tokenizer = train_tokenizer(train, vocab_size=320, min_frequency=1)
+    torch.manual_seed(seed)
+    config = VanillaTransformerConfig(
+        vocab_size=len(tokenizer),
+        d_model=d_model,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=2 * d_model,
+        decoder_ffn_dim=2 * d_model,
+        dropout=0.0,
+        max_position_embeddings=64,
+    )
+    model = VanillaTransformerForConditionalGeneration(config).train()
+    examples = tokenize_pairs([(s, s) for s in train], tokenizer)
+    collate = TranslationCollator(tokenizer.pad_token_id)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
+    # Decaying to zero settles the weights: confident predictions that quantization noise does not flip.
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1 - step / steps)
+    rng = random.Random(seed + 1)
+    for _ in range(steps):
+        model(**collate(rng.sample(examples, 32))).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        schedule.step()
+    return model.eval(), tokenizer

@@ -1,0 +1,171 @@
+"""Our model against MarianMT, an independent implementation, on the same weights; and the benchmark at tiny size."""
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from copy_task import copy_model, sentences
+from vanilla_transformer import VanillaTransformerForConditionalGeneration, sinusoidal_table
+from vanilla_transformer import benchmark as bench
+
+_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "benchmark.py"
+_spec = importlib.util.spec_from_file_location("benchmark_script", _SCRIPT)
+benchmark_script = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(benchmark_script)
+
+PAD, BOS, EOS = 0, 2, 3
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models run fastest on one thread, and one thread does not stall when other processes load the CPU."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def tiny_pair(impl="sdpa", dropout=0.0, seed=0):
+    config = bench.model_config("tiny", vocab_size=60, dropout=dropout, max_position_embeddings=64)
+    return bench.build_pair(config, bench.Settings(size="tiny", attn_implementation=impl), seed=seed)
+
+
+def padded_batch(seed=1, vocab=60):
+    """Right-padded sources and labels of different lengths (more than 10% padding, so training packs tokens)."""
+    g = torch.Generator().manual_seed(seed)
+    pairs = []
+    for source_length, target_length in ((9, 7), (4, 6), (7, 2), (2, 5)):
+        source = torch.randint(EOS + 1, vocab, (source_length,), generator=g).tolist()
+        target = torch.randint(EOS + 1, vocab, (target_length,), generator=g).tolist()
+        pairs.append((source[:-1] + [EOS], target[:-1] + [EOS]))
+    return bench.collate(pairs)
+
+
+@pytest.mark.parametrize("impl", ["eager", "sdpa"])
+def test_marian_twin_computes_the_same_function(impl):
+    ours, marian = tiny_pair(impl)
+    ours.eval(), marian.eval()
+    batch = padded_batch()
+    assert marian.model.encoder.embed_positions.weight.equal(sinusoidal_table(64, 32))
+    assert not marian.final_logits_bias.any()
+    with torch.no_grad():
+        a = ours(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"])
+        b = marian(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"])
+    torch.testing.assert_close(a.logits, b.logits, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(a.encoder_last_hidden_state, b.encoder_last_hidden_state, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(a.loss, b.loss)
+
+
+@pytest.mark.parametrize("impl", ["eager", "sdpa"])
+def test_training_step_equals_marian(impl):
+    """In training our model skips padding; loss and gradients must still be Marian's, and real-token logits too."""
+    ours, marian = tiny_pair(impl)
+    ours.train(), marian.train()
+    batch = padded_batch()
+    a, b = ours(**batch), marian(**batch)
+    scored = batch["labels"] != -100
+    torch.testing.assert_close(a.logits[scored], b.logits[scored], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(a.loss, b.loss)
+    a.loss.backward()
+    b.loss.backward()
+    theirs = dict(marian.named_parameters())
+    for name, parameter in ours.named_parameters():
+        expected = theirs[name].grad
+        # Key biases get no gradient in exact arithmetic (softmax ignores a per-query constant): compare on the
+        # scale of the whole layer, not of that (rounding-noise) gradient.
+        scale = max(expected.abs().max().item(), theirs[name.replace("bias", "weight")].grad.abs().max().item())
+        assert (parameter.grad - expected).abs().max().item() <= 1e-5 * scale + 1e-8, name
+
+
+def test_training_skips_padding_only_when_it_pays():
+    ours, _ = tiny_pair()
+    ours.train()
+    batch = padded_batch()
+    unscored = batch["labels"] == -100
+    assert not ours(**batch).logits[unscored].any()  # padded positions were not computed
+    ours.eval()
+    assert ours(**batch).logits[unscored].abs().sum() > 0  # evaluation computes every position
+    ours.train()
+    nearly_full = bench.collate([([5] * 11 + [EOS], [6] * 11 + [EOS])] * 3 + [([5] * 10 + [EOS], [6] * 10 + [EOS])])
+    # Under 10% padding the gathers would cost what they save: every position is computed.
+    assert ours(**nearly_full).logits[nearly_full["labels"] == -100].abs().sum() > 0
+
+
+@pytest.mark.parametrize("num_beams", [1, 4])
+def test_same_generated_tokens_as_marian(num_beams):
+    model, tokenizer = copy_model()
+    marian = bench.marian_twin(model).eval()
+    source = tokenizer(sentences(12, seed=5), return_tensors="pt", padding=True)
+    kwargs = dict(max_new_tokens=14, num_beams=num_beams, do_sample=False)
+    with torch.no_grad():
+        ours_out = model.generate(**source, **kwargs)
+        marian_out = marian.generate(**source, **kwargs)
+    assert ours_out.tolist() == marian_out.tolist()
+    assert len({tuple(row) for row in ours_out.tolist()}) > 6  # varied, non-degenerate outputs
+
+
+def test_forward_flops_counts_every_linear_layer_once_per_token():
+    config = bench.model_config("tiny", vocab_size=60)
+    model = VanillaTransformerForConditionalGeneration(config)
+    linear = {
+        name: m.in_features * m.out_features for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)
+    }
+    encoder = sum(v for k, v in linear.items() if k.startswith("model.encoder"))
+    decoder = sum(v for k, v in linear.items() if k.startswith("model.decoder"))
+    source, target, d = 5, 3, config.d_model
+    attention = config.encoder_layers * 2 * source * source * d + config.decoder_layers * (
+        target * (target + 1) * d + 2 * target * source * d
+    )
+    # Cross-attention keys and values project source tokens; every other decoder linear projects target tokens.
+    cross_kv = config.decoder_layers * 2 * d * d
+    expected = 2 * (
+        source * encoder + target * (decoder - cross_kv) + source * cross_kv + target * linear["lm_head"] + attention
+    )
+    assert bench.forward_flops(config, [source], [target]) == expected
+    assert bench.training_flops(config, bench.collate([([4] * source, [4] * target)])) == 3 * expected
+
+
+def test_random_batches_are_padded_and_token_batches_are_not():
+    corpus = bench.load_corpus(200, data_dir=None, max_pairs=12000)
+    assert bench.padding_share(bench.random_batches(corpus, 32, 4)) > 0.3
+    assert bench.padding_share(bench.token_batches(corpus, 1000, 4)) < 0.05
+
+
+def test_peak_memory_counts_live_tensor_bytes():
+    def allocate():
+        a = torch.ones(1 << 20)  # 4 MiB
+        b = torch.ones(1 << 20)
+        del a, b
+        return torch.ones(1 << 18)  # 1 MiB
+
+    peak = bench.peak_memory(allocate, torch.device("cpu"))
+    assert 8 << 20 <= peak < 9 << 20
+
+
+def test_benchmark_runs_at_tiny_size(tmp_path, capsys):
+    argv = [
+        "--size", "tiny", "--threads", "1", "--vocab-size", "200", "--data-dir", str(tmp_path / "absent"),
+        "--num-batches", "1", "--repeats", "1", "--batch-size", "8", "--gen-batch-size", "4",
+        "--max-new-tokens", "5", "--scaling-lengths", "8", "16", "--no-ctranslate2", "--json", str(tmp_path / "r.json"),
+    ]
+    assert benchmark_script.main(argv) == 0
+    text = capsys.readouterr().out
+    for expected in ("training step, random batches", "greedy generate()", "beam-4 generate()", "MFU", "peak memory"):
+        assert expected in text
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["generate"]["greedy"]["outputs_equal_marian"] and report["generate"]["beam4"]["outputs_equal_marian"]
+    assert math.isfinite(report["train"]["random"]["speedup"]) and report["train"]["random"]["ours_mfu"] > 0
+    assert [row["length"] for row in report["scaling"]] == [8, 16]
+
+
+def test_settings_are_checked():
+    with pytest.raises(ValueError, match="size='huge'"):
+        bench.Settings(size="huge")
+    with pytest.raises(ValueError, match="repeats must be at least 1"):
+        bench.Settings(repeats=0)
+    with pytest.raises(ValueError, match="unknown sections"):
+        bench.run(bench.Settings(size="tiny"), ["speed"])

@@ -1,0 +1,253 @@
+"""Export to CTranslate2, a C++ inference engine for Transformer translation models, and translate with it.
+
+CTranslate2 runs the same encoder-decoder (post-norm, ReLU FFN, sqrt(d_model)-scaled shared embeddings) with fused
+kernels, optional int8 weights and a beam search written in C++; on a CPU it decodes several times faster than
+`generate()`. The conversion goes through CTranslate2's own converter API:
+
+* `VanillaTransformerLoader` fills a `ctranslate2.specs.TransformerSpec` from our modules. It is registered with
+  `ctranslate2.converters.TransformersConverter` for our configuration class, so a saved model directory converts
+  like any Transformers model, and an in-memory model converts through the same loader.
+* Our positional table is written into the spec explicitly: CTranslate2's built-in sinusoid puts all sines before
+  all cosines (like Marian), the paper interleaves them.
+
+>>> export_ctranslate2("runs/base", "runs/base-ct2", quantization="int8")
+>>> translate_ctranslate2("runs/base-ct2", tokenizer, ["A man rides a bike."], beam_size=4)
+
+``ctranslate2`` is an optional dependency (``pip install vanilla-transformer[serve]``), imported when used.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from .configuration_vanilla_transformer import VanillaTransformerConfig
+from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16", "int8_float16", "int8_bfloat16")
+"""Weight types CTranslate2 can store; ``None`` keeps the model's own (float32)."""
+
+
+def _ctranslate2():
+    try:
+        import ctranslate2
+    except ImportError as error:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "CTranslate2 is not installed: pip install ctranslate2 (or vanilla-transformer[serve])"
+        ) from error
+    return ctranslate2
+
+
+def _loader_class():
+    """Our loader, defined on first use (it subclasses CTranslate2's BART loader) and registered for our config."""
+    global _LOADER
+    if _LOADER is not None:
+        return _LOADER
+    _ctranslate2()
+    from ctranslate2.converters import transformers as ct2_transformers
+    from ctranslate2.specs import transformer_spec
+
+    class VanillaTransformerLoader(ct2_transformers.BartLoader):
+        """Fills a CTranslate2 `TransformerSpec` from a `VanillaTransformerForConditionalGeneration`.
+
+        Our parameter names follow BART/Marian, so BART's layer-by-layer mapping applies as it is; what differs is
+        the architecture flags (post-norm, no LayerNorm after the embeddings) and the positional table.
+        """
+
+        @property
+        def architecture_name(self) -> str:
+            return "AutoModelForSeq2SeqLM"  # the Auto class our package registers; `get_model_class` makes it exact
+
+        def get_model_class(self, config, model_class):
+            return VanillaTransformerForConditionalGeneration
+
+        def get_model_spec(self, model: VanillaTransformerForConditionalGeneration):
+            config: VanillaTransformerConfig = model.config
+            if config.encoder_attention_heads != config.decoder_attention_heads:
+                raise ValueError(
+                    "CTranslate2 needs one head count for encoder and decoder, got "
+                    f"encoder_attention_heads={config.encoder_attention_heads} and "
+                    f"decoder_attention_heads={config.decoder_attention_heads}"
+                )
+            if config.activation_function not in ct2_transformers._SUPPORTED_ACTIVATIONS:
+                raise ValueError(f"CTranslate2 has no activation_function={config.activation_function!r}")
+            spec = transformer_spec.TransformerSpec.from_config(
+                (config.encoder_layers, config.decoder_layers),
+                config.encoder_attention_heads,
+                pre_norm=False,  # the paper's LayerNorm(x + Sublayer(x))
+                activation=ct2_transformers._SUPPORTED_ACTIVATIONS[config.activation_function],
+                layernorm_embedding=False,
+            )
+            self.set_encoder(spec.encoder, model.model.encoder)
+            self.set_decoder(spec.decoder, model.model.decoder)
+            self.set_linear(spec.decoder.projection, model.lm_head)
+            return spec
+
+        def set_position_encodings(self, spec, module):
+            # Our interleaved sin/cos table, exactly as the model adds it (CTranslate2's default layout differs).
+            spec.encodings = module.pe
+
+        def get_vocabulary(self, model, tokenizer) -> list[str]:
+            tokens = super().get_vocabulary(model, tokenizer)
+            # A vocabulary rounded up past the tokenizer's size gets placeholder tokens for the unused ids.
+            tokens += [f"<unused{i}>" for i in range(len(tokens), model.config.vocab_size)]
+            return tokens
+
+        def set_config(self, config, model, tokenizer):
+            super().set_config(config, model, tokenizer)
+            config.layer_norm_epsilon = model.model.encoder.layers[0].final_layer_norm.eps
+            config.add_source_bos = False  # our tokenizer already ends every source with </s> and adds no <s>
+            config.add_source_eos = False
+
+    ct2_transformers.register_loader("VanillaTransformerConfig")(VanillaTransformerLoader)
+    _LOADER = VanillaTransformerLoader
+    return _LOADER
+
+
+_LOADER = None
+
+
+class _Vocabulary:
+    """The minimal tokenizer the loader reads: token strings by id and the special tokens (for unnamed vocabularies)."""
+
+    def __init__(self, tokens: Sequence[str], config: VanillaTransformerConfig):
+        self.tokens = list(tokens)
+        self.bos_token = self.tokens[config.bos_token_id]
+        self.eos_token = self.tokens[config.eos_token_id]
+        self.unk_token = "<unk>" if "<unk>" in self.tokens else self.eos_token
+
+    def get_vocab(self) -> dict[str, int]:
+        return {token: i for i, token in enumerate(self.tokens)}
+
+    def convert_ids_to_tokens(self, index: int) -> str:
+        return self.tokens[index]
+
+
+def model_spec(
+    model: VanillaTransformerForConditionalGeneration, tokenizer=None, vocabulary: Sequence[str] | None = None
+):
+    """The CTranslate2 `TransformerSpec` of an in-memory model, with the tokenizer's vocabulary or `vocabulary`."""
+    if (tokenizer is None) == (vocabulary is None):
+        raise ValueError("pass exactly one of tokenizer and vocabulary")
+    if vocabulary is not None:
+        if len(vocabulary) != model.config.vocab_size:
+            raise ValueError(
+                f"vocabulary has {len(vocabulary)} tokens, the model has vocab_size={model.config.vocab_size}"
+            )
+        tokenizer = _Vocabulary(vocabulary, model.config)
+    # A float32 copy: CTranslate2 quantizes the spec's tensors in place, and `quantization` picks the stored type.
+    model = copy.deepcopy(model).float()
+    with torch.no_grad():
+        return _loader_class()()(model, tokenizer)
+
+
+def export_ctranslate2(
+    model: str | os.PathLike | VanillaTransformerForConditionalGeneration,
+    output_dir: str | os.PathLike,
+    *,
+    quantization: str | None = None,
+    tokenizer: PreTrainedTokenizerBase | None = None,
+    vocabulary: Sequence[str] | None = None,
+    force: bool = False,
+) -> Path:
+    """Convert a model to a CTranslate2 model directory.
+
+    Args:
+        model: A saved model directory (with its tokenizer, as `save_pretrained` writes them), converted by
+            `ctranslate2.converters.TransformersConverter`; or an in-memory model, with `tokenizer` or `vocabulary`.
+        output_dir: The CTranslate2 model directory to write.
+        quantization: Stored weight type, one of :data:`QUANTIZATIONS` (``"int8"`` for fast CPU inference), or
+            ``None`` for float32.
+        tokenizer: For an in-memory model: the tokenizer whose vocabulary the model uses.
+        vocabulary: For an in-memory model without tokenizer: the token string of every id.
+        force: Replace `output_dir` if it exists.
+
+    Returns:
+        `output_dir`.
+    """
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise ValueError(f"quantization={quantization!r}; choose one of {QUANTIZATIONS} or None")
+    ct2 = _ctranslate2()
+    _loader_class()
+    if isinstance(model, (str, os.PathLike)):
+        if tokenizer is not None or vocabulary is not None:
+            raise ValueError(
+                "a saved model directory is converted with its own tokenizer: pass neither tokenizer nor vocabulary"
+            )
+        converter = ct2.converters.TransformersConverter(str(model))
+    else:
+        spec = model_spec(model, tokenizer, vocabulary)
+
+        class _SpecConverter(ct2.converters.Converter):
+            def _load(self):
+                return spec
+
+        converter = _SpecConverter()
+    return Path(converter.convert(str(output_dir), quantization=quantization, force=force))
+
+
+def load_translator(
+    model_dir: str | os.PathLike, *, device: str = "cpu", compute_type: str = "default", threads: int = 0
+):
+    """A `ctranslate2.Translator`; ``threads`` sets its intra-op threads (0: CTranslate2's default)."""
+    ct2 = _ctranslate2()
+    return ct2.Translator(str(model_dir), device=device, compute_type=compute_type, intra_threads=threads)
+
+
+def translate_ctranslate2(
+    model_dir,
+    tokenizer: PreTrainedTokenizerBase,
+    sentences: Sequence[str],
+    *,
+    beam_size: int = 4,
+    max_decoding_length: int = 256,
+    length_penalty: float = 1.0,
+    batch_size: int = 32,
+    device: str = "cpu",
+    compute_type: str = "default",
+    threads: int = 0,
+) -> list[str]:
+    """Translate `sentences` with an exported model: tokenize, decode with CTranslate2's beam search, detokenize.
+
+    Args:
+        model_dir: A directory written by :func:`export_ctranslate2`, or a loaded `ctranslate2.Translator`.
+        tokenizer: The model's tokenizer (it appends ``</s>`` to each source, as in training).
+        sentences: Source sentences.
+        beam_size: 1 for greedy decoding.
+        max_decoding_length: Most tokens generated per sentence, ``</s>`` excluded.
+        length_penalty: Beam scores are divided by ``length ** length_penalty``.
+        batch_size: Sentences per CTranslate2 batch.
+        device, compute_type, threads: Passed to `ctranslate2.Translator` when `model_dir` is a path.
+
+    Returns:
+        One translation per sentence, special tokens removed.
+    """
+    translator = model_dir
+    if isinstance(model_dir, (str, os.PathLike)):
+        translator = load_translator(model_dir, device=device, compute_type=compute_type, threads=threads)
+    if not sentences:
+        return []
+    sources = [tokenizer.convert_ids_to_tokens(ids) for ids in tokenizer(list(sentences))["input_ids"]]
+    results = translator.translate_batch(
+        sources,
+        beam_size=beam_size,
+        max_batch_size=batch_size,
+        max_decoding_length=max_decoding_length,
+        length_penalty=length_penalty,
+    )
+    outputs = []
+    for result in results:
+        ids = tokenizer.convert_tokens_to_ids(result.hypotheses[0])
+        outputs.append(tokenizer.decode(ids, skip_special_tokens=True))
+    return outputs
+
+
+__all__ = ["QUANTIZATIONS", "export_ctranslate2", "load_translator", "model_spec", "translate_ctranslate2"]
