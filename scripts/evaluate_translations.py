@@ -1,0 +1,97 @@
+#!/usr/bin/env python
+"""Score translations of a test set: sacreBLEU's BLEU (with its signature), chrF and exact match.
+
+    python scripts/evaluate_translations.py --model runs/numbers/model \
+        --source runs/numbers/test.en --reference runs/numbers/test.de
+    python scripts/evaluate_translations.py --hypotheses output.de --reference newstest2014.de   # existing output
+
+The name is not ``evaluate.py``: Python puts a script's directory first on ``sys.path``, and a ``scripts/evaluate.py``
+would hide the `evaluate` package from every script here.
+
+With --model the sources are first translated with the paper's beam search (as scripts/translate.py does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
+from vanilla_transformer.generation import (
+    LENGTH_PENALTY,
+    MAX_LENGTH_OFFSET,
+    NUM_BEAMS,
+    load_translation_model,
+    translate,
+)
+from vanilla_transformer.training import score_translations
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Score translations: BLEU, chrF and exact match.")
+    parser.add_argument("--reference", required=True, help="reference translations, one per line")
+    parser.add_argument("--hypotheses", help="translations to score (instead of --model and --source)")
+    parser.add_argument("--model", help="Hugging Face model directory to translate --source with")
+    parser.add_argument("--source", help="source sentences, one per line")
+    parser.add_argument("--output", help="with --model: also write the translations to this file")
+    parser.add_argument("--results", help="also write the scores to this file, as JSON")
+    parser.add_argument("--num-beams", type=int, default=NUM_BEAMS, help="beam size (default: %(default)s)")
+    parser.add_argument(
+        "--length-penalty", type=float, default=LENGTH_PENALTY, help="GNMT alpha (default: %(default)s)"
+    )
+    parser.add_argument("--max-length-offset", type=int, default=MAX_LENGTH_OFFSET, help="at most input length + this")
+    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default: %(default)s)")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="default: %(default)s")
+    parser.add_argument(
+        "--num-threads", type=int, help="CPU threads (default: torch's); 1 is fastest on a CPU busy with other work"
+    )
+    args = parser.parse_args(argv)
+    if (args.hypotheses is None) == (args.model is None and args.source is None):
+        parser.error("give either --hypotheses, or --model and --source")
+    if args.hypotheses is None and (args.model is None or args.source is None):
+        parser.error("--model and --source go together")
+    return args
+
+
+def _read_lines(path: str, option: str) -> list[str]:
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{option}={path} is not a file")
+    return Path(path).read_text(encoding="utf-8").splitlines()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.num_threads is not None:
+        torch.set_num_threads(args.num_threads)
+    references = _read_lines(args.reference, "--reference")
+    if args.hypotheses is not None:
+        hypotheses = _read_lines(args.hypotheses, "--hypotheses")
+    else:
+        model, tokenizer = load_translation_model(args.model, args.device)
+        hypotheses = translate(
+            model,
+            tokenizer,
+            _read_lines(args.source, "--source"),
+            num_beams=args.num_beams,
+            length_penalty=args.length_penalty,
+            max_length_offset=args.max_length_offset,
+            batch_size=args.batch_size,
+            show_progress=True,
+        )
+        if args.output:
+            Path(args.output).write_text("".join(line + "\n" for line in hypotheses), encoding="utf-8")
+    scores = score_translations(hypotheses, references)
+    print(f"BLEU = {scores['bleu']:.2f} ({scores['bleu_signature']})")
+    print(f"chrF = {scores['chrf']:.2f}")
+    print(f"exact match = {scores['exact_match']:.2f}%")
+    if args.results:
+        Path(args.results).write_text(json.dumps(scores, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,337 @@
+"""Training: the schedule, loss normalisation, presets, resuming, bad input, and two processes."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from importlib.util import module_from_spec, spec_from_file_location
+from pathlib import Path
+
+import pytest
+import torch
+from accelerate import Accelerator
+from torch.nn import functional as F
+from transformers import AutoModelForSeq2SeqLM
+
+from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+from vanilla_transformer.checkpoints import list_checkpoints, load_checkpoint_weights
+from vanilla_transformer.data import TranslationCollator
+from vanilla_transformer.tokenization import train_tokenizer
+from vanilla_transformer.tracking import read_metrics
+from vanilla_transformer.training import (
+    TRAINING_PRESETS,
+    TrainingConfig,
+    accumulate_gradients,
+    gradient_accumulation_steps,
+    noam_learning_rate,
+    noam_schedule,
+    parse_args,
+    train,
+)
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+# A run of seconds: 160 numbers, a 10k-parameter model, 8 steps; checkpoints at steps 3, 6 and 8.
+TINY = [
+    "--num-train", "160", "--num-valid", "12", "--num-test", "12", "--vocab-size", "300",
+    "--d-model", "16", "--layers", "1", "--heads", "2", "--ffn-dim", "32", "--dropout", "0.1",
+    "--max-tokens", "400", "--max-steps", "8", "--warmup-steps", "4", "--log-every", "1", "--eval-every", "4",
+    "--save-every", "3", "--keep-checkpoints", "2", "--average-checkpoints", "2", "--max-length-offset", "3",
+    "--num-threads", "1", "--num-samples", "1",
+]  # fmt: skip
+
+
+class Killed(Exception):
+    """Stands for the process being killed."""
+
+
+def tiny_run(output_dir: Path, *options: str) -> TrainingConfig:
+    return parse_args([*TINY, "--output-dir", str(output_dir), *options])
+
+
+def same_weights(first: dict[str, torch.Tensor], second: dict[str, torch.Tensor]) -> bool:
+    return first.keys() == second.keys() and all(torch.equal(first[name], second[name]) for name in first)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models run fastest on one thread, above all on a busy machine, where idle OpenMP threads wait."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory) -> Path:
+    """An uninterrupted tiny run of 8 steps, with dropout."""
+    output_dir = tmp_path_factory.mktemp("reference")
+    train(tiny_run(output_dir))
+    return output_dir
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Learning rate and loss
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_noam_learning_rate_is_equation_3():
+    # d_model = 512, warmup 4000: 512^-0.5 * step * 4000^-1.5 during warmup, 512^-0.5 * step^-0.5 after.
+    assert noam_learning_rate(1, 512, 4000) == pytest.approx(512**-0.5 * 4000**-1.5)
+    assert noam_learning_rate(4000, 512, 4000) == pytest.approx(0.0441941738 / 63.2455532)  # the peak, 6.99e-4
+    assert noam_learning_rate(16000, 512, 4000) == pytest.approx(512**-0.5 / 126.491106)
+    assert noam_learning_rate(100, 128, 10, scale=2.0) == pytest.approx(2.0 * 128**-0.5 * 0.1)
+    with pytest.raises(ValueError, match="step=0"):
+        noam_learning_rate(0, 512, 4000)
+
+
+def test_noam_schedule_gives_step_s_the_rate_of_step_s():
+    parameter = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.Adam([parameter], lr=123.0)
+    scheduler = noam_schedule(optimizer, d_model=64, warmup_steps=3)
+    used = []
+    for _ in range(6):
+        used.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    assert used == pytest.approx([64**-0.5 * min(s**-0.5, s * 3**-1.5) for s in range(1, 7)])
+
+
+def test_logged_learning_rate_and_steps_follow_the_schedule(reference_run):
+    rows = [row for row in read_metrics(reference_run / "metrics.jsonl") if "train_loss" in row]
+    assert [row["step"] for row in rows] == list(range(1, 9))
+    scale = TrainingConfig.load(reference_run / "training_config.json").lr_scale
+    expected = [scale * 16**-0.5 * min(s**-0.5, s * 4**-1.5) for s in range(1, 9)]  # d_model 16, warmup 4
+    assert [row["learning_rate"] for row in rows] == pytest.approx(expected)
+
+
+def test_accumulated_gradient_is_that_of_the_mean_over_all_target_tokens():
+    """Two micro-batches with 3 and 16 target tokens: the gradient must be that of the mean over the 19 tokens
+    (not the mean of the two micro-batch means), with label smoothing."""
+    torch.manual_seed(0)
+    config = VanillaTransformerConfig(
+        vocab_size=20, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, dropout=0.0,
+    )  # fmt: skip
+    model = VanillaTransformerForConditionalGeneration(config)
+    collate = TranslationCollator(pad_token_id=0)
+    short = collate([{"input_ids": [5, 6, 3], "labels": [7, 8, 3]}])
+    long = collate(
+        [{"input_ids": [9, 3], "labels": [4, 5, 6, 7, 8, 3]}, {"input_ids": [10, 11, 12, 3], "labels": [9, 3]}] * 2
+    )
+    accelerator = Accelerator()
+    stats = accumulate_gradients(accelerator, model, [short, long], label_smoothing=0.1)
+    accumulated = {name: parameter.grad.clone() for name, parameter in model.named_parameters()}
+
+    model.zero_grad()
+    logits, labels = [], []
+    for batch in (short, long):
+        logits.append(model(**batch).logits.flatten(0, 1))
+        labels.append(batch["labels"].flatten())
+    loss = F.cross_entropy(torch.cat(logits), torch.cat(labels), ignore_index=-100, label_smoothing=0.1)
+    loss.backward()
+    assert stats["target_tokens"].item() == 19
+    assert stats["loss"].item() / 19 == pytest.approx(loss.item(), rel=1e-6)
+    for name, parameter in model.named_parameters():
+        torch.testing.assert_close(accumulated[name], parameter.grad, rtol=1e-5, atol=1e-7, msg=name)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Presets and command line
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_numbers_is_the_default_preset_and_options_override_it():
+    config = parse_args([])
+    assert config.preset == "numbers" and config.dataset == "numbers" and config.output_dir == "runs/numbers"
+    assert (config.d_model, config.layers, config.num_threads) == (128, 3, TRAINING_PRESETS["numbers"]["num_threads"])
+    assert parse_args(["--max-steps", "7", "--dropout", "0.3"]).max_steps == 7
+    with pytest.raises(SystemExit):
+        parse_args(["--preset", "wmt15"])
+
+
+def test_wmt14_presets_follow_the_paper():
+    base, big = parse_args(["--preset", "wmt14-base"]), parse_args(["--preset", "wmt14-big"])
+    for config in (base, big):
+        assert (config.dataset, config.dataset_config, config.test_split) == ("hf:wmt14", "de-en", "test")
+        assert (config.adam_beta1, config.adam_beta2, config.adam_eps) == (0.9, 0.98, 1e-9)
+        assert (config.warmup_steps, config.label_smoothing, config.vocab_size) == (4000, 0.1, 37_000)
+        assert (config.num_beams, config.length_penalty, config.max_length_offset) == (4, 0.6, 50)
+        # About 25,000 source + 25,000 target tokens per step, whatever the number of processes.
+        for processes in (1, 2, 4):
+            tokens = config.max_tokens * gradient_accumulation_steps(config, processes) * processes
+            assert 40_000 <= tokens <= 60_000
+    assert (base.model, base.max_steps, base.average_checkpoints) == ("base", 100_000, 5)
+    assert (big.model, big.max_steps, big.average_checkpoints) == ("big", 300_000, 20)
+    assert gradient_accumulation_steps(TrainingConfig.from_preset("wmt14-base", grad_accum=3), 4) == 3
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The run directory, checkpoints, resuming
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_run_directory_holds_a_loadable_model_and_the_last_checkpoints(reference_run):
+    assert [path.name for path in list_checkpoints(reference_run / "checkpoints")] == [
+        "checkpoint-00000006",
+        "checkpoint-00000008",
+    ]
+    results = json.loads((reference_run / "results.json").read_text())
+    assert results["step"] == 8 and results["averaged_checkpoints"] == ["checkpoint-00000006", "checkpoint-00000008"]
+    assert {"test_bleu", "test_chrf", "test_exact_match", "train_tokens_per_second", "padding_share"} <= results.keys()
+    assert (reference_run / "metrics.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = read_metrics(reference_run / "metrics.jsonl")
+    assert {row["step"] for row in rows if "valid_bleu" in row} == {4, 8}
+    assert len((reference_run / "test.hyp.de").read_text().splitlines()) == 12
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(reference_run / "model")
+    assert model.generation_config.num_beams == 4 and model.generation_config.length_penalty == 0.6
+    average = {
+        name: (first + second) / 2
+        for (name, first), second in zip(
+            load_checkpoint_weights(reference_run / "checkpoints" / "checkpoint-00000006").items(),
+            load_checkpoint_weights(reference_run / "checkpoints" / "checkpoint-00000008").values(),
+        )
+    }
+    torch.testing.assert_close(model.model.shared.weight, average["model.shared.weight"])
+    torch.testing.assert_close(model.lm_head.weight, average["model.shared.weight"])  # still tied
+
+
+def test_interrupted_run_resumes_to_the_same_weights(reference_run, tmp_path, monkeypatch):
+    """Killed while writing the checkpoint of step 6, the run loses steps 4 to 6, resumes from step 3 and must end
+    exactly where the uninterrupted run ended, dropout included."""
+    output_dir = tmp_path / "interrupted"
+    save_state = Accelerator.save_state
+
+    def killed_at_step_6(self, output_dir, **kwargs):
+        if output_dir.endswith("00000006"):
+            Path(output_dir).mkdir(parents=True)
+            (Path(output_dir) / "model.safetensors").write_bytes(b"half-written")
+            raise Killed
+        return save_state(self, output_dir, **kwargs)
+
+    monkeypatch.setattr(Accelerator, "save_state", killed_at_step_6)
+    with pytest.raises(Killed):
+        train(tiny_run(output_dir))
+    monkeypatch.undo()
+    assert [path.name for path in list_checkpoints(output_dir / "checkpoints")] == ["checkpoint-00000003"]
+
+    resumed = parse_args(["--resume", "--output-dir", str(output_dir)])  # the run's own settings
+    assert resumed == tiny_run(output_dir, "--resume")
+    train(resumed)
+    for name in ("checkpoint-00000006", "checkpoint-00000008"):
+        assert same_weights(
+            load_checkpoint_weights(output_dir / "checkpoints" / name),
+            load_checkpoint_weights(reference_run / "checkpoints" / name),
+        )
+    rows = [row for row in read_metrics(output_dir / "metrics.jsonl") if "train_loss" in row]
+    expected = [row for row in read_metrics(reference_run / "metrics.jsonl") if "train_loss" in row]
+    assert [row["step"] for row in rows] == list(range(1, 9))  # steps 4-6 of the killed run are not logged twice
+    assert [(row["train_loss"], row["grad_norm"]) for row in rows] == [
+        (row["train_loss"], row["grad_norm"]) for row in expected
+    ]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Bad input
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_bad_settings_are_rejected_naming_the_option():
+    with pytest.raises(ValueError, match=r"unknown dataset --dataset='wmt99'"):
+        TrainingConfig.from_preset("numbers", dataset="wmt99")
+    with pytest.raises(ValueError, match=r"--max-tokens=100 is smaller than the longest pair --max-length=64"):
+        TrainingConfig.from_preset("numbers", max_tokens=100)
+    with pytest.raises(ValueError, match=r"unknown model --model='huge'"):
+        TrainingConfig.from_preset("numbers", model="huge")
+
+
+def test_missing_and_mismatched_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match="--data-dir="):
+        train(tiny_run(tmp_path / "run1", "--dataset", "text", "--data-dir", str(tmp_path / "nowhere")))
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.en").write_text("one\ntwo\nthree\n")
+    (data / "train.de").write_text("eins\nzwei\n")
+    with pytest.raises(ValueError, match="parallel files differ in length"):
+        train(tiny_run(tmp_path / "run2", "--dataset", "text", "--data-dir", str(data)))
+    (data / "train.de").write_text("eins\nzwei\ndrei\n")
+    with pytest.raises(FileNotFoundError, match="valid.en"):
+        train(tiny_run(tmp_path / "run3", "--dataset", "text", "--data-dir", str(data)))
+
+
+def test_tokenizer_larger_than_the_model_vocabulary(tmp_path):
+    tokenizer = train_tokenizer(["eins zwei drei vier", "one two three four"] * 10, vocab_size=270)
+    tokenizer.save_pretrained(tmp_path / "tokenizer")
+    assert len(tokenizer) > 264
+    with pytest.raises(ValueError, match=r"exceeds config.vocab_size=264"):
+        train(tiny_run(tmp_path / "run", "--tokenizer", str(tmp_path / "tokenizer"), "--vocab-size", "264"))
+
+
+def test_resuming_with_incompatible_settings(reference_run):
+    with pytest.raises(ValueError, match=r"already holds a run: pass --resume"):
+        train(tiny_run(reference_run))
+    with pytest.raises(ValueError, match=r"--d-model=32 but the run has d_model=16"):
+        train(parse_args(["--resume", "--output-dir", str(reference_run), "--d-model", "32"]))
+    with pytest.raises(ValueError, match=r"--preset='multi30k' but the run has preset='numbers'"):
+        train(parse_args(["--resume", "--output-dir", str(reference_run), "--preset", "multi30k"]))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Two processes
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_two_processes_equal_one_process_accumulating_two_micro_batches(tmp_path):
+    """`accelerate launch` with 2 CPU processes, one micro-batch each per step, must take the same steps as one
+    process with 2 micro-batches per step: same losses, gradient norms and weights (without dropout).
+
+    `accelerate launch --cpu --num_processes 2` starts one process unless MPI is set up; `--multi_gpu` starts two
+    through torch.distributed, and ACCELERATE_USE_CPU makes them use the CPU (gloo) even where GPUs exist."""
+    options = [*TINY, "--dropout", "0", "--max-steps", "4", "--save-every", "2", "--eval-every", "2"]
+    with socket.socket() as probe:  # a free port: the default one may be taken by another job on the machine
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    launch = [
+        sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+        "--num_machines", "1", "--main_process_port", str(port), "--mixed_precision", "no", "--dynamo_backend", "no",
+        str(REPOSITORY / "scripts" / "train.py"), *options, "--grad-accum", "1", "--output-dir", str(tmp_path / "two"),
+    ]  # fmt: skip
+    environment = {
+        **os.environ,
+        "ACCELERATE_USE_CPU": "true",
+        "CUDA_VISIBLE_DEVICES": "",
+        "OMP_NUM_THREADS": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    completed = subprocess.run(launch, env=environment, capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    train(parse_args([*options, "--grad-accum", "2", "--output-dir", str(tmp_path / "one")]))
+
+    two, one = tmp_path / "two", tmp_path / "one"
+    assert json.loads((two / "results.json").read_text())["step"] == 4
+    assert (two / "checkpoints" / "checkpoint-00000004" / "random_states_1.pkl").is_file()  # rank 1 saved too
+    for name in ("checkpoint-00000002", "checkpoint-00000004"):
+        assert same_weights(
+            load_checkpoint_weights(two / "checkpoints" / name), load_checkpoint_weights(one / "checkpoints" / name)
+        )
+    rows_two = [row for row in read_metrics(two / "metrics.jsonl") if "train_loss" in row]
+    rows_one = [row for row in read_metrics(one / "metrics.jsonl") if "train_loss" in row]
+    for row_two, row_one in zip(rows_two, rows_one, strict=True):
+        assert row_two["train_loss"] == pytest.approx(row_one["train_loss"], rel=1e-6)
+        assert row_two["grad_norm"] == pytest.approx(row_one["grad_norm"], rel=1e-6)
+
+
+def test_average_checkpoints_script(reference_run, tmp_path):
+    """The script's average of the last 2 checkpoints is the model the run exported; the "average" of the last one
+    is that checkpoint."""
+    spec = spec_from_file_location("average_checkpoints_script", REPOSITORY / "scripts" / "average_checkpoints.py")
+    script = module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.main([str(reference_run), "--output", str(tmp_path / "two")]) == 0
+    assert script.main([str(reference_run), "--last", "1", "--output", str(tmp_path / "one")]) == 0
+    assert same_weights(load_checkpoint_weights(tmp_path / "two"), load_checkpoint_weights(reference_run / "model"))
+    last = load_checkpoint_weights(reference_run / "checkpoints" / "checkpoint-00000008")
+    assert same_weights(load_checkpoint_weights(tmp_path / "one"), last)
+    assert AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "one").generation_config.num_beams == 4

@@ -1,0 +1,311 @@
+"""Beam search with the GNMT length penalty, `translate`, and the translate/evaluate scripts."""
+
+import importlib.util
+import io
+import itertools
+import json
+import math
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+from vanilla_transformer.checkpoints import export_model
+from vanilla_transformer.generation import beam_search, gnmt_length_penalty, translate
+from vanilla_transformer.tokenization import EOS_ID, train_tokenizer
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models run fastest on one thread, above all on a busy machine, where idle OpenMP threads wait."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def load_script(name: str):
+    spec = importlib.util.spec_from_file_location(f"script_{name}", SCRIPTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def tiny_model(vocab_size: int, seed: int, head_std: float = 0.5, eos_std: float = 1.5, d_model: int = 16):
+    """A random model whose output distributions are neither flat nor one-hot, and whose </s> probability varies."""
+    torch.manual_seed(seed)
+    config = VanillaTransformerConfig(
+        vocab_size=vocab_size,
+        d_model=d_model,
+        encoder_layers=1,
+        decoder_layers=2,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        max_position_embeddings=64,
+        dropout=0.0,
+        tie_word_embeddings=False,
+    )
+    model = VanillaTransformerForConditionalGeneration(config).eval()
+    with torch.no_grad():
+        model.lm_head.weight.normal_(0.0, head_std)
+        model.lm_head.weight[EOS_ID].normal_(0.0, eos_std)
+    return model
+
+
+def padded_batch(sources: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(map(len, sources))
+    input_ids = torch.tensor([source + [0] * (width - len(source)) for source in sources])
+    attention_mask = torch.tensor([[1] * len(source) + [0] * (width - len(source)) for source in sources])
+    return input_ids, attention_mask
+
+
+def test_gnmt_length_penalty_values():
+    assert gnmt_length_penalty(1, 0.6) == pytest.approx(1.0)
+    assert gnmt_length_penalty(7, 0.6) == pytest.approx(2.0**0.6)
+    assert gnmt_length_penalty(13, 1.0) == pytest.approx(3.0)
+    assert gnmt_length_penalty(40, 0.0) == 1.0
+    lengths = torch.tensor([1, 7, 19])
+    torch.testing.assert_close(gnmt_length_penalty(lengths, 0.5), torch.tensor([1.0, 2.0**0.5, 2.0]))
+
+
+def test_beam_search_at_alpha_zero_equals_hugging_face_generate():
+    """At alpha = 0 both length penalties are 1: the searches must agree token for token, sentence by sentence."""
+    sources = [[5, 6, 7, 8, 9, 10, EOS_ID], [11, 4, 5, EOS_ID], [7, EOS_ID], [4, 4, 9, 10, 6, EOS_ID]]
+    offset = 6
+    ended = {"with </s>": 0, "at the maximum length": 0}
+    for seed in range(3):
+        model = tiny_model(vocab_size=12, seed=seed, head_std=0.3, eos_std=1.0)
+        batched = beam_search(model, *padded_batch(sources), num_beams=4, length_penalty=0.0, max_length_offset=offset)
+        for index, source in enumerate(sources):
+            input_ids = torch.tensor([source])
+            expected = model.generate(
+                input_ids=input_ids,
+                num_beams=4,
+                length_penalty=0.0,
+                early_stopping="never",
+                max_new_tokens=len(source) + offset,
+                do_sample=False,
+            )
+            alone = beam_search(model, input_ids, num_beams=4, length_penalty=0.0, max_length_offset=offset)
+            assert alone.tolist() == expected.tolist()
+            # In a padded batch, each sentence gets the same output, padded to the longest.
+            width = expected.shape[1]
+            assert batched[index, :width].tolist() == expected[0].tolist()
+            assert (batched[index, width:] == model.config.pad_token_id).all()
+            ended["with </s>" if expected[0, -1] == EOS_ID else "at the maximum length"] += 1
+    assert all(ended.values()), ended  # both ways of finishing are covered
+
+
+def all_outputs(max_length: int, vocab_size: int) -> list[list[int]]:
+    """Every output beam search can return: ending in </s>, or cut at the maximum length."""
+    others = [token for token in range(vocab_size) if token != EOS_ID]
+    outputs = []
+    for length in range(1, max_length + 1):
+        outputs += [list(prefix) + [EOS_ID] for prefix in itertools.product(others, repeat=length - 1)]
+    outputs += [list(tokens) for tokens in itertools.product(others, repeat=max_length)]
+    return outputs
+
+
+@torch.no_grad()
+def sequence_log_probs(model, source: list[int], outputs: list[list[int]]) -> list[float]:
+    """log P(output | source) of each output, by teacher forcing."""
+    width = max(map(len, outputs))
+    labels = torch.tensor([output + [-100] * (width - len(output)) for output in outputs])
+    logits = model(input_ids=torch.tensor([source]).expand(len(outputs), -1), labels=labels).logits
+    token_log_probs = F.log_softmax(logits.float(), dim=-1).gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    return (token_log_probs * (labels != -100)).sum(dim=-1).tolist()
+
+
+def test_exhaustive_beam_search_finds_the_best_gnmt_score_by_brute_force():
+    """With a beam wide enough never to prune, the result must be the argmax of log P(Y) / ((5 + |Y|) / 6) ** 0.6
+    over every possible output, each sentence with its own maximum length (input length + offset)."""
+    vocab_size, offset, alpha = 5, 2, 0.6
+    model = tiny_model(vocab_size, seed=0, head_std=0.3, eos_std=1.0)
+    sources = [[4, EOS_ID], [EOS_ID], [4, 4, EOS_ID], [1, 4, EOS_ID], [4, 1, EOS_ID]]
+    longest = max(map(len, sources)) + offset
+    num_beams = (vocab_size - 1) ** (longest - 1) * vocab_size  # more than all live prefixes times the vocabulary
+    result = beam_search(
+        model, *padded_batch(sources), num_beams=num_beams, length_penalty=alpha, max_length_offset=offset
+    )
+
+    differs_from_hugging_face = differs_from_log_prob = 0
+    for index, source in enumerate(sources):
+        outputs = all_outputs(len(source) + offset, vocab_size)
+        log_probs = sequence_log_probs(model, source, outputs)
+        best = max(zip(log_probs, outputs), key=lambda pair: pair[0] / ((5 + len(pair[1])) / 6) ** alpha)[1]
+        found = result[index, 1:].tolist()
+        assert found[: len(best)] == best and all(token == 0 for token in found[len(best) :])
+        hugging_face_best = max(zip(log_probs, outputs), key=lambda pair: pair[0] / len(pair[1]) ** alpha)[1]
+        differs_from_hugging_face += best != hugging_face_best
+        differs_from_log_prob += best != max(zip(log_probs, outputs))[1]
+    # The setting tells the GNMT penalty from Hugging Face's |Y| ** alpha and from no penalty.
+    assert differs_from_hugging_face > 0 and differs_from_log_prob > 0
+
+
+@torch.no_grad()
+def reference_beam_search(model, source: list[int], num_beams: int, alpha: float, max_length: int) -> list[int]:
+    """Beam search written plainly: no cache, no batching, no early stop (it runs to the maximum length), the same
+    pruning (the 2k best extensions; ending ones among the k best finish; the k best others live on)."""
+    start = model.config.decoder_start_token_id
+    live, finished = [(0.0, [])], []
+    for length in range(1, max_length + 1):
+        candidates = []
+        for log_prob, tokens in live:
+            logits = model(input_ids=torch.tensor([source]), decoder_input_ids=torch.tensor([[start, *tokens]])).logits
+            next_log_probs = F.log_softmax(logits[0, -1].float(), dim=-1).tolist()
+            candidates += [
+                (log_prob + next_log_prob, [*tokens, token]) for token, next_log_prob in enumerate(next_log_probs)
+            ]
+        candidates = sorted(candidates, key=lambda candidate: -candidate[0])[: 2 * num_beams]
+        ends = [tokens[-1] == EOS_ID or length == max_length for _, tokens in candidates]
+        finished += [
+            (log_prob / ((5 + length) / 6) ** alpha, tokens) for (log_prob, tokens), end in zip(candidates, ends) if end
+        ][: sum(ends[:num_beams])]
+        live = [candidate for candidate, end in zip(candidates, ends) if not end][:num_beams]
+    return max(finished)[1]
+
+
+@pytest.mark.parametrize("alpha", [0.6, 2.0])
+def test_beam_search_equals_a_plain_search_run_to_the_maximum_length(alpha):
+    """Stopping early must not change the result, and the cache and batching must not either."""
+    sources = [[5, 6, 7, 8, EOS_ID], [11, 4, EOS_ID], [7, EOS_ID], [4, 9, 10, 6, 4, 5, EOS_ID]]
+    offset = 4
+    for seed in range(3):
+        model = tiny_model(vocab_size=12, seed=seed, head_std=0.3, eos_std=1.0)
+        result = beam_search(model, *padded_batch(sources), num_beams=3, length_penalty=alpha, max_length_offset=offset)
+        for index, source in enumerate(sources):
+            expected = reference_beam_search(model, source, 3, alpha, len(source) + offset)
+            found = result[index, 1:].tolist()
+            assert found[: len(expected)] == expected and all(token == 0 for token in found[len(expected) :])
+
+
+class ToyCache:
+    """Stands in for a key/value cache: the decoder tokens of each row, reordered like a real cache."""
+
+    def __init__(self, tokens: torch.Tensor):
+        self.tokens = tokens
+
+    def reorder_cache(self, rows: torch.Tensor) -> None:
+        self.tokens = self.tokens[rows]
+
+
+class ToyTranslator(torch.nn.Module):
+    """A model with next-token probabilities set by hand (tokens: 0 pad, 1 unk, 2 start, 3 </s>, 4 "a").
+
+    After the start token: </s> 0.6, "a" 0.4. After "a": "a" 0.99, </s> 0.01. Other tokens ~0.
+    """
+
+    config = SimpleNamespace(decoder_start_token_id=2, eos_token_id=EOS_ID, pad_token_id=0)
+
+    def get_encoder(self):
+        return lambda input_ids, attention_mask: SimpleNamespace(last_hidden_state=torch.zeros(len(input_ids), 1, 1))
+
+    def forward(self, encoder_outputs, attention_mask, decoder_input_ids, past_key_values, use_cache):
+        tokens = (
+            decoder_input_ids if past_key_values is None else torch.cat((past_key_values.tokens, decoder_input_ids), 1)
+        )
+        probabilities = torch.full((len(tokens), 5), 1e-9)
+        after_start = tokens[:, -1] == 2
+        probabilities[after_start, EOS_ID], probabilities[after_start, 4] = 0.6, 0.4
+        probabilities[~after_start, EOS_ID], probabilities[~after_start, 4] = 0.01, 0.99
+        return SimpleNamespace(logits=probabilities.log()[:, None], past_key_values=ToyCache(tokens))
+
+
+@pytest.mark.parametrize("alpha, expected", [(0.0, [EOS_ID]), (0.6, [EOS_ID]), (2.0, [4] * 7)])
+def test_hand_computed_length_penalty_decision(alpha, expected):
+    """One beam, at most 1 + 6 = 7 tokens. "</s>" scores log 0.6 = -0.511 at any alpha (lp(1) = 1). "a" x 7 has
+    log P = log 0.4 + 6 log 0.99 = -0.977, so it scores -0.977 at alpha 0, -0.977 / 2 ** 0.6 = -0.644 at alpha
+    0.6, and -0.977 / 2 ** 2 = -0.244 at alpha 2, the winner. Stopping after step 1 (when "</s>" finishes and
+    "a" scores -0.916 at length 1) would miss it: the search must bound what "a" can reach at length 7."""
+    output = beam_search(ToyTranslator(), torch.tensor([[4]]), num_beams=1, length_penalty=alpha, max_length_offset=6)
+    assert output[0, 1:].tolist() == expected
+
+
+def test_each_sentence_stops_at_its_own_input_length_plus_offset():
+    model = tiny_model(vocab_size=12, seed=0)
+    pad_id = model.config.pad_token_id
+    with torch.no_grad():  # </s> and <pad> never win: their logits are -100 * d_model, the last layer norm's bias 1
+        model.model.decoder.layers[-1].final_layer_norm.bias.fill_(1.0)
+        model.lm_head.weight[[EOS_ID, pad_id]] = -100.0
+    sources = [[5, 6, 7, 8, 9, EOS_ID], [11, EOS_ID], [7, 8, 9, EOS_ID]]
+    output = beam_search(model, *padded_batch(sources), num_beams=3, length_penalty=0.6, max_length_offset=4)
+    lengths = (output[:, 1:] != pad_id).sum(dim=1).tolist()
+    assert lengths == [len(source) + 4 for source in sources]
+    assert output.shape[1] == 1 + max(lengths)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    words = "one two three four five six seven eight nine ten eins zwei drei vier fünf sechs sieben acht neun zehn"
+    return train_tokenizer(words.split() * 3, vocab_size=300)
+
+
+def test_translate_keeps_order_and_model_mode(tokenizer):
+    model = tiny_model(vocab_size=len(tokenizer), seed=0)
+    sentences = ["one two", "three four five six seven eight", "", "nine", "ten ten ten ten"]
+    model.train()
+    batched = translate(model, tokenizer, sentences, num_beams=3, max_length_offset=3, batch_size=2)
+    assert model.training  # given back in training mode, and dropout was off while translating:
+    one_by_one = [
+        translate(model, tokenizer, [sentence], num_beams=3, max_length_offset=3)[0] for sentence in sentences
+    ]
+    assert batched == one_by_one
+    encoded = tokenizer(sentences[1], return_tensors="pt")
+    expected = beam_search(model.eval(), encoded["input_ids"], num_beams=3, max_length_offset=3)
+    assert batched[1] == tokenizer.decode(expected[0], skip_special_tokens=True)
+
+
+def test_translate_and_evaluate_scripts(tokenizer, tmp_path, monkeypatch, capsys):
+    model = tiny_model(vocab_size=len(tokenizer), seed=1)
+    model_dir = export_model(model, tokenizer, tmp_path / "model", num_beams=4, length_penalty=0.6, max_new_tokens=20)
+    sentences = ["one two three", "four", "five six seven eight nine"]
+    source = tmp_path / "test.en"
+    source.write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    expected = translate(model, tokenizer, sentences, max_length_offset=5)
+
+    translate_script = load_script("translate")
+    output = tmp_path / "out.de"
+    common = ["--model", str(model_dir), "--max-length-offset", "5", "--device", "cpu"]
+    assert translate_script.main([*common, "--input", str(source), "--output", str(output)]) == 0
+    assert output.read_text(encoding="utf-8").splitlines() == expected
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(sentences)))
+    capsys.readouterr()
+    assert translate_script.main(common) == 0
+    assert capsys.readouterr().out.splitlines() == expected
+
+    evaluate_script = load_script("evaluate_translations")
+    reference = tmp_path / "test.de"
+    reference.write_text("\n".join([expected[0], "falsch", expected[2]]) + "\n", encoding="utf-8")
+    results = tmp_path / "scores.json"
+    assert (
+        evaluate_script.main(
+            [*common, "--source", str(source), "--reference", str(reference), "--results", str(results)]
+        )
+        == 0
+    )
+    assert json.loads(results.read_text())["exact_match"] == pytest.approx(200 / 3)
+
+    hypotheses = tmp_path / "hyp.de"
+    hypotheses.write_text("das ist ein kleiner Test\nja\n", encoding="utf-8")
+    reference.write_text("das ist ein kleiner Test\nnein\n", encoding="utf-8")
+    assert (
+        evaluate_script.main(
+            ["--hypotheses", str(hypotheses), "--reference", str(reference), "--results", str(results)]
+        )
+        == 0
+    )
+    scores = json.loads(results.read_text())
+    assert scores["exact_match"] == 50.0
+    # One 5-word sentence right, one 1-word sentence wrong: 5/6 unigrams, 4/4, 3/3, 2/2 higher n-grams, no brevity
+    # penalty (6 words each side).
+    assert scores["bleu"] == pytest.approx(100 * math.exp((math.log(5 / 6) + 3 * math.log(1.0)) / 4), abs=0.01)
+    with pytest.raises(FileNotFoundError, match="--reference="):
+        evaluate_script.main(["--hypotheses", str(hypotheses), "--reference", str(tmp_path / "missing.de")])

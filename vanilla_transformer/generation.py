@@ -1,0 +1,243 @@
+"""Translation with the paper's beam search.
+
+Section 6.1: "we used beam search with a beam size of 4 and length penalty alpha = 0.6 ... We set the maximum output
+length during inference to input length + 50, but terminate early when possible."
+
+The length penalty is the one of GNMT (Wu et al., 2016, equation 14), which the paper cites: a finished hypothesis Y
+scores ``log P(Y | X) / lp(Y)`` with ``lp(Y) = ((5 + |Y|) / 6) ** alpha``, where |Y| counts the generated tokens,
+``</s>`` included. GNMT's coverage penalty is not used (the paper sets no beta).
+
+Why not ``model.generate``: Hugging Face's ``length_penalty`` divides by ``|Y| ** alpha``, a different ranking for
+alpha > 0, and its maximum length is one number for the whole batch. `beam_search` here uses the GNMT penalty and a
+maximum length per sentence (its own input length + 50). Otherwise it follows the same procedure as Hugging Face and
+fairseq, so that at alpha = 0, where both penalties are 1, it returns exactly what
+``model.generate(num_beams=k, length_penalty=0.0, early_stopping="never", max_new_tokens=input length + 50)``
+returns for each sentence (``tests/test_translate.py`` checks this):
+
+1. Every step extends each of the k live hypotheses of a sentence by every token and keeps the 2k best extensions by
+   log-probability, so that k of them still remain live if up to k end here.
+2. Of the k best extensions, those that end (``</s>``, or the maximum length) join the sentence's k best finished
+   hypotheses, scored with the length penalty. Only the k best may finish, as in fairseq and Hugging Face.
+3. The k best extensions that did not end are the live hypotheses of the next step; the decoder's key/value cache
+   is reordered to follow them.
+4. A sentence is done when it holds k finished hypotheses and no live one can beat the worst of them even at its
+   maximum length: log-probabilities only fall as tokens are added, and lp grows with length, so
+   ``live log-prob / lp(maximum length)`` bounds any score a live hypothesis can still reach. The search is exact
+   in this sense, like tensor2tensor's, and stops as soon as no sentence can change.
+
+The model's encoder runs once per batch; the decoder runs one token per step on the k hypotheses of every sentence
+with its key/value cache. Any Hugging Face encoder-decoder (``AutoModelForSeq2SeqLM``) whose cache has
+``reorder_cache`` works, not only this package's model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from torch.nn import functional as F
+from tqdm.auto import tqdm
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.modeling_outputs import BaseModelOutput
+
+NUM_BEAMS = 4
+"""Beam size of section 6.1."""
+
+LENGTH_PENALTY = 0.6
+"""GNMT length penalty alpha of section 6.1."""
+
+MAX_LENGTH_OFFSET = 50
+"""Section 6.1: the maximum output length is the input length + 50 tokens."""
+
+
+def gnmt_length_penalty(length: torch.Tensor | int, alpha: float) -> torch.Tensor | float:
+    """GNMT's length penalty, ``lp(Y) = ((5 + |Y|) / 6) ** alpha`` (Wu et al., 2016, eq. 14); 1 for alpha = 0."""
+    return ((5 + length) / 6) ** alpha
+
+
+@torch.no_grad()
+def beam_search(
+    model: PreTrainedModel,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    *,
+    num_beams: int = NUM_BEAMS,
+    length_penalty: float = LENGTH_PENALTY,
+    max_length_offset: int = MAX_LENGTH_OFFSET,
+) -> torch.Tensor:
+    """The best translation of each source sentence under the GNMT-penalised score (see the module docstring).
+
+    Args:
+        model: An encoder-decoder with ``config.decoder_start_token_id``, ``eos_token_id`` and ``pad_token_id``,
+            in eval mode (dropout off).
+        input_ids: Source token ids ``[batch, source length]``, right-padded.
+        attention_mask: 1 for source tokens, 0 for padding; ``None`` when nothing is padded.
+        num_beams: k, the number of hypotheses kept per sentence.
+        length_penalty: GNMT's alpha; 0 ranks by plain log-probability.
+        max_length_offset: Each sentence stops after its own number of source tokens plus this many tokens; no
+            more than ``config.max_position_embeddings`` where the model has one.
+
+    Returns:
+        ``[batch, 1 + longest output]`` token ids, in the layout of ``model.generate``: the decoder start token,
+        the output tokens ending in ``</s>`` (unless the maximum length cut them), then padding.
+    """
+    config = model.config
+    start_id, eos_id, pad_id = config.decoder_start_token_id, config.eos_token_id, config.pad_token_id
+    if num_beams < 1:
+        raise ValueError(f"num_beams must be at least 1, got num_beams={num_beams}")
+    if length_penalty < 0:
+        raise ValueError(f"length_penalty must be non-negative, got length_penalty={length_penalty}")
+    if attention_mask is None:
+        attention_mask = torch.ones_like(input_ids)
+    device = input_ids.device
+    batch_size, k = input_ids.shape[0], num_beams
+
+    max_lengths = attention_mask.sum(dim=1) + max_length_offset  # [B], in output tokens
+    position_limit = getattr(config, "max_position_embeddings", None)
+    if position_limit is not None:
+        max_lengths = max_lengths.clamp(max=position_limit)
+    # Row b * k + j of every decoder tensor is hypothesis j of sentence b.
+    sentence_of_row = torch.arange(batch_size, device=device).repeat_interleave(k)
+    encoder_states = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    encoder_outputs = BaseModelOutput(last_hidden_state=encoder_states.index_select(0, sentence_of_row))
+    memory_mask = attention_mask.index_select(0, sentence_of_row)
+
+    live = torch.full((batch_size, k, 1), start_id, device=device)  # [B, k, 1 + length]
+    live_scores = torch.zeros(batch_size, k, device=device)  # log P of the live hypotheses
+    live_scores[:, 1:] = -math.inf  # the k hypotheses start identical: extend only the first
+    finished = torch.full((batch_size, k, 1), pad_id, device=device)
+    finished_scores = torch.full((batch_size, k), -math.inf, device=device)  # sorted, best first
+    finished_lengths = torch.zeros(batch_size, k, dtype=torch.long, device=device)
+    done = torch.zeros(batch_size, dtype=torch.bool, device=device)
+    cache = None
+    length = 0  # output tokens generated so far, </s> included
+    while not done.all():
+        length += 1
+        outputs = model(
+            encoder_outputs=encoder_outputs,
+            attention_mask=memory_mask,
+            decoder_input_ids=live[:, :, -1].reshape(-1, 1),
+            past_key_values=cache,
+            use_cache=True,
+        )
+        cache = outputs.past_key_values
+        log_probs = F.log_softmax(outputs.logits[:, -1].float(), dim=-1)  # [B * k, V]
+        vocab_size = log_probs.shape[-1]
+        scores = (live_scores.unsqueeze(-1) + log_probs.view(batch_size, k, vocab_size)).view(batch_size, -1)
+
+        # 1. The 2k best extensions of the live hypotheses: [B, 2k] scores, source hypotheses and new tokens.
+        candidate_scores, flat_index = scores.topk(2 * k)
+        candidate_beams, candidate_tokens = flat_index // vocab_size, flat_index % vocab_size
+        candidates = torch.cat(
+            (live.gather(1, candidate_beams.unsqueeze(-1).expand(-1, -1, length)), candidate_tokens.unsqueeze(-1)),
+            dim=-1,
+        )  # [B, 2k, 1 + length]
+        ends = (candidate_tokens == eos_id) | (length >= max_lengths).unsqueeze(1)
+
+        # 2. Ending extensions among the k best join the k best finished hypotheses, scored with the penalty.
+        may_finish = ends & ~done.unsqueeze(1)
+        may_finish[:, k:] = False
+        new_scores = (candidate_scores / gnmt_length_penalty(length, length_penalty)).masked_fill(
+            ~may_finish, -math.inf
+        )
+        finished_scores, best = torch.cat((finished_scores, new_scores), dim=1).topk(k)
+        padded_finished = F.pad(finished, (0, 1), value=pad_id)
+        finished = torch.cat((padded_finished, candidates), dim=1).gather(
+            1, best.unsqueeze(-1).expand(-1, -1, length + 1)
+        )
+        finished_lengths = torch.cat((finished_lengths, torch.full_like(candidate_tokens, length)), dim=1).gather(
+            1, best
+        )
+
+        # 3. The k best extensions that did not end live on; the cache follows their source hypotheses.
+        live_scores, keep = candidate_scores.masked_fill(ends, -math.inf).topk(k)
+        live = candidates.gather(1, keep.unsqueeze(-1).expand(-1, -1, length + 1))
+        source_rows = candidate_beams.gather(1, keep) + k * torch.arange(batch_size, device=device).unsqueeze(1)
+        cache.reorder_cache(source_rows.flatten())
+
+        # 4. Done: k finished, and no live hypothesis can beat the worst of them at any length it may still reach.
+        best_reachable = live_scores[:, 0] / gnmt_length_penalty(max_lengths, length_penalty)
+        done |= (finished_scores[:, -1] > -math.inf) & (best_reachable <= finished_scores[:, -1])
+        done |= length >= max_lengths
+
+    output_length = 1 + int(finished_lengths[:, 0].max())
+    return finished[:, 0, :output_length]
+
+
+def translate(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    sentences: Sequence[str],
+    *,
+    num_beams: int = NUM_BEAMS,
+    length_penalty: float = LENGTH_PENALTY,
+    max_length_offset: int = MAX_LENGTH_OFFSET,
+    batch_size: int = 32,
+    show_progress: bool = False,
+) -> list[str]:
+    """Translate sentences with `beam_search`, in batches of similar length, on the model's device.
+
+    Defaults are the paper's: beam 4, GNMT length penalty alpha = 0.6, at most input length + 50 output tokens.
+    The model is put in eval mode for the call and given back in the mode it came in.
+
+    Args:
+        model: The translation model.
+        tokenizer: Its tokenizer; it must append ``</s>`` to sources, as the training data did.
+        sentences: Source sentences.
+        num_beams, length_penalty, max_length_offset: See `beam_search`.
+        batch_size: Sentences per batch (each takes `num_beams` rows in the decoder).
+        show_progress: Show a progress bar over batches.
+
+    Returns:
+        The translations, detokenized, in the order of `sentences`.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got batch_size={batch_size}")
+    encoded = tokenizer(list(sentences))["input_ids"] if sentences else []
+    # Longest first: similar lengths share a batch (little padding), and memory problems show at once.
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]), reverse=True)
+    translations: list[str] = [""] * len(encoded)
+    was_training = model.training
+    model.eval()
+    try:
+        starts = range(0, len(order), batch_size)
+        for start in tqdm(starts, desc="translating", disable=not show_progress):
+            indices = order[start : start + batch_size]
+            batch = tokenizer.pad({"input_ids": [encoded[i] for i in indices]}, return_tensors="pt").to(model.device)
+            output = beam_search(
+                model,
+                batch["input_ids"],
+                batch["attention_mask"],
+                num_beams=num_beams,
+                length_penalty=length_penalty,
+                max_length_offset=max_length_offset,
+            )
+            for i, text in zip(indices, tokenizer.batch_decode(output, skip_special_tokens=True)):
+                translations[i] = text
+    finally:
+        model.train(was_training)
+    return translations
+
+
+def load_translation_model(
+    directory: str | Path, device: str | torch.device = "cpu"
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The model (in eval mode, on `device`) and the tokenizer of a Hugging Face model directory."""
+    if not Path(directory).is_dir():
+        raise FileNotFoundError(f"no model directory at {directory}")
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    model = AutoModelForSeq2SeqLM.from_pretrained(directory).to(device).eval()
+    return model, tokenizer
+
+
+__all__ = [
+    "LENGTH_PENALTY",
+    "MAX_LENGTH_OFFSET",
+    "NUM_BEAMS",
+    "beam_search",
+    "gnmt_length_penalty",
+    "load_translation_model",
+    "translate",
+]

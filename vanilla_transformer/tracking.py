@@ -1,0 +1,91 @@
+"""Metric logging that needs no server: a JSON Lines tracker for Accelerate, and a plot of its curves."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from accelerate.tracking import GeneralTracker, on_main_process
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+
+class JsonlTracker(GeneralTracker):
+    """An Accelerate tracker writing each ``accelerator.log(values, step)`` as one line ``{"step": step, **values}``.
+
+    Args:
+        path: The ``.jsonl`` file.
+        start_step: The step training starts from: 0, or the step of the checkpoint a run resumes from. Lines of
+            later steps already in the file (written by an interrupted run after its last checkpoint) are removed,
+            so that no step is logged twice.
+    """
+
+    name = "jsonl"
+    requires_logging_directory = False
+    main_process_only = True
+
+    def __init__(self, path: str | Path, start_step: int = 0):
+        super().__init__()
+        self.path = Path(path)
+        self.start_step = start_step
+        self._file = None
+
+    @on_main_process
+    def start(self) -> None:
+        if self.path.exists():
+            kept = [line for line in self.path.read_text().splitlines() if json.loads(line)["step"] <= self.start_step]
+            self.path.write_text("".join(line + "\n" for line in kept))
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("a", encoding="utf-8")
+
+    @property
+    def tracker(self):
+        return self._file
+
+    @on_main_process
+    def log(self, values: Mapping[str, Any], step: int | None = None, **kwargs) -> None:
+        self._file.write(json.dumps({"step": step, **values}) + "\n")
+        self._file.flush()
+
+    @on_main_process
+    def finish(self) -> None:
+        self._file.close()
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """The rows a `JsonlTracker` wrote, in order."""
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line]
+
+
+_PANELS = (
+    ("label-smoothed loss per token", {"train_loss": "train", "valid_loss": "validation"}),
+    ("validation score", {"valid_bleu": "BLEU", "valid_chrf": "chrF", "valid_exact_match": "exact match (%)"}),
+)
+"""The plot's panels: the y-axis label, and the curves as {metric name: legend}."""
+
+
+def plot_metrics(jsonl_path: str | Path, png_path: str | Path) -> None:
+    """Plot the training and validation loss, and the validation BLEU, chrF and exact match, against the step.
+
+    Uses matplotlib's Agg canvas directly, so it works without a display and leaves pyplot's state alone.
+    """
+    rows = read_metrics(jsonl_path)
+    figure = Figure(figsize=(11, 4), layout="constrained")
+    FigureCanvasAgg(figure)
+    for axes, (ylabel, curves) in zip(figure.subplots(1, len(_PANELS)), _PANELS):
+        for key, label in curves.items():
+            points = [(row["step"], row[key]) for row in rows if key in row]
+            if points:
+                steps, values = zip(*points)
+                axes.plot(steps, values, marker="." if len(points) < 50 else None, label=label)
+        axes.set_xlabel("step")
+        axes.set_ylabel(ylabel)
+        axes.grid(alpha=0.3)
+        if axes.has_data():
+            axes.legend()
+    figure.savefig(png_path, dpi=100)
+
+
+__all__ = ["JsonlTracker", "plot_metrics", "read_metrics"]
