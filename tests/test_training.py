@@ -335,3 +335,20 @@ def test_average_checkpoints_script(reference_run, tmp_path):
     last = load_checkpoint_weights(reference_run / "checkpoints" / "checkpoint-00000008")
     assert same_weights(load_checkpoint_weights(tmp_path / "one"), last)
     assert AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "one").generation_config.num_beams == 4
+
+
+def test_aligned_files_given_by_train_src_and_train_tgt(tmp_path):
+    from vanilla_transformer.training import load_splits
+
+    files = {}
+    for split, n in (("train", 5), ("valid", 2), ("test", 3)):
+        for lang in ("en", "de"):
+            path = tmp_path / f"{split}.{lang}"
+            path.write_text("".join(f"{split} {lang} {i}\n" for i in range(n)), encoding="utf-8")
+            files[f"--{split}-{'src' if lang == 'en' else 'tgt'}"] = str(path)
+    config = parse_args([arg for item in files.items() for arg in item])
+    splits = load_splits(config)
+    assert [len(splits.train), len(splits.valid), len(splits.test)] == [5, 2, 3]
+    assert tuple(splits.test[2]) == ("test en 2", "test de 2")
+    with pytest.raises(ValueError, match="--valid-src=None"):
+        load_splits(parse_args(["--train-src", files["--train-src"], "--train-tgt", files["--train-tgt"]]))

@@ -120,6 +120,12 @@ class TrainingConfig:
     train_split: str = _option("train", "name of the training split (file stem or dataset split)")
     valid_split: str = _option("valid", "name of the validation split")
     test_split: str = _option("test", "name of the test split")
+    train_src: str | None = _option(None, "aligned text files, one sentence per line: training source (replaces --dataset)")
+    train_tgt: str | None = _option(None, "training target, aligned with --train-src")
+    valid_src: str | None = _option(None, "validation source (with --train-src)")
+    valid_tgt: str | None = _option(None, "validation target (with --train-src)")
+    test_src: str | None = _option(None, "test source (with --train-src)")
+    test_tgt: str | None = _option(None, "test target (with --train-src)")
     num_train: int = _option(20_000, "numbers task: training pairs")
     num_valid: int = _option(500, "numbers task: validation pairs")
     num_test: int = _option(500, "numbers task: test pairs")
@@ -426,6 +432,8 @@ def load_splits(config: TrainingConfig) -> Splits:
     ``<split>.tsv`` (source in the first column, target in the second), ``jsonl`` reads ``<split>.jsonl`` (keys
     ``src_lang`` and ``tgt_lang``), and ``hf:<name>`` loads the splits of a Hugging Face dataset.
     """
+    if config.train_src is not None or config.train_tgt is not None:
+        return _read_aligned_files(config)
     split_names = (config.train_split, config.valid_split, config.test_split)
     if config.dataset == "numbers":
         return make_numbers_task(config.num_train, config.num_valid, config.num_test, max_number=config.max_number)
@@ -454,6 +462,20 @@ def load_splits(config: TrainingConfig) -> Splits:
     if config.dataset == "tsv":
         return Splits(*(read_tsv(data_dir / f"{split}.tsv") for split in split_names))
     return Splits(*(read_jsonl(data_dir / f"{split}.jsonl", config.src_lang, config.tgt_lang) for split in split_names))
+
+
+def _read_aligned_files(config: TrainingConfig) -> Splits:
+    """The splits from ``--train-src/--train-tgt``, ``--valid-src/--valid-tgt`` and ``--test-src/--test-tgt``."""
+    splits = []
+    for split in ("train", "valid", "test"):
+        src, tgt = getattr(config, f"{split}_src"), getattr(config, f"{split}_tgt")
+        if src is None or tgt is None:
+            raise ValueError(
+                f"aligned files need all of --train-src/--train-tgt, --valid-src/--valid-tgt and --test-src/--test-tgt; "
+                f"got --{split}-src={src!r} and --{split}-tgt={tgt!r}"
+            )
+        splits.append(read_parallel_text(src, tgt))
+    return Splits(*splits)
 
 
 def build_model_config(config: TrainingConfig) -> VanillaTransformerConfig:
