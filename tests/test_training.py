@@ -17,6 +17,7 @@ from transformers import AutoModelForSeq2SeqLM
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
 from vanilla_transformer.checkpoints import list_checkpoints, load_checkpoint_weights
 from vanilla_transformer.data import TranslationCollator
+from vanilla_transformer.hub import read_training_summary
 from vanilla_transformer.tokenization import train_tokenizer
 from vanilla_transformer.tracking import read_metrics
 from vanilla_transformer.training import (
@@ -187,6 +188,12 @@ def test_run_directory_holds_a_loadable_model_and_the_last_checkpoints(reference
 
     model = AutoModelForSeq2SeqLM.from_pretrained(reference_run / "model")
     assert model.generation_config.num_beams == 4 and model.generation_config.length_penalty == 0.6
+    summary = read_training_summary(reference_run / "model" / "training_summary.json")
+    assert summary["steps"] == 8 and summary["chrf"] == results["test_chrf"] and summary["train_pairs"] == 160
+    assert set(json.loads((reference_run / "model" / "config.json").read_text())["custom_pipelines"]) == {
+        "translation",
+        "text2text-generation",
+    }
     average = {
         name: (first + second) / 2
         for (name, first), second in zip(

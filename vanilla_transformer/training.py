@@ -72,6 +72,7 @@ from .data import (
     tokenize_pairs,
 )
 from .generation import translate
+from .hub import add_pipeline_support
 from .metrics import compute_bleu, compute_chrf, exact_match
 from .modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
@@ -855,6 +856,8 @@ def train(config: TrainingConfig) -> dict[str, Any]:
     accelerator.log({name: value for name, value in results.items() if isinstance(value, float)}, step=progress.step)
     if accelerator.is_main_process:
         (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        summary = _training_summary(config, results, train_pairs=len(splits.train))
+        (run_dir / "model" / "training_summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         plot_metrics(run_dir / "metrics.jsonl", run_dir / "metrics.png")
     accelerator.end_training()
     return results
@@ -909,7 +912,8 @@ def _test(
 
 
 def _export(model, tokenizer: PreTrainedTokenizerBase, directory: Path, config: TrainingConfig) -> Path:
-    return export_model(
+    """The final model directory, with the translation pipelines as remote code (transformers 5 removed them)."""
+    directory = export_model(
         model,
         tokenizer,
         directory,
@@ -917,6 +921,38 @@ def _export(model, tokenizer: PreTrainedTokenizerBase, directory: Path, config: 
         length_penalty=config.length_penalty,
         max_new_tokens=config.max_length + config.max_length_offset,
     )
+    add_pipeline_support(directory)
+    return directory
+
+
+def _training_summary(config: TrainingConfig, results: dict[str, Any], train_pairs: int) -> dict[str, Any]:
+    """The run's figures for the model card, in the schema of `vanilla_transformer.hub.read_training_summary`."""
+    hub_dataset = config.dataset.removeprefix("hf:") if config.dataset.startswith("hf:") else None
+    return {
+        "dataset": hub_dataset,
+        "dataset_config": config.dataset_config if hub_dataset else None,
+        "src_lang": config.src_lang,
+        "tgt_lang": config.tgt_lang,
+        "train_pairs": train_pairs,
+        "eval_split": config.test_split,
+        "steps": results["step"],
+        "train_hours": results["seconds"] / 3600,
+        "bleu": results.get("test_bleu"),
+        "signature": results.get("test_bleu_signature"),
+        "chrf": results.get("test_chrf"),
+        "exact_match": results.get("test_exact_match"),
+        "recipe": {
+            "preset": config.preset,
+            "tokens per step": config.max_tokens * (config.grad_accum or 1),
+            "warmup steps": config.warmup_steps,
+            "learning-rate scale": config.lr_scale,
+            "label smoothing": config.label_smoothing,
+            "checkpoints averaged": len(results["averaged_checkpoints"]),
+            "beam size": config.num_beams,
+            "length penalty (GNMT alpha)": config.length_penalty,
+        },
+        "notes": None if hub_dataset else f"trained on the {config.dataset!r} data of vanilla-transformer",
+    }
 
 
 def average_run(run_dir: str | Path, last: int | None = None, output_dir: str | Path | None = None) -> Path:
