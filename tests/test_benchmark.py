@@ -20,15 +20,6 @@ _spec.loader.exec_module(benchmark_script)
 PAD, BOS, EOS = 0, 2, 3
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread, and one thread does not stall when other processes load the CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def tiny_pair(impl="sdpa", dropout=0.0, seed=0):
     config = bench.model_config("tiny", vocab_size=60, dropout=dropout, max_position_embeddings=64)
     return bench.build_pair(config, bench.Settings(size="tiny", attn_implementation=impl), seed=seed)

@@ -35,14 +35,6 @@ def trained_model():
     return copy_model(steps=400)  # confident enough that int8 rounding flips no decision
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     """The trained copy model saved with its tokenizer, and its float32 and int8 exports (through the CLI)."""

@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from torch.nn import functional as F
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, EvalPrediction, GenerationConfig
 
-from tiny_model import SPLITS, load_script, saved_model_dir, single_thread  # noqa: F401 (autouse)
+from tiny_model import SPLITS, load_script, saved_model_dir
 from vanilla_transformer.finetune import (
     TranslationMetrics,
     build_trainer,

@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig
 
 import vanilla_transformer.hub as hub
-from tiny_model import SPLITS, load_script, saved_model_dir, single_thread  # noqa: F401 (autouse)
+from tiny_model import SPLITS, load_script, saved_model_dir
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 REPO_ID = "org/tiny-numbers"

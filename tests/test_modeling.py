@@ -1,6 +1,5 @@
 """The model against independent expectations: the paper's formulas, hand-written loops, transformers' conventions."""
 
-import copy
 import json
 import math
 import subprocess

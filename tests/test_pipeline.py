@@ -7,7 +7,7 @@ import shutil
 import pytest
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
-from tiny_model import GENERATION, SPLITS, saved_model_dir, single_thread  # noqa: F401 (autouse)
+from tiny_model import GENERATION, SPLITS, saved_model_dir
 from vanilla_transformer.hub import add_pipeline_support
 
 # Unseen numbers, then inputs unlike the training data, on which beam search and greedy decoding disagree.

@@ -55,15 +55,6 @@ def same_weights(first: dict[str, torch.Tensor], second: dict[str, torch.Tensor]
     return first.keys() == second.keys() and all(torch.equal(first[name], second[name]) for name in first)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run fastest on one thread, above all on a busy machine, where idle OpenMP threads wait."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def reference_run(tmp_path_factory) -> Path:
     """An uninterrupted tiny run of 8 steps, with dropout."""

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from tiny_model import SPLITS, load_script, saved_model_dir, single_thread, tiny_config  # noqa: F401 (autouse)
+from tiny_model import SPLITS, load_script, saved_model_dir, tiny_config
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.finetune import load_model_and_tokenizer
 from vanilla_transformer.visualization import display_tokens, plot_attention

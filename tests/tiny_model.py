@@ -84,16 +84,6 @@ def saved_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _BUILT["model"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def single_thread():
-    """Run torch on one thread in a test module that imports this fixture (it is autouse): on a machine with few,
-    shared cores this is many times faster for tiny models."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def load_script(name: str) -> ModuleType:
     """Import ``scripts/<name>.py`` as a module, to call its ``main(argv)``."""
     path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
