@@ -19,19 +19,36 @@ from vanilla_transformer import benchmark
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     defaults = benchmark.Settings()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", nargs="+", default=[defaults.size], choices=sorted(benchmark.SIZES),
-                        help="model sizes to run, one report each (default: %(default)s)")
+    parser.add_argument(
+        "--size",
+        nargs="+",
+        default=[defaults.size],
+        choices=sorted(benchmark.SIZES),
+        help="model sizes to run, one report each (default: %(default)s)",
+    )
     parser.add_argument("--sections", nargs="+", default=list(benchmark.SECTIONS), choices=benchmark.SECTIONS)
     parser.add_argument("--device", default=defaults.device, help="cpu or cuda (default: %(default)s)")
-    parser.add_argument("--dtype", default=defaults.dtype, choices=sorted(benchmark.DTYPES),
-                        help="fp32, or bf16: mixed-precision training and bf16 generate() (for GPUs)")
-    parser.add_argument("--threads", type=int, default=defaults.threads,
-                        help="torch CPU threads, fixed for the whole run (default: %(default)s)")
+    parser.add_argument(
+        "--dtype",
+        default=defaults.dtype,
+        choices=sorted(benchmark.DTYPES),
+        help="fp32, or bf16: mixed-precision training and bf16 generate() (for GPUs)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=defaults.threads,
+        help="torch CPU threads, fixed for the whole run (default: %(default)s)",
+    )
     parser.add_argument("--attn-implementation", default=defaults.attn_implementation, choices=["sdpa", "eager"])
     parser.add_argument("--vocab-size", type=int, default=defaults.vocab_size)
     parser.add_argument("--batch-size", type=int, default=defaults.batch_size, help="pairs per random training batch")
-    parser.add_argument("--max-tokens", type=int, default=None,
-                        help="padded tokens per token-bucketed batch (default: as many real tokens as a random batch)")
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        help="padded tokens per token-bucketed batch (default: as many real tokens as a random batch)",
+    )
     parser.add_argument("--num-batches", type=int, default=defaults.num_batches, help="batches per measurement")
     parser.add_argument("--gen-batch-size", type=int, default=defaults.gen_batch_size)
     parser.add_argument("--max-new-tokens", type=int, default=defaults.max_new_tokens)
@@ -39,8 +56,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=defaults.repeats, help="timed runs per batch and contestant")
     parser.add_argument("--scaling-lengths", type=int, nargs="+", default=list(defaults.scaling_lengths))
     parser.add_argument("--scaling-batch-size", type=int, default=defaults.scaling_batch_size)
-    parser.add_argument("--data-dir", default=defaults.data_dir,
-                        help="Multi30k directory; synthetic pairs when absent (default: %(default)s)")
+    parser.add_argument(
+        "--data-dir",
+        default=defaults.data_dir,
+        help="Multi30k directory; synthetic pairs when absent (default: %(default)s)",
+    )
     parser.add_argument("--no-ctranslate2", action="store_true", help="skip CTranslate2 even if installed")
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--json", default=None, help="also write every figure to this JSON file")

@@ -45,7 +45,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--max-length-offset", type=int, default=MAX_LENGTH_OFFSET, help="at most input length + this")
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default: %(default)s)")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="default: %(default)s")
+    parser.add_argument(
+        "--device", default="cuda" if torch.cuda.is_available() else "cpu", help="default: %(default)s"
+    )
     parser.add_argument(
         "--num-threads", type=int, help="CPU threads (default: torch's); 1 is fastest on a CPU busy with other work"
     )

@@ -19,8 +19,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model_dir", help="directory written by save_pretrained, with the tokenizer")
     parser.add_argument("output_dir", help="CTranslate2 model directory to write")
-    parser.add_argument("--quantization", default=None, choices=ctranslate2_export.QUANTIZATIONS,
-                        help="stored weight type (default: float32); int8 is the fastest on CPU")
+    parser.add_argument(
+        "--quantization",
+        default=None,
+        choices=ctranslate2_export.QUANTIZATIONS,
+        help="stored weight type (default: float32); int8 is the fastest on CPU",
+    )
     parser.add_argument("--force", action="store_true", help="replace output_dir if it exists")
     return parser.parse_args(argv)
 

@@ -33,7 +33,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--token", help="Hub token with write access (default: the saved login)")
     parser.add_argument("--commit-message", default="Upload vanilla Transformer", help="message of the upload commit")
     parser.add_argument(
-        "--dry-run", type=Path, metavar="DIR", help="write the folder that would be uploaded to DIR, and upload nothing"
+        "--dry-run",
+        type=Path,
+        metavar="DIR",
+        help="write the folder that would be uploaded to DIR, and upload nothing",
     )
     return parser.parse_args(argv)
 

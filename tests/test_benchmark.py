@@ -139,9 +139,30 @@ def test_peak_memory_counts_live_tensor_bytes():
 
 def test_benchmark_runs_at_tiny_size(tmp_path, capsys):
     argv = [
-        "--size", "tiny", "--threads", "1", "--vocab-size", "200", "--data-dir", str(tmp_path / "absent"),
-        "--num-batches", "1", "--repeats", "1", "--batch-size", "8", "--gen-batch-size", "4",
-        "--max-new-tokens", "5", "--scaling-lengths", "8", "16", "--no-ctranslate2", "--json", str(tmp_path / "r.json"),
+        "--size",
+        "tiny",
+        "--threads",
+        "1",
+        "--vocab-size",
+        "200",
+        "--data-dir",
+        str(tmp_path / "absent"),
+        "--num-batches",
+        "1",
+        "--repeats",
+        "1",
+        "--batch-size",
+        "8",
+        "--gen-batch-size",
+        "4",
+        "--max-new-tokens",
+        "5",
+        "--scaling-lengths",
+        "8",
+        "16",
+        "--no-ctranslate2",
+        "--json",
+        str(tmp_path / "r.json"),
     ]
     assert benchmark_script.main(argv) == 0
     text = capsys.readouterr().out

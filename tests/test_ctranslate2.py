@@ -81,8 +81,9 @@ def test_beam_search_equals_generate_when_scores_are_not_length_normalised(expor
     source = tokenizer(source_sentences, return_tensors="pt", padding=True)
     with torch.no_grad():
         ours = model.generate(**source, max_new_tokens=20, num_beams=4, length_penalty=0.0, do_sample=False)
-    texts = translate_ctranslate2(root / "fp32", tokenizer, source_sentences, beam_size=4, length_penalty=0.0,
-                                  max_decoding_length=20, threads=1)
+    texts = translate_ctranslate2(
+        root / "fp32", tokenizer, source_sentences, beam_size=4, length_penalty=0.0, max_decoding_length=20, threads=1
+    )
     assert texts == tokenizer.batch_decode(ours, skip_special_tokens=True)
 
 

@@ -379,7 +379,10 @@ def test_sampler_resumes_at_a_batch_position():
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        ({"max_tokens": 20}, r"max_tokens=20 is smaller than example 1, whose source and target lengths 12 \+ 10 = 22"),
+        (
+            {"max_tokens": 20},
+            r"max_tokens=20 is smaller than example 1, whose source and target lengths 12 \+ 10 = 22",
+        ),
         ({"max_tokens": 100, "num_replicas": 0}, "num_replicas=0"),
         ({"max_tokens": 100, "num_replicas": 2, "rank": 2}, "rank=2"),
         ({"max_tokens": 100, "num_replicas": 3}, "gives 1 batches, fewer than num_replicas=3"),
@@ -406,7 +409,9 @@ def test_padding_fraction_by_hand():
 def test_padding_on_the_numbers_task_is_under_five_percent(numbers_task, numbers_tokenizer):
     examples = tokenize_pairs(numbers_task.train, numbers_tokenizer)
     sampler = TokenBatchSampler(example_lengths(examples), max_tokens=1024)
-    loader = DataLoader(examples, batch_sampler=sampler, collate_fn=TranslationCollator(numbers_tokenizer.pad_token_id))
+    loader = DataLoader(
+        examples, batch_sampler=sampler, collate_fn=TranslationCollator(numbers_tokenizer.pad_token_id)
+    )
 
     positions = padding = 0
     for batch in loader:

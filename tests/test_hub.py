@@ -175,7 +175,9 @@ def test_bad_templates_summaries_and_model_dirs_raise(model_dir, tmp_path):
 def test_a_model_saved_without_generation_config_gets_the_papers(model_dir, tmp_path):
     plain = tmp_path / "plain"
     model = VanillaTransformerForConditionalGeneration.from_pretrained(model_dir)
-    model.generation_config = GenerationConfig.from_model_config(model.config)  # what save_pretrained writes by default
+    model.generation_config = GenerationConfig.from_model_config(
+        model.config
+    )  # what save_pretrained writes by default
     model.save_pretrained(plain)
     AutoTokenizer.from_pretrained(model_dir).save_pretrained(plain)
 

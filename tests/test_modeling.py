@@ -133,17 +133,29 @@ def test_encoder_output_is_the_last_layer_output_without_extra_norm():
     for layer in model.model.encoder.layers:
         x = layer(x)
     torch.testing.assert_close(model.model.encoder(ids).last_hidden_state, x)
-    assert not [n for n, _ in model.named_modules() if n.endswith("layernorm_embedding") or n.endswith("layer_norm") and "layers" not in n]
+    assert not [
+        n
+        for n, _ in model.named_modules()
+        if n.endswith("layernorm_embedding") or n.endswith("layer_norm") and "layers" not in n
+    ]
 
 
 def test_base_preset_matches_the_paper():
     base = VanillaTransformerConfig.from_preset("base")
     big = VanillaTransformerConfig.from_preset("big")
     assert (base.d_model, base.encoder_ffn_dim, base.encoder_attention_heads, base.encoder_layers, base.dropout) == (
-        512, 2048, 8, 6, 0.1,
+        512,
+        2048,
+        8,
+        6,
+        0.1,
     )
     assert (big.d_model, big.encoder_ffn_dim, big.encoder_attention_heads, big.encoder_layers, big.dropout) == (
-        1024, 4096, 16, 6, 0.3,
+        1024,
+        4096,
+        16,
+        6,
+        0.3,
     )
     assert VanillaTransformerConfig().to_dict() == base.to_dict()
     with torch.device("meta"):
@@ -265,7 +277,12 @@ def test_greedy_generate_equals_handwritten_loop(use_cache):
     input_ids, attention_mask, _ = random_batch(batch=4, src_len=9)
     expected = handwritten_greedy(model, input_ids, attention_mask, 12)
     got = model.generate(
-        input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=12, num_beams=1, do_sample=False, use_cache=use_cache
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        max_new_tokens=12,
+        num_beams=1,
+        do_sample=False,
+        use_cache=use_cache,
     )
     assert got.tolist() == expected.tolist()
 
@@ -274,7 +291,9 @@ def test_generate_strategies_run_on_padded_batches():
     model = tiny_model()
     input_ids, attention_mask, _ = random_batch(batch=3, src_len=6)
     kw = dict(input_ids=input_ids, attention_mask=attention_mask)
-    beam = model.generate(**kw, num_beams=4, length_penalty=0.6, early_stopping=True, max_new_tokens=6, num_return_sequences=2)
+    beam = model.generate(
+        **kw, num_beams=4, length_penalty=0.6, early_stopping=True, max_new_tokens=6, num_return_sequences=2
+    )
     assert beam.shape[0] == 6
     sample = model.generate(**kw, do_sample=True, top_k=10, max_new_tokens=6, num_return_sequences=3)
     assert sample.shape[0] == 9
@@ -311,7 +330,11 @@ def test_generate_dict_outputs_include_attentions_with_eager():
     model = tiny_model(attn_implementation="eager")
     input_ids, attention_mask, _ = random_batch(batch=2, src_len=5)
     out = model.generate(
-        input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=3, return_dict_in_generate=True, output_attentions=True
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        max_new_tokens=3,
+        return_dict_in_generate=True,
+        output_attentions=True,
     )
     assert len(out.encoder_attentions) == 2 and out.encoder_attentions[0].shape == (2, 4, 5, 5)
     assert out.cross_attentions[0][0].shape == (2, 4, 1, 5)
@@ -330,7 +353,7 @@ def test_eager_and_sdpa_agree(dtype, tol, side):
     if side == "left":
         lengths = attention_mask.sum(1)
         for i, n in enumerate(lengths.tolist()):
-            input_ids[i] = torch.cat([input_ids[i, :n].flip(0) * 0 + PAD, input_ids[i, :n]])[-input_ids.shape[1]:]
+            input_ids[i] = torch.cat([input_ids[i, :n].flip(0) * 0 + PAD, input_ids[i, :n]])[-input_ids.shape[1] :]
             attention_mask[i] = torch.cat([torch.zeros(7 - n), torch.ones(n)]).long()
     outs = {}
     for impl in ("eager", "sdpa"):
@@ -377,7 +400,11 @@ def test_outputs_hidden_states_attentions_and_tuples():
     model = tiny_model(attn_implementation="eager")
     input_ids, attention_mask, dec = random_batch()
     out = model(
-        input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=dec, output_hidden_states=True, output_attentions=True
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        decoder_input_ids=dec,
+        output_hidden_states=True,
+        output_attentions=True,
     )
     assert isinstance(out, Seq2SeqLMOutput)
     assert len(out.encoder_hidden_states) == len(out.decoder_hidden_states) == 3  # layers + 1 (the embeddings)
@@ -422,7 +449,9 @@ def test_batched_equals_single():
     input_ids, attention_mask, dec = random_batch()
     batched = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=dec).logits
     for i in range(3):
-        single = model(input_ids=input_ids[i : i + 1], attention_mask=attention_mask[i : i + 1], decoder_input_ids=dec[i : i + 1])
+        single = model(
+            input_ids=input_ids[i : i + 1], attention_mask=attention_mask[i : i + 1], decoder_input_ids=dec[i : i + 1]
+        )
         torch.testing.assert_close(single.logits, batched[i : i + 1], atol=1e-5, rtol=1e-5)
 
 
@@ -454,7 +483,9 @@ def test_three_way_tied_embeddings_and_untied_option(tmp_path):
 def test_untied_checkpoints_and_full_state_dicts_load(tmp_path):
     untied = tiny_model(tie_word_embeddings=False)
     untied.save_pretrained(tmp_path / "untied")
-    loaded, info = VanillaTransformerForConditionalGeneration.from_pretrained(tmp_path / "untied", output_loading_info=True)
+    loaded, info = VanillaTransformerForConditionalGeneration.from_pretrained(
+        tmp_path / "untied", output_loading_info=True
+    )
     assert not info["missing_keys"] and not info["unexpected_keys"]
     for name, tensor in untied.state_dict().items():
         torch.testing.assert_close(loaded.state_dict()[name], tensor, atol=0, rtol=0)
@@ -465,8 +496,12 @@ def test_untied_checkpoints_and_full_state_dicts_load(tmp_path):
 
     tied = tiny_model()
     tied.config.save_pretrained(tmp_path / "full")
-    save_file({k: v.clone().contiguous() for k, v in tied.state_dict().items()}, tmp_path / "full" / "model.safetensors")
-    loaded, info = VanillaTransformerForConditionalGeneration.from_pretrained(tmp_path / "full", output_loading_info=True)
+    save_file(
+        {k: v.clone().contiguous() for k, v in tied.state_dict().items()}, tmp_path / "full" / "model.safetensors"
+    )
+    loaded, info = VanillaTransformerForConditionalGeneration.from_pretrained(
+        tmp_path / "full", output_loading_info=True
+    )
     assert not info["missing_keys"] and not info["unexpected_keys"]
     assert loaded.lm_head.weight is loaded.model.shared.weight
     torch.testing.assert_close(loaded.model.shared.weight, tied.model.shared.weight)
@@ -573,7 +608,9 @@ def test_remote_code_loads_without_the_package(tmp_path):
     assert config["auto_map"]["AutoConfig"].startswith("configuration_vanilla_transformer.")
     for name in ("modeling_vanilla_transformer.py", "configuration_vanilla_transformer.py"):
         source = (tmp_path / name).read_text()
-        imports = {line.split()[1].split(".")[0] for line in source.splitlines() if line.startswith(("import ", "from "))}
+        imports = {
+            line.split()[1].split(".")[0] for line in source.splitlines() if line.startswith(("import ", "from "))
+        }
         assert imports <= {"math", "collections", "torch", "transformers", ""}, (name, imports)
     expected = model.generate(input_ids=torch.tensor([[5, 6, 7, EOS]]), max_new_tokens=5).tolist()
     script = textwrap.dedent(
@@ -642,7 +679,9 @@ def test_loss_is_token_cross_entropy_ignoring_minus_100_and_shifts_labels():
     labels[0, 3:] = -100
     out = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
     dec = model.prepare_decoder_input_ids_from_labels(labels)
-    assert dec[:, 0].tolist() == [BOS] * 3 and dec[0, 4].item() == PAD and dec[1, 1:].tolist() == labels[1, :-1].tolist()
+    assert (
+        dec[:, 0].tolist() == [BOS] * 3 and dec[0, 4].item() == PAD and dec[1, 1:].tolist() == labels[1, :-1].tolist()
+    )
     logits = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=dec).logits
     keep = labels != -100
     expected = -torch.log_softmax(logits, -1)[keep].gather(1, labels[keep][:, None]).mean()
@@ -706,10 +745,15 @@ def test_torch_compile_forward_and_generation():
     input_ids, attention_mask, dec = random_batch()
     expected = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=dec).logits
     compiled = torch.compile(model, backend="eager", fullgraph=False)
-    torch.testing.assert_close(compiled(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=dec).logits, expected)
+    torch.testing.assert_close(
+        compiled(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=dec).logits, expected
+    )
     greedy = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=4)
     model.forward = torch.compile(model.forward, backend="eager", fullgraph=True)
-    assert model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=4).tolist() == greedy.tolist()
+    assert (
+        model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=4).tolist()
+        == greedy.tolist()
+    )
 
 
 def test_class_conventions():

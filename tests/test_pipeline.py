@@ -45,7 +45,9 @@ def test_translation_pipeline_uses_the_saved_generation_config(model_dir, expect
     batched = translator(SOURCES, batch_size=4)  # padded batches of 4, 4 and 1
     assert batched == [{"translation_text": text} for text in expected["beam"]]
     assert translator(SOURCES[0]) == [{"translation_text": expected["beam"][0]}]
-    assert translator(SOURCES, batch_size=3, num_beams=1) == [{"translation_text": text} for text in expected["greedy"]]
+    assert translator(SOURCES, batch_size=3, num_beams=1) == [
+        {"translation_text": text} for text in expected["greedy"]
+    ]
 
     several = translator(SOURCES[:2], num_return_sequences=2)
     assert [len(results) for results in several] == [2, 2]

@@ -31,7 +31,7 @@ CORPUS = [
 ROUND_TRIP = [
     "Die Straße in München hat 3,5 km — „schön“!",
     "Größe: 1.234,56 € (ca. 20 %), Öl & Übermaß; „Zitat“ und ‚halbes‘ – «Guillemets».",
-    '"Hello," she said. It\'s 10:30 p.m. -- isn\'t it?',
+    "\"Hello,\" she said. It's 10:30 p.m. -- isn't it?",
     "  leading and trailing spaces  ",
     "double  space\tand tab",
     "Unseen characters: 東京, Ελλάδα, 🙂, ﬁ ligature, e\u0301 (decomposed é).",

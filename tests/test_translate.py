@@ -158,7 +158,9 @@ def reference_beam_search(model, source: list[int], num_beams: int, alpha: float
         candidates = sorted(candidates, key=lambda candidate: -candidate[0])[: 2 * num_beams]
         ends = [tokens[-1] == EOS_ID or length == max_length for _, tokens in candidates]
         finished += [
-            (log_prob / ((5 + length) / 6) ** alpha, tokens) for (log_prob, tokens), end in zip(candidates, ends) if end
+            (log_prob / ((5 + length) / 6) ** alpha, tokens)
+            for (log_prob, tokens), end in zip(candidates, ends)
+            if end
         ][: sum(ends[:num_beams])]
         live = [candidate for candidate, end in zip(candidates, ends) if not end][:num_beams]
     return max(finished)[1]
@@ -171,7 +173,9 @@ def test_beam_search_equals_a_plain_search_run_to_the_maximum_length(alpha):
     offset = 4
     for seed in range(3):
         model = tiny_model(vocab_size=12, seed=seed, head_std=0.3, eos_std=1.0)
-        result = beam_search(model, *padded_batch(sources), num_beams=3, length_penalty=alpha, max_length_offset=offset)
+        result = beam_search(
+            model, *padded_batch(sources), num_beams=3, length_penalty=alpha, max_length_offset=offset
+        )
         for index, source in enumerate(sources):
             expected = reference_beam_search(model, source, 3, alpha, len(source) + offset)
             found = result[index, 1:].tolist()

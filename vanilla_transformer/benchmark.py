@@ -49,10 +49,24 @@ from .configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
 from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration, sinusoidal_table
 
 SIZES: dict[str, dict[str, int]] = {
-    "tiny": dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
-                 encoder_ffn_dim=64, decoder_ffn_dim=64),
-    "small": dict(d_model=256, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4, decoder_attention_heads=4,
-                  encoder_ffn_dim=1024, decoder_ffn_dim=1024),
+    "tiny": dict(
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+    ),
+    "small": dict(
+        d_model=256,
+        encoder_layers=3,
+        decoder_layers=3,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=1024,
+        decoder_ffn_dim=1024,
+    ),
     "base": {key: value for key, value in PRESETS["base"].items() if key != "dropout"},
 }
 """Model sizes: ``base`` is the paper's base model; ``small`` a 3+3-layer d_model=256 model; ``tiny`` for tests."""
@@ -161,7 +175,9 @@ def marian_twin(model: VanillaTransformerForConditionalGeneration):
     twin = MarianMTModel(marian_config).to(device=model.device, dtype=model.dtype)
     missing, unexpected = twin.load_state_dict(model.state_dict(), strict=False)
     expected_missing = {
-        "final_logits_bias", "model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight"
+        "final_logits_bias",
+        "model.encoder.embed_positions.weight",
+        "model.decoder.embed_positions.weight",
     }
     if unexpected or set(missing) != expected_missing:
         raise RuntimeError(f"state dicts differ: missing {sorted(missing)}, unexpected {sorted(unexpected)}")
@@ -218,7 +234,9 @@ def load_corpus(vocab_size: int, data_dir: str | None = None, max_pairs: int = 1
             return np.clip(np.rint(rng.lognormal(log_mean, log_std, count)), 2, 200).astype(int)
 
         pairs = []
-        for source_length, target_length in zip(lengths(*SYNTHETIC_SOURCE_LENGTHS), lengths(*SYNTHETIC_TARGET_LENGTHS)):
+        for source_length, target_length in zip(
+            lengths(*SYNTHETIC_SOURCE_LENGTHS), lengths(*SYNTHETIC_TARGET_LENGTHS)
+        ):
             source = rng.integers(EOS + 1, vocab_size, source_length - 1).tolist() + [EOS]
             target = rng.integers(EOS + 1, vocab_size, target_length - 1).tolist() + [EOS]
             pairs.append((source, target))
@@ -726,8 +744,11 @@ def format_report(report: dict[str, Any]) -> str:
             label = "greedy" if beams == 1 else f"beam-{beams}"
             lines.append(f"| peak memory, {label} generate() | {ours / marian:.2f}x | {_mib(ours)} | {_mib(marian)} |")
     if train:
-        lines += ["", "| our training step | MFU | model GFLOP/s | matmul GFLOP/s (same run) | pairs/batch |",
-                  "| --- | ---: | ---: | ---: | ---: |"]
+        lines += [
+            "",
+            "| our training step | MFU | model GFLOP/s | matmul GFLOP/s (same run) | pairs/batch |",
+            "| --- | ---: | ---: | ---: | ---: |",
+        ]
         for name, label in (("random", "random batches"), ("bucketed", "token-bucketed batches")):
             row = train[name]
             lines.append(
@@ -738,8 +759,11 @@ def format_report(report: dict[str, Any]) -> str:
             )
     if generate and generate.get("ctranslate2"):
         names = generate["ctranslate2"]
-        lines += ["", "| decoding, tok/s | ours generate() | " + " | ".join(names) + " |",
-                  "| --- | ---: | " + " | ".join("---:" for _ in names) + " |"]
+        lines += [
+            "",
+            "| decoding, tok/s | ours generate() | " + " | ".join(names) + " |",
+            "| --- | ---: | " + " | ".join("---:" for _ in names) + " |",
+        ]
         for key, label in (("greedy", "greedy"), ("beam4", "beam-4")):
             if key in generate:
                 row = generate[key]
@@ -747,20 +771,36 @@ def format_report(report: dict[str, Any]) -> str:
                 lines.append(f"| {label} | {_rate(row['ours_tokens_per_s'])} | " + " | ".join(cells) + " |")
         if report["settings"]["device"] == "cpu":
             mkl = generate.get("ct2_use_mkl")
-            lines += ["", f"CTranslate2 CPU backend: CT2_USE_MKL={mkl}" if mkl is not None else
-                      "CTranslate2 CPU backend: its default (MKL on Intel CPUs, oneDNN on others)."]
+            lines += [
+                "",
+                f"CTranslate2 CPU backend: CT2_USE_MKL={mkl}"
+                if mkl is not None
+                else "CTranslate2 CPU backend: its default (MKL on Intel CPUs, oneDNN on others).",
+            ]
     if generate:
-        checks = [f"{key}: {'yes' if row['outputs_equal_marian'] else 'NO'}" for key, row in generate.items()
-                  if isinstance(row, dict)]
+        checks = [
+            f"{key}: {'yes' if row['outputs_equal_marian'] else 'NO'}"
+            for key, row in generate.items()
+            if isinstance(row, dict)
+        ]
         lines += ["", "Same generated tokens as MarianMT on the first batch: " + ", ".join(checks) + "."]
-        ct2_checks = [f"{key}: {'yes' if value else 'NO'}" for key, row in generate.items() if isinstance(row, dict)
-                      for name, value in row.items() if name.endswith("_outputs_equal_ours")]
+        ct2_checks = [
+            f"{key}: {'yes' if value else 'NO'}"
+            for key, row in generate.items()
+            if isinstance(row, dict)
+            for name, value in row.items()
+            if name.endswith("_outputs_equal_ours")
+        ]
         if ct2_checks:
             lines.append("Same tokens from CTranslate2 (float) as from our generate(): " + ", ".join(ct2_checks) + ".")
     scaling = report.get("scaling")
     if scaling:
-        lines += ["", f"| length (batch {scaling[0]['batch_size']}) | SDPA tok/s | eager tok/s | SDPA memory "
-                  "| eager memory | eager - SDPA (attention matrices) |", "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+        lines += [
+            "",
+            f"| length (batch {scaling[0]['batch_size']}) | SDPA tok/s | eager tok/s | SDPA memory "
+            "| eager memory | eager - SDPA (attention matrices) |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
         for row in scaling:
             lines.append(
                 f"| {row['length']} | {_rate(row['sdpa_tokens_per_s'])} | {_rate(row['eager_tokens_per_s'])} "

@@ -72,9 +72,7 @@ def read_parallel_text(src_path: str | os.PathLike[str], tgt_path: str | os.Path
     return list(zip(sources, targets))
 
 
-def read_tsv(
-    path: str | os.PathLike[str], src_column: int | str = 0, tgt_column: int | str = 1
-) -> list[Pair]:
+def read_tsv(path: str | os.PathLike[str], src_column: int | str = 0, tgt_column: int | str = 1) -> list[Pair]:
     """Read pairs from a tab-separated file.
 
     Args:

@@ -304,6 +304,7 @@ def _markdown(name: str, value: Any) -> str:
 
 # --------------------------------------------------------------------------- upload folder
 
+
 def prepare_upload_folder(
     model_dir: str | os.PathLike[str],
     folder: str | os.PathLike[str],

@@ -173,7 +173,9 @@ class VanillaTransformerAttention(nn.Module):
     interface. ``is_causal`` is set explicitly on every instance: the SDPA path treats a module without it as causal.
     """
 
-    def __init__(self, config: VanillaTransformerConfig, num_heads: int, is_causal: bool, layer_idx: int | None = None):
+    def __init__(
+        self, config: VanillaTransformerConfig, num_heads: int, is_causal: bool, layer_idx: int | None = None
+    ):
         super().__init__()
         self.config = config
         self.num_heads = num_heads
@@ -390,7 +392,9 @@ def _check_padding_mask(mask: torch.Tensor | None, name: str, batch_size: int, l
     if mask is None or mask.dim() != 2:
         return
     if tuple(mask.shape) != (batch_size, length):
-        raise ValueError(f"{name} has shape {tuple(mask.shape)}, expected (batch_size, length) = {(batch_size, length)}")
+        raise ValueError(
+            f"{name} has shape {tuple(mask.shape)}, expected (batch_size, length) = {(batch_size, length)}"
+        )
 
 
 class _TransformerStack(VanillaTransformerPreTrainedModel):
@@ -443,7 +447,9 @@ class VanillaTransformerEncoder(_TransformerStack):
     ) -> BaseModelOutput:
         hidden_states = self.embed(input_ids, inputs_embeds, "input_ids")  # [B, S, d_model]
         _check_padding_mask(attention_mask, "attention_mask", *hidden_states.shape[:2])
-        mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask)
+        mask = create_bidirectional_mask(
+            config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
+        )
         packing = _Packing.of(self, attention_mask)
         for layer in self.layers:
             hidden_states = layer(hidden_states, mask, packing=packing, **kwargs)
@@ -493,7 +499,11 @@ class VanillaTransformerDecoder(_TransformerStack):
             # Causal attention already hides each row's trailing padding from its real tokens, and padded positions
             # are not computed: no padding mask is needed, and SDPA keeps its mask-free causal kernel.
             attention_mask = None
-        self_cache = past_key_values.self_attention_cache if isinstance(past_key_values, EncoderDecoderCache) else past_key_values
+        self_cache = (
+            past_key_values.self_attention_cache
+            if isinstance(past_key_values, EncoderDecoderCache)
+            else past_key_values
+        )
         causal_mask = create_causal_mask(
             config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask, past_key_values=self_cache
         )
@@ -517,7 +527,9 @@ class VanillaTransformerDecoder(_TransformerStack):
                 memory_packing=memory_packing,
                 **kwargs,
             )
-        return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden_states, past_key_values=past_key_values)
+        return BaseModelOutputWithPastAndCrossAttentions(
+            last_hidden_state=hidden_states, past_key_values=past_key_values
+        )
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -65,7 +65,9 @@ class Text2TextGenerationPipeline(Pipeline):
 
     def preprocess(self, text: str, truncation: bool = False) -> dict[str, Any]:
         if not isinstance(text, str):
-            raise ValueError(f"inputs must be a string or a list of strings, got an item of type {type(text).__name__}")
+            raise ValueError(
+                f"inputs must be a string or a list of strings, got an item of type {type(text).__name__}"
+            )
         return self.tokenizer(text, truncation=truncation, return_tensors="pt")
 
     def _forward(self, model_inputs: dict[str, Any], **generate_kwargs) -> dict[str, Any]:
@@ -78,7 +80,9 @@ class Text2TextGenerationPipeline(Pipeline):
         sequences = model_outputs["output_ids"][0]  # [sequences, length], for one input
         if return_tensors:
             return [{f"{self.return_name}_token_ids": ids} for ids in sequences]
-        return [{f"{self.return_name}_text": self.tokenizer.decode(ids, skip_special_tokens=True)} for ids in sequences]
+        return [
+            {f"{self.return_name}_text": self.tokenizer.decode(ids, skip_special_tokens=True)} for ids in sequences
+        ]
 
 
 class TranslationPipeline(Text2TextGenerationPipeline):

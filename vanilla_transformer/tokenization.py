@@ -164,9 +164,7 @@ def check_tokenizer_matches_config(tokenizer: PreTrainedTokenizerBase, config: T
         config_value = getattr(config, config_field)
         tokenizer_value = getattr(tokenizer, tokenizer_field)
         if config_value != tokenizer_value:
-            problems.append(
-                f"config.{config_field}={config_value} but tokenizer.{tokenizer_field}={tokenizer_value}"
-            )
+            problems.append(f"config.{config_field}={config_value} but tokenizer.{tokenizer_field}={tokenizer_value}")
     if problems:
         raise ValueError("tokenizer does not match the model config: " + "; ".join(problems))
 
@@ -180,4 +178,3 @@ def _iter_texts(texts_or_files: Iterable[str | os.PathLike[str]]) -> Iterator[st
             with Path(item).open(encoding="utf-8") as lines:
                 for line in lines:
                     yield line.rstrip("\n")
-

@@ -110,7 +110,9 @@ class TrainingConfig:
         "continue the run in --output-dir from its last checkpoint (start it if it has none)",
         may_change_on_resume=True,
     )
-    overwrite: bool = _option(False, "delete an existing run in --output-dir and start over", may_change_on_resume=True)
+    overwrite: bool = _option(
+        False, "delete an existing run in --output-dir and start over", may_change_on_resume=True
+    )
 
     # Data.
     dataset: str = _option("numbers", f"corpus: one of {', '.join(DATASET_KINDS)} (a Hugging Face dataset)")
@@ -121,7 +123,9 @@ class TrainingConfig:
     train_split: str = _option("train", "name of the training split (file stem or dataset split)")
     valid_split: str = _option("valid", "name of the validation split")
     test_split: str = _option("test", "name of the test split")
-    train_src: str | None = _option(None, "aligned text files, one sentence per line: training source (replaces --dataset)")
+    train_src: str | None = _option(
+        None, "aligned text files, one sentence per line: training source (replaces --dataset)"
+    )
     train_tgt: str | None = _option(None, "training target, aligned with --train-src")
     valid_src: str | None = _option(None, "validation source (with --train-src)")
     valid_tgt: str | None = _option(None, "validation target (with --train-src)")
@@ -148,7 +152,9 @@ class TrainingConfig:
     tokens_per_step: int | None = _option(
         50_000, "target padded tokens per optimizer step; sets --grad-accum from --max-tokens and the process count"
     )
-    grad_accum: int | None = _option(None, "micro-batches per optimizer step and process (overrides --tokens-per-step)")
+    grad_accum: int | None = _option(
+        None, "micro-batches per optimizer step and process (overrides --tokens-per-step)"
+    )
     max_steps: int = _option(100_000, "optimizer steps to train for", may_change_on_resume=True)
     warmup_steps: int = _option(4000, "learning-rate warmup steps (section 5.3)")
     lr_scale: float = _option(1.0, "factor on the learning rate of equation (3)")
@@ -167,7 +173,9 @@ class TrainingConfig:
     log_every: int = _option(
         100, "log training loss, learning rate and tokens/s every this many steps", may_change_on_resume=True
     )
-    eval_every: int = _option(5000, "compute validation loss and BLEU every this many steps", may_change_on_resume=True)
+    eval_every: int = _option(
+        5000, "compute validation loss and BLEU every this many steps", may_change_on_resume=True
+    )
     save_every: int = _option(1400, "write a checkpoint every this many steps", may_change_on_resume=True)
     keep_checkpoints: int = _option(
         5, "checkpoints to keep (at least --average-checkpoints)", may_change_on_resume=True
@@ -363,7 +371,9 @@ def build_parser() -> argparse.ArgumentParser:
         argument_default=argparse.SUPPRESS,
     )
     parser.add_argument(
-        "--preset", choices=list(TRAINING_PRESETS), help=f"the job to run, before overrides (default: {DEFAULT_PRESET})"
+        "--preset",
+        choices=list(TRAINING_PRESETS),
+        help=f"the job to run, before overrides (default: {DEFAULT_PRESET})",
     )
     types = get_type_hints(TrainingConfig)
     for config_field in fields(TrainingConfig):
@@ -462,7 +472,9 @@ def load_splits(config: TrainingConfig) -> Splits:
         )
     if config.dataset == "tsv":
         return Splits(*(read_tsv(data_dir / f"{split}.tsv") for split in split_names))
-    return Splits(*(read_jsonl(data_dir / f"{split}.jsonl", config.src_lang, config.tgt_lang) for split in split_names))
+    return Splits(
+        *(read_jsonl(data_dir / f"{split}.jsonl", config.src_lang, config.tgt_lang) for split in split_names)
+    )
 
 
 def _read_aligned_files(config: TrainingConfig) -> Splits:
@@ -857,7 +869,9 @@ def train(config: TrainingConfig) -> dict[str, Any]:
     if accelerator.is_main_process:
         (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
         summary = _training_summary(config, results, train_pairs=len(splits.train))
-        (run_dir / "model" / "training_summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        (run_dir / "model" / "training_summary.json").write_text(
+            json.dumps(summary, indent=2) + "\n", encoding="utf-8"
+        )
         plot_metrics(run_dir / "metrics.jsonl", run_dir / "metrics.png")
     accelerator.end_training()
     return results
