@@ -21,13 +21,7 @@ from pathlib import Path
 import torch
 
 import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
-from vanilla_transformer.generation import (
-    LENGTH_PENALTY,
-    MAX_LENGTH_OFFSET,
-    NUM_BEAMS,
-    load_translation_model,
-    translate,
-)
+from vanilla_transformer.generation import add_decoding_arguments, load_translation_model, translate
 from vanilla_transformer.training import score_translations
 
 
@@ -39,18 +33,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--source", help="source sentences, one per line")
     parser.add_argument("--output", help="with --model: also write the translations to this file")
     parser.add_argument("--results", help="also write the scores to this file, as JSON")
-    parser.add_argument("--num-beams", type=int, default=NUM_BEAMS, help="beam size (default: %(default)s)")
-    parser.add_argument(
-        "--length-penalty", type=float, default=LENGTH_PENALTY, help="GNMT alpha (default: %(default)s)"
-    )
-    parser.add_argument("--max-length-offset", type=int, default=MAX_LENGTH_OFFSET, help="at most input length + this")
-    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default: %(default)s)")
-    parser.add_argument(
-        "--device", default="cuda" if torch.cuda.is_available() else "cpu", help="default: %(default)s"
-    )
-    parser.add_argument(
-        "--num-threads", type=int, help="CPU threads (default: torch's); 1 is fastest on a CPU busy with other work"
-    )
+    add_decoding_arguments(parser)
     args = parser.parse_args(argv)
     if (args.hypotheses is None) == (args.model is None and args.source is None):
         parser.error("give either --hypotheses, or --model and --source")

@@ -15,15 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+from transformers import AutoTokenizer
 
 import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
-from vanilla_transformer.generation import (
-    LENGTH_PENALTY,
-    MAX_LENGTH_OFFSET,
-    NUM_BEAMS,
-    load_translation_model,
-    translate,
-)
+from vanilla_transformer.generation import add_decoding_arguments, load_translation_model, translate
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -31,18 +26,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--model", required=True, help="Hugging Face model directory, with its tokenizer")
     parser.add_argument("--input", help="file to translate (default: standard input)")
     parser.add_argument("--output", help="file to write (default: standard output)")
-    parser.add_argument("--num-beams", type=int, default=NUM_BEAMS, help="beam size (default: %(default)s)")
     parser.add_argument(
-        "--length-penalty", type=float, default=LENGTH_PENALTY, help="GNMT alpha (default: %(default)s)"
+        "--ctranslate2",
+        metavar="DIR",
+        help="decode with this CTranslate2 export of --model (scripts/export_ctranslate2.py); its beam search divides "
+        "by length ** alpha, not GNMT's penalty",
     )
-    parser.add_argument("--max-length-offset", type=int, default=MAX_LENGTH_OFFSET, help="at most input length + this")
-    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default: %(default)s)")
-    parser.add_argument(
-        "--device", default="cuda" if torch.cuda.is_available() else "cpu", help="default: %(default)s"
-    )
-    parser.add_argument(
-        "--num-threads", type=int, help="CPU threads (default: torch's); 1 is fastest on a CPU busy with other work"
-    )
+    add_decoding_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -51,17 +41,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.num_threads is not None:
         torch.set_num_threads(args.num_threads)
     text = Path(args.input).read_text(encoding="utf-8") if args.input else sys.stdin.read()
-    model, tokenizer = load_translation_model(args.model, args.device)
-    translations = translate(
-        model,
-        tokenizer,
-        text.splitlines(),
-        num_beams=args.num_beams,
-        length_penalty=args.length_penalty,
-        max_length_offset=args.max_length_offset,
-        batch_size=args.batch_size,
-        show_progress=True,
-    )
+    sentences = text.splitlines()
+    if args.ctranslate2:
+        from vanilla_transformer.ctranslate2_export import translate_ctranslate2
+
+        tokenizer = AutoTokenizer.from_pretrained(args.model)
+        longest = max((len(ids) for ids in tokenizer(sentences)["input_ids"]), default=0)
+        translations = translate_ctranslate2(
+            args.ctranslate2,
+            tokenizer,
+            sentences,
+            beam_size=args.num_beams,
+            length_penalty=args.length_penalty,
+            max_decoding_length=longest + args.max_length_offset,
+            batch_size=args.batch_size,
+            device=args.device,
+            threads=args.num_threads or 0,
+        )
+    else:
+        model, tokenizer = load_translation_model(args.model, args.device)
+        translations = translate(
+            model,
+            tokenizer,
+            sentences,
+            num_beams=args.num_beams,
+            length_penalty=args.length_penalty,
+            max_length_offset=args.max_length_offset,
+            batch_size=args.batch_size,
+            show_progress=True,
+        )
     output = "".join(line + "\n" for line in translations)
     if args.output:
         Path(args.output).write_text(output, encoding="utf-8")

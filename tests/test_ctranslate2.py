@@ -111,3 +111,22 @@ def test_in_memory_export_needs_a_vocabulary_of_the_model_size(tmp_path):
     before = {name: p.clone() for name, p in model.state_dict().items()}
     export_ctranslate2(model, tmp_path / "b", tokenizer=tokenizer, quantization="int8")
     assert all(torch.equal(before[name], p) for name, p in model.state_dict().items())  # the model is untouched
+
+
+def test_translate_script_decodes_with_the_export(exported, tmp_path):
+    """`scripts/translate.py --ctranslate2 DIR` gives the greedy translations of our own generate()."""
+    model, tokenizer, root = exported
+    source_sentences = sentences(12, seed=11)
+    (tmp_path / "source.txt").write_text("".join(s + "\n" for s in source_sentences), encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("translate_script", _SCRIPT.parent / "translate.py")
+    translate_script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(translate_script)
+    arguments = ["--model", str(root / "model"), "--input", str(tmp_path / "source.txt"), "--num-beams", "1"]
+    arguments += ["--ctranslate2", str(root / "fp32"), "--output", str(tmp_path / "out.txt"), "--num-threads", "1"]
+    assert translate_script.main(arguments) == 0
+    source = tokenizer(source_sentences, return_tensors="pt", padding=True)
+    longest = max(len(ids) for ids in tokenizer(source_sentences)["input_ids"])
+    with torch.no_grad():
+        ours = model.generate(**source, max_new_tokens=longest + 50, num_beams=1, do_sample=False)
+    expected = tokenizer.batch_decode(ours, skip_special_tokens=True)
+    assert (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines() == expected

@@ -32,6 +32,7 @@ with its key/value cache. Any Hugging Face encoder-decoder (``AutoModelForSeq2Se
 
 from __future__ import annotations
 
+import argparse
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -219,6 +220,22 @@ def translate(
     finally:
         model.train(was_training)
     return translations
+
+
+def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
+    """The decoding options the translate and evaluate scripts share: section 6.1's search, batching, device."""
+    parser.add_argument("--num-beams", type=int, default=NUM_BEAMS, help="beam size (default: %(default)s)")
+    parser.add_argument(
+        "--length-penalty", type=float, default=LENGTH_PENALTY, help="GNMT alpha (default: %(default)s)"
+    )
+    parser.add_argument("--max-length-offset", type=int, default=MAX_LENGTH_OFFSET, help="at most input length + this")
+    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default: %(default)s)")
+    parser.add_argument(
+        "--device", default="cuda" if torch.cuda.is_available() else "cpu", help="default: %(default)s"
+    )
+    parser.add_argument(
+        "--num-threads", type=int, help="CPU threads (default: torch's); 1 is fastest on a CPU busy with other work"
+    )
 
 
 def load_translation_model(
