@@ -12,6 +12,7 @@ from torch.nn import functional as F
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, EncoderDecoderCache, GenerationMixin
 from transformers.modeling_outputs import Seq2SeqLMOutput, Seq2SeqModelOutput
 
+from tiny_model import tiny_config as shared_tiny_config
 from vanilla_transformer import (
     VanillaTransformerConfig,
     VanillaTransformerForConditionalGeneration,
@@ -23,21 +24,8 @@ from vanilla_transformer import (
 PAD, BOS, EOS = 0, 2, 3
 
 
-def tiny_config(**overrides) -> VanillaTransformerConfig:
-    kwargs = dict(
-        vocab_size=40,
-        d_model=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        dropout=0.0,
-        max_position_embeddings=64,
-    )
-    kwargs.update(overrides)
-    return VanillaTransformerConfig(**kwargs)
+def tiny_config(vocab_size: int = 40, **overrides) -> VanillaTransformerConfig:
+    return shared_tiny_config(vocab_size, **overrides)
 
 
 def tiny_model(seed: int = 0, **overrides) -> VanillaTransformerForConditionalGeneration:

@@ -22,7 +22,9 @@ from pathlib import Path
 import torch
 from accelerate import Accelerator
 from safetensors.torch import load_file
-from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from .generation import paper_generation_config
 
 CHECKPOINT_PREFIX = "checkpoint-"
 _CHECKPOINT_NAME = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)$")
@@ -149,22 +151,10 @@ def export_model(
     max_new_tokens: int,
 ) -> Path:
     """Write a Hugging Face model directory: ``config.json``, ``model.safetensors``, ``generation_config.json``
-    and the tokenizer, loadable with ``AutoModelForSeq2SeqLM.from_pretrained(directory)``.
-
-    The generation config sets ``model.generate`` to beam search with `num_beams` and `length_penalty`, but note that
-    Hugging Face divides by ``|Y| ** length_penalty``, not by the paper's GNMT penalty, and has one maximum length per
-    batch (`max_new_tokens`); `vanilla_transformer.generation.translate` decodes exactly as the paper does.
-    """
-    config = model.config
-    model.generation_config = GenerationConfig(
-        num_beams=num_beams,
-        length_penalty=length_penalty,
-        early_stopping=True,
-        max_new_tokens=max_new_tokens,
-        decoder_start_token_id=config.decoder_start_token_id,
-        bos_token_id=config.bos_token_id,
-        eos_token_id=config.eos_token_id,
-        pad_token_id=config.pad_token_id,
+    (`vanilla_transformer.generation.paper_generation_config`) and the tokenizer, loadable with
+    ``AutoModelForSeq2SeqLM.from_pretrained(directory)``."""
+    model.generation_config = paper_generation_config(
+        model.config, num_beams=num_beams, length_penalty=length_penalty, max_new_tokens=max_new_tokens
     )
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)

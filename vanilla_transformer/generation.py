@@ -40,7 +40,14 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 from tqdm.auto import tqdm
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    AutoModelForSeq2SeqLM,
+    AutoTokenizer,
+    GenerationConfig,
+    PreTrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 from transformers.modeling_outputs import BaseModelOutput
 
 NUM_BEAMS = 4
@@ -51,6 +58,30 @@ LENGTH_PENALTY = 0.6
 
 MAX_LENGTH_OFFSET = 50
 """Section 6.1: the maximum output length is the input length + 50 tokens."""
+
+
+def paper_generation_config(
+    config: PreTrainedConfig,
+    *,
+    num_beams: int = NUM_BEAMS,
+    length_penalty: float = LENGTH_PENALTY,
+    max_new_tokens: int = 256,
+) -> GenerationConfig:
+    """A `GenerationConfig` for ``model.generate`` and ``pipeline`` that comes as close to section 6.1 as
+    transformers allows: beam search with `num_beams`, ``length_penalty`` alpha and early stopping, and the model's
+    special token ids. Hugging Face divides by ``|Y| ** alpha``, not by GNMT's penalty, and has one maximum length
+    per batch (`max_new_tokens`, where the paper allows each sentence its input length + 50); `translate` decodes
+    exactly as the paper does."""
+    return GenerationConfig(
+        num_beams=num_beams,
+        length_penalty=length_penalty,
+        early_stopping=True,
+        max_new_tokens=max_new_tokens,
+        decoder_start_token_id=config.decoder_start_token_id,
+        bos_token_id=config.bos_token_id,
+        eos_token_id=config.eos_token_id,
+        pad_token_id=config.pad_token_id,
+    )
 
 
 def gnmt_length_penalty(length: torch.Tensor | int, alpha: float) -> torch.Tensor | float:

@@ -26,8 +26,9 @@ from typing import Any
 
 import yaml
 from huggingface_hub import HfApi, ModelCardData
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig, PreTrainedModel
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedModel
 
+from .generation import paper_generation_config
 from .tokenization import check_tokenizer_matches_config
 
 logger = logging.getLogger(__name__)
@@ -70,26 +71,6 @@ def add_pipeline_support(model_dir: str | os.PathLike[str]) -> None:
     config = json.loads(config_path.read_text(encoding="utf-8"))
     config["custom_pipelines"] = PIPELINE_TASKS
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-
-
-# --------------------------------------------------------------------------- generation config
-
-PAPER_GENERATION: dict[str, Any] = {"num_beams": 4, "length_penalty": 0.6, "max_new_tokens": 256}
-"""Decoding of section 6.1 of the paper: beam size 4, length penalty alpha 0.6 (applied as transformers' division of
-the score by ``length ** length_penalty``, not GNMT's ``((5 + length) / 6) ** alpha``); the paper's limit of input
-length + 50 has no generation-config equivalent, so the output is capped at 256 new tokens."""
-
-
-def paper_generation_config(model: PreTrainedModel) -> GenerationConfig:
-    """`PAPER_GENERATION`, with the model's special token ids."""
-    config = model.config
-    return GenerationConfig(
-        **PAPER_GENERATION,
-        bos_token_id=config.bos_token_id,
-        eos_token_id=config.eos_token_id,
-        pad_token_id=config.pad_token_id,
-        decoder_start_token_id=config.decoder_start_token_id,
-    )
 
 
 # --------------------------------------------------------------------------- training summary
@@ -350,8 +331,8 @@ def prepare_upload_folder(
     check_tokenizer_matches_config(tokenizer, model.config)
     generation_path = model_dir / "generation_config.json"
     if not generation_path.is_file() or json.loads(generation_path.read_text()).get("_from_model_config", False):
-        logger.warning("%s has no generation config of its own: writing the paper's %s", model_dir, PAPER_GENERATION)
-        model.generation_config = paper_generation_config(model)
+        model.generation_config = paper_generation_config(model.config)
+        logger.warning("%s has no generation config of its own: writing the paper's beam search", model_dir)
 
     card = render_model_card(template, model_card_fields(model, summary, repo_id))
     model.save_pretrained(folder)
@@ -396,13 +377,11 @@ def push_to_hub(
 
 __all__ = [
     "CARD_FIELDS",
-    "PAPER_GENERATION",
     "PIPELINE_TASKS",
     "SUMMARY_FILE",
     "SUMMARY_KEYS",
     "add_pipeline_support",
     "model_card_fields",
-    "paper_generation_config",
     "prepare_upload_folder",
     "push_to_hub",
     "read_training_summary",

@@ -381,7 +381,7 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
 def _check_token_ids(ids: torch.Tensor | None, name: str, vocab_size: int) -> None:
     if ids is None or ids.numel() == 0 or torch.compiler.is_compiling():
         return
-    low, high = ids.min().item(), ids.max().item()
+    low, high = (bound.item() for bound in torch.aminmax(ids))  # one pass over the ids
     if low < 0 or high >= vocab_size:
         bad = low if low < 0 else high
         raise ValueError(f"{name} contains token id {bad}, outside [0, vocab_size={vocab_size})")
