@@ -23,6 +23,7 @@ from vanilla_transformer.tracking import read_metrics
 from vanilla_transformer.training import (
     TRAINING_PRESETS,
     TrainingConfig,
+    TrainingProgress,
     accumulate_gradients,
     gradient_accumulation_steps,
     noam_learning_rate,
@@ -350,3 +351,57 @@ def test_aligned_files_given_by_train_src_and_train_tgt(tmp_path):
     assert tuple(splits.test[2]) == ("test en 2", "test de 2")
     with pytest.raises(ValueError, match="--valid-src=None"):
         load_splits(parse_args(["--train-src", files["--train-src"], "--train-tgt", files["--train-tgt"]]))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Time budget, selection on the validation set
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_time_budget_stops_training_and_carries_over_to_a_resumed_run(tmp_path):
+    # 0.6 ms of budget: the first step exceeds it, so the loop stops after step 1 (checked before every step).
+    results = train(tiny_run(tmp_path, "--max-train-minutes", "1e-5"))
+    assert results["step"] == 1 and results["train_minutes"] >= 1e-5
+    assert [path.name for path in list_checkpoints(tmp_path / "checkpoints")] == ["checkpoint-00000001"]
+    saved = TrainingProgress()
+    saved.load_state_dict(torch.load(tmp_path / "checkpoints" / "checkpoint-00000001" / "custom_checkpoint_1.pkl"))
+    assert saved.step == 1 and saved.seconds == pytest.approx(60 * results["train_minutes"])
+    # The spent time is in the checkpoint: the same budget takes no further step, a larger one continues to the end.
+    assert train(parse_args(["--resume", "--output-dir", str(tmp_path)]))["step"] == 1
+    assert train(parse_args(["--resume", "--output-dir", str(tmp_path), "--max-train-minutes", "60"]))["step"] == 8
+
+
+def test_progress_of_checkpoints_without_training_time_loads_with_zero_seconds():
+    progress = TrainingProgress()
+    progress.load_state_dict({"step": 5, "epoch": 1, "batch": 2})
+    assert (progress.step, progress.epoch, progress.batch, progress.seconds) == (5, 1, 2, 0.0)
+
+
+def test_select_on_valid_keeps_the_candidate_with_the_higher_validation_bleu(tmp_path, monkeypatch):
+    """The tiny run's BLEU is 0 for every candidate, so the selection's validation scores are forced: 10 for the
+    average, 20 for the last checkpoint (the order `_select_on_valid` scores them). The last checkpoint must then be
+    exported and scored on the test set, and the average scored on the test set as well."""
+    from vanilla_transformer import training
+
+    forced, real = iter([10.0, 20.0]), training.compute_bleu
+
+    def compute_bleu(hypotheses, references):
+        score = next(forced, None) if sys._getframe(1).f_code.co_name == "_select_on_valid" else None
+        return real(hypotheses, references) if score is None else {"score": score, "signature": "forced"}
+
+    monkeypatch.setattr(training, "compute_bleu", compute_bleu)
+    results = train(tiny_run(tmp_path, "--select-on-valid"))
+    assert (results["valid_bleu_averaged"], results["valid_bleu_last"], results["selected"]) == (10.0, 20.0, "last")
+    assert results["averaged_checkpoints"] == ["checkpoint-00000008"]
+    assert results["test_bleu_last"] == results["test_bleu"] and "test_bleu_averaged" in results
+    model = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "model")
+    last = load_checkpoint_weights(tmp_path / "checkpoints" / "checkpoint-00000008")
+    torch.testing.assert_close(model.model.shared.weight, last["model.shared.weight"], rtol=0, atol=0)
+    rows = [row for row in read_metrics(tmp_path / "metrics.jsonl") if "valid_bleu" in row]
+    best = max(rows, key=lambda row: row["valid_bleu"])
+    assert (results["best_valid_bleu"], results["best_valid_step"]) == (best["valid_bleu"], best["step"])
+
+
+def test_bad_time_budget_is_rejected_naming_the_option():
+    with pytest.raises(ValueError, match=r"--max-train-minutes must be positive, got --max-train-minutes=0"):
+        TrainingConfig.from_preset("numbers", max_train_minutes=0)
