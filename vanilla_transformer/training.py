@@ -930,9 +930,9 @@ def train(config: TrainingConfig) -> dict[str, Any]:
         plot_metrics(run_dir / "metrics.jsonl", run_dir / "metrics.png")
     # The DDP wrapper's C++ reducer holds the gloo/NCCL process group. Were it the group's last holder, the group
     # would be destroyed as train() returns, with the GIL held, and wait for its worker threads, which may need the
-    # GIL to free the tensors of a finished collective: a deadlock (pytorch/pytorch#56297), seen here about once in
-    # ten two-process runs on a loaded CPU. So the wrapper goes first, and destroy_process_group (in end_training)
-    # then drops the group through its Python binding, which releases the GIL while the threads finish.
+    # GIL to free the tensors of a finished collective: a deadlock (pytorch/pytorch#56297), seen here in 8 of 30
+    # two-process runs on a loaded CPU (0 of 30 since). So the wrapper goes first; destroy_process_group (in
+    # end_training) then drops the group through its Python binding, which releases the GIL while the threads finish.
     del model, optimizer
     accelerator.free_memory()
     accelerator.end_training()
