@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from vanilla_transformer import benchmark
+import benchmarking as benchmark
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

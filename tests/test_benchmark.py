@@ -1,21 +1,15 @@
 """Our model against MarianMT, an independent implementation, on the same weights; and the benchmark at tiny size."""
 
-import importlib.util
 import json
 import math
-from pathlib import Path
 
+import benchmark as benchmark_script
+import benchmarking as bench
 import pytest
 import torch
-
 from copy_task import copy_model, sentences
-from vanilla_transformer import VanillaTransformerForConditionalGeneration, sinusoidal_table
-from vanilla_transformer import benchmark as bench
 
-_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "benchmark.py"
-_spec = importlib.util.spec_from_file_location("benchmark_script", _SCRIPT)
-benchmark_script = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(benchmark_script)
+from vanilla_transformer import VanillaTransformerForConditionalGeneration, sinusoidal_table
 
 PAD, BOS, EOS = 0, 2, 3
 

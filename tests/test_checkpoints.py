@@ -5,7 +5,12 @@ import torch
 from safetensors.torch import save_file
 
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
-from vanilla_transformer.checkpoints import average_checkpoints, checkpoint_step, list_checkpoints, load_weights
+from vanilla_transformer.training.checkpoints import (
+    average_checkpoints,
+    checkpoint_step,
+    list_checkpoints,
+    load_weights,
+)
 
 
 def write_checkpoint(directory, tensors):

@@ -1,9 +1,7 @@
 """Export to CTranslate2: the exported model decodes exactly as our generate(), and int8 keeps the BLEU."""
 
-import importlib.util
 import os
 import platform
-from pathlib import Path
 
 import pytest
 import torch
@@ -15,20 +13,18 @@ if platform.machine().lower() in ("x86_64", "amd64"):
 ctranslate2 = pytest.importorskip("ctranslate2")
 
 import sacrebleu  # noqa: E402
-
 from copy_task import copy_model, sentences  # noqa: E402
+from tiny_model import load_script  # noqa: E402
+
 from vanilla_transformer import sinusoidal_table  # noqa: E402
-from vanilla_transformer.ctranslate2_export import (  # noqa: E402
+from vanilla_transformer.export.ctranslate2 import (  # noqa: E402
     export_ctranslate2,
     load_translator,
     model_spec,
     translate_ctranslate2,
 )
 
-_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "export_ctranslate2.py"
-_spec = importlib.util.spec_from_file_location("export_ctranslate2_script", _SCRIPT)
-export_script = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(export_script)
+export_script = load_script("export-ctranslate2")
 
 
 def trained_model():
@@ -114,13 +110,11 @@ def test_in_memory_export_needs_a_vocabulary_of_the_model_size(tmp_path):
 
 
 def test_translate_script_decodes_with_the_export(exported, tmp_path):
-    """`scripts/translate.py --ctranslate2 DIR` gives the greedy translations of our own generate()."""
+    """`vanilla-transformer translate --ctranslate2 DIR` gives the greedy translations of our own generate()."""
     model, tokenizer, root = exported
     source_sentences = sentences(12, seed=11)
     (tmp_path / "source.txt").write_text("".join(s + "\n" for s in source_sentences), encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("translate_script", _SCRIPT.parent / "translate.py")
-    translate_script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(translate_script)
+    translate_script = load_script("translate")
     arguments = ["--model", str(root / "model"), "--input", str(tmp_path / "source.txt"), "--num-beams", "1"]
     arguments += ["--ctranslate2", str(root / "fp32"), "--output", str(tmp_path / "out.txt"), "--num-threads", "1"]
     assert translate_script.main(arguments) == 0

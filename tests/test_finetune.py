@@ -1,5 +1,5 @@
 """Fine-tuning with Seq2SeqTrainer: the two Trainer pitfalls (labels popped by label smoothing, loss normalisation
-under gradient accumulation), and a whole run of scripts/finetune.py checked against independent computations."""
+under gradient accumulation), and a whole run of vanilla-transformer finetune checked against independent computations."""
 
 import json
 import shutil
@@ -9,11 +9,11 @@ import pytest
 import sacrebleu
 import torch
 from safetensors.torch import load_file
+from tiny_model import SPLITS, load_script, saved_model_dir
 from torch.nn import functional as F
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, EvalPrediction, GenerationConfig
 
-from tiny_model import SPLITS, load_script, saved_model_dir
-from vanilla_transformer.finetune import (
+from vanilla_transformer.training.finetune import (
     TranslationMetrics,
     build_trainer,
     load_model_and_tokenizer,

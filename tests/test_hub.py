@@ -1,4 +1,4 @@
-"""Hub sharing: the folder scripts/push_to_hub.py uploads, its model card (read back with huggingface_hub's own
+"""Hub sharing: the folder vanilla-transformer push uploads, its model card (read back with huggingface_hub's own
 parser), the upload calls, and loading the folder from a Hub cache where the package is not installed."""
 
 import json
@@ -7,17 +7,16 @@ import shutil
 import subprocess
 import sys
 import textwrap
-
 from pathlib import Path
 
 import pytest
 import torch
 from huggingface_hub import ModelCard
 from safetensors.torch import load_file
+from tiny_model import SPLITS, load_script, saved_model_dir
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig
 
-import vanilla_transformer.hub as hub
-from tiny_model import SPLITS, load_script, saved_model_dir
+import vanilla_transformer.export.hub as hub
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 REPO_ID = "org/tiny-numbers"
@@ -67,7 +66,7 @@ def model_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def dry_run(model_dir):
     folder = model_dir.parent / "upload"
-    assert load_script("push_to_hub").main([str(model_dir), REPO_ID, "--dry-run", str(folder)]) == 0
+    assert load_script("push").main([str(model_dir), REPO_ID, "--dry-run", str(folder)]) == 0
     return folder
 
 

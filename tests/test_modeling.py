@@ -8,11 +8,11 @@ import textwrap
 
 import pytest
 import torch
+from tiny_model import tiny_config as shared_tiny_config
 from torch.nn import functional as F
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, EncoderDecoderCache, GenerationMixin
 from transformers.modeling_outputs import Seq2SeqLMOutput, Seq2SeqModelOutput
 
-from tiny_model import tiny_config as shared_tiny_config
 from vanilla_transformer import (
     VanillaTransformerConfig,
     VanillaTransformerForConditionalGeneration,

@@ -5,10 +5,10 @@ import json
 import shutil
 
 import pytest
+from tiny_model import GENERATION, SPLITS, saved_model_dir
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
-from tiny_model import GENERATION, SPLITS, saved_model_dir
-from vanilla_transformer.hub import add_pipeline_support
+from vanilla_transformer.export.hub import add_pipeline_support
 
 # Unseen numbers, then inputs unlike the training data, on which beam search and greedy decoding disagree.
 SOURCES = [source for source, _ in SPLITS.valid[:6]] + ["twelve", "a hundred", "one million"]

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from tiny_model import load_script
 
-from vanilla_transformer.checkpoints import list_checkpoints
 from vanilla_transformer.data import make_numbers_task
-from vanilla_transformer.tracking import read_metrics
 from vanilla_transformer.training import build_model_config, load_splits, parse_args, train
+from vanilla_transformer.training.checkpoints import list_checkpoints
+from vanilla_transformer.training.tracking import read_metrics
 
 SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 MULTI30K = SHARED_DATA / "multi30k"
@@ -82,7 +82,7 @@ def test_wmt14_base_preset_starts_checkpoints_and_scores_newstest2014_on_cpu(tmp
     assert results["step"] == 25
 
     scores = tmp_path / "scores.json"
-    evaluate = load_script("evaluate_translations")
+    evaluate = load_script("evaluate")
     arguments = ["--model", str(run / "model"), "--source", str(test_source), "--reference", str(test_target)]
     assert evaluate.main([*arguments, "--max-length-offset", "2", "--results", str(scores)]) == 0
     assert "BLEU = " in capsys.readouterr().out

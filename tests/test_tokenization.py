@@ -1,10 +1,9 @@
 """Tests of the shared byte-level BPE tokenizer and its command-line script."""
 
-import importlib.util
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from tiny_model import load_script
 from transformers import AutoTokenizer
 
 from vanilla_transformer.tokenization import (
@@ -157,11 +156,7 @@ def test_check_tokenizer_matches_config_reports_every_mismatch(tokenizer):
 
 
 def _load_script():
-    path = Path(__file__).resolve().parents[1] / "scripts" / "train_tokenizer.py"
-    spec = importlib.util.spec_from_file_location("train_tokenizer_script", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("train-tokenizer")
 
 
 def test_script_trains_and_saves_a_reloadable_tokenizer(tmp_path):

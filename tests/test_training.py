@@ -5,21 +5,19 @@ import os
 import socket
 import subprocess
 import sys
-from importlib.util import module_from_spec, spec_from_file_location
 from pathlib import Path
 
 import pytest
 import torch
 from accelerate import Accelerator
+from tiny_model import load_script
 from torch.nn import functional as F
 from transformers import AutoModelForSeq2SeqLM
 
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
-from vanilla_transformer.checkpoints import list_checkpoints, load_checkpoint_weights
 from vanilla_transformer.data import TranslationCollator
-from vanilla_transformer.hub import read_training_summary
+from vanilla_transformer.export.hub import read_training_summary
 from vanilla_transformer.tokenization import train_tokenizer
-from vanilla_transformer.tracking import read_metrics
 from vanilla_transformer.training import (
     TRAINING_PRESETS,
     TrainingConfig,
@@ -31,6 +29,8 @@ from vanilla_transformer.training import (
     parse_args,
     train,
 )
+from vanilla_transformer.training.checkpoints import list_checkpoints, load_checkpoint_weights
+from vanilla_transformer.training.tracking import read_metrics
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 
@@ -295,7 +295,7 @@ def test_two_processes_equal_one_process_accumulating_two_micro_batches(tmp_path
     launch = [
         sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
         "--num_machines", "1", "--main_process_port", str(port), "--mixed_precision", "no", "--dynamo_backend", "no",
-        str(REPOSITORY / "scripts" / "train.py"), *options, "--grad-accum", "1", "--output-dir", str(tmp_path / "two"),
+        "-m", "vanilla_transformer", "train", *options, "--grad-accum", "1", "--output-dir", str(tmp_path / "two"),
     ]  # fmt: skip
     environment = {
         **os.environ,
@@ -325,9 +325,7 @@ def test_two_processes_equal_one_process_accumulating_two_micro_batches(tmp_path
 def test_average_checkpoints_script(reference_run, tmp_path):
     """The script's average of the last 2 checkpoints is the model the run exported; the "average" of the last one
     is that checkpoint."""
-    spec = spec_from_file_location("average_checkpoints_script", REPOSITORY / "scripts" / "average_checkpoints.py")
-    script = module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("average")
     assert script.main([str(reference_run), "--output", str(tmp_path / "two")]) == 0
     assert script.main([str(reference_run), "--last", "1", "--output", str(tmp_path / "one")]) == 0
     assert same_weights(load_checkpoint_weights(tmp_path / "two"), load_checkpoint_weights(reference_run / "model"))
@@ -381,15 +379,15 @@ def test_select_on_valid_keeps_the_candidate_with_the_higher_validation_bleu(tmp
     """The tiny run's BLEU is 0 for every candidate, so the selection's validation scores are forced: 10 for the
     average, 20 for the last checkpoint (the order `_select_on_valid` scores them). The last checkpoint must then be
     exported and scored on the test set, and the average scored on the test set as well."""
-    from vanilla_transformer import training
+    from vanilla_transformer.training import evaluation
 
-    forced, real = iter([10.0, 20.0]), training.compute_bleu
+    forced, real = iter([10.0, 20.0]), evaluation.compute_bleu
 
     def compute_bleu(hypotheses, references):
         score = next(forced, None) if sys._getframe(1).f_code.co_name == "_select_on_valid" else None
         return real(hypotheses, references) if score is None else {"score": score, "signature": "forced"}
 
-    monkeypatch.setattr(training, "compute_bleu", compute_bleu)
+    monkeypatch.setattr(evaluation, "compute_bleu", compute_bleu)
     results = train(tiny_run(tmp_path, "--select-on-valid"))
     assert (results["valid_bleu_averaged"], results["valid_bleu_last"], results["selected"]) == (10.0, 20.0, "last")
     assert results["averaged_checkpoints"] == ["checkpoint-00000008"]

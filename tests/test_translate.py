@@ -1,31 +1,21 @@
 """Beam search with the GNMT length penalty, `translate`, and the translate/evaluate scripts."""
 
-import importlib.util
 import io
 import itertools
 import json
 import math
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
+from tiny_model import load_script
 from torch.nn import functional as F
 
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
-from vanilla_transformer.checkpoints import export_model
+from vanilla_transformer.export.model_dir import export_model
 from vanilla_transformer.generation import beam_search, gnmt_length_penalty, translate
 from vanilla_transformer.tokenization import EOS_ID, train_tokenizer
-
-SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
-
-
-def load_script(name: str):
-    spec = importlib.util.spec_from_file_location(f"script_{name}", SCRIPTS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def tiny_model(vocab_size: int, seed: int, head_std: float = 0.5, eos_std: float = 1.5, d_model: int = 16):
@@ -276,7 +266,7 @@ def test_translate_and_evaluate_scripts(tokenizer, tmp_path, monkeypatch, capsys
     assert translate_script.main(common) == 0
     assert capsys.readouterr().out.splitlines() == expected
 
-    evaluate_script = load_script("evaluate_translations")
+    evaluate_script = load_script("evaluate")
     reference = tmp_path / "test.de"
     reference.write_text("\n".join([expected[0], "falsch", expected[2]]) + "\n", encoding="utf-8")
     results = tmp_path / "scores.json"

@@ -7,10 +7,10 @@ import matplotlib.image
 import numpy as np
 import pytest
 import torch
-
 from tiny_model import SPLITS, load_script, saved_model_dir, tiny_config
+
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
-from vanilla_transformer.finetune import load_model_and_tokenizer
+from vanilla_transformer.training.finetune import load_model_and_tokenizer
 from vanilla_transformer.visualization import display_tokens, plot_attention
 
 SOURCE, TARGET = SPLITS.valid[0]  # "four hundred and seventy-nine", "vierhundertneunundsiebzig"
@@ -141,7 +141,7 @@ def test_bad_inputs_raise(model_and_tokenizer, tmp_path):
 
 
 def test_script_writes_the_chosen_maps(model_dir, tmp_path):
-    exit_code = load_script("visualize_attention").main(
+    exit_code = load_script("attention").main(
         [str(model_dir), SOURCE, "--target", TARGET, "--layers", "1", "--output-dir", str(tmp_path)]
     )
     assert exit_code == 0

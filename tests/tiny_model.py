@@ -13,6 +13,7 @@ from torch.utils.data import DataLoader
 from transformers import GenerationConfig
 
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+from vanilla_transformer.cli import COMMANDS
 from vanilla_transformer.data import TranslationCollator, make_numbers_task, tokenize_pairs
 from vanilla_transformer.tokenization import train_tokenizer
 
@@ -85,9 +86,5 @@ def saved_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def load_script(name: str) -> ModuleType:
-    """Import ``scripts/<name>.py`` as a module, to call its ``main(argv)``."""
-    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"scripts_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The module of the command ``vanilla-transformer <name>``, to call its ``main(argv)``."""
+    return importlib.import_module(f"vanilla_transformer.cli.{COMMANDS[name][0]}")

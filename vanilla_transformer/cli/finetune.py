@@ -1,15 +1,15 @@
 """Fine-tune a saved model with transformers' Seq2SeqTrainer, keeping the checkpoint with the best BLEU.
 
 Examples:
-    python scripts/finetune.py runs/base --train data/train.en data/train.de --eval data/dev.en data/dev.de \\
+    vanilla-transformer finetune runs/base --train data/train.en data/train.de --eval data/dev.en data/dev.de \\
         --output-dir runs/finetuned --max-steps 2000 --eval-steps 200 --gradient-accumulation-steps 4
-    python scripts/finetune.py org/name --hf-dataset iwslt2017 --hf-config iwslt2017-en-de --src-lang en \\
+    vanilla-transformer finetune org/name --hf-dataset iwslt2017 --hf-config iwslt2017-en-de --src-lang en \\
         --tgt-lang de --output-dir runs/iwslt
-    python scripts/finetune.py runs/numbers --numbers 2000 --output-dir runs/numbers-ft --max-steps 300 --eval-steps 100
+    vanilla-transformer finetune runs/numbers --numbers 2000 --output-dir runs/numbers-ft --max-steps 300 --eval-steps 100
 
 --train and --eval take two aligned plain-text files (source, target), one .tsv file (source and target columns) or
 one .jsonl file (keys --src-lang and --tgt-lang). The output directory holds the best model, its tokenizer and
-training_summary.json, ready for scripts/push_to_hub.py, next to the Trainer's checkpoint-* folders.
+training_summary.json, ready for vanilla-transformer push, next to the Trainer's checkpoint-* folders.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vanilla_transformer.data import Pair, load_hf_translation, make_numbers_task
-from vanilla_transformer.finetune import finetune, load_model_and_tokenizer, read_pairs, training_arguments
+from vanilla_transformer.training.finetune import finetune, load_model_and_tokenizer, read_pairs, training_arguments
 
 logger = logging.getLogger("finetune")
 

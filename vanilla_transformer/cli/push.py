@@ -1,8 +1,8 @@
 """Upload a trained model directory to a Hugging Face Hub repository, with remote code and a model card.
 
 Examples:
-    python scripts/push_to_hub.py runs/base my-org/transformer-base-en-de
-    python scripts/push_to_hub.py runs/base my-org/transformer-base-en-de --dry-run upload/   # write, do not upload
+    vanilla-transformer push runs/base my-org/transformer-base-en-de
+    vanilla-transformer push runs/base my-org/transformer-base-en-de --dry-run upload/   # write, do not upload
 
 The repository gets the model saved anew (config.json with auto_map, safetensors weights, the modeling,
 configuration and pipeline code), the tokenizer, generation_config.json, training_summary.json and a README.md model
@@ -17,11 +17,11 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from vanilla_transformer.hub import prepare_upload_folder, push_to_hub
+from vanilla_transformer.export.hub import prepare_upload_folder, push_to_hub
 
 logger = logging.getLogger("push_to_hub")
 
-DEFAULT_TEMPLATE = Path(__file__).resolve().parents[1] / "model_card.md"
+DEFAULT_TEMPLATE = Path(__file__).resolve().parents[2] / "model_card.md"
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

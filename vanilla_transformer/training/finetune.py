@@ -45,10 +45,10 @@ from transformers import (
     Seq2SeqTrainingArguments,
 )
 
-from .data import Pair, clean_pairs, read_jsonl, read_parallel_text, read_tsv, tokenize_pairs
-from .hub import SUMMARY_FILE, add_pipeline_support
-from .metrics import compute_chrf, exact_match, load_bleu_metric
-from .tokenization import check_tokenizer_matches_config
+from ..data import Pair, clean_pairs, read_jsonl, read_parallel_text, read_tsv, tokenize_pairs
+from ..export.hub import SUMMARY_FILE, add_pipeline_support
+from ..metrics import compute_chrf, exact_match, load_bleu_metric
+from ..tokenization import check_tokenizer_matches_config
 
 logger = logging.getLogger(__name__)
 

@@ -1,10 +1,9 @@
-#!/usr/bin/env python
 """Export a saved model directory (weights and tokenizer) to a CTranslate2 model directory, for fast serving.
 
-    python scripts/export_ctranslate2.py runs/multi30k runs/multi30k-ct2                    # float32
-    python scripts/export_ctranslate2.py runs/multi30k runs/multi30k-ct2-int8 --quantization int8
+    vanilla-transformer export-ctranslate2 runs/multi30k runs/multi30k-ct2                    # float32
+    vanilla-transformer export-ctranslate2 runs/multi30k runs/multi30k-ct2-int8 --quantization int8
 
-Translate with `vanilla_transformer.ctranslate2_export.translate_ctranslate2`. Needs ``pip install ctranslate2``.
+Translate with `vanilla_transformer.export.ctranslate2.translate_ctranslate2`. Needs ``pip install ctranslate2``.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from vanilla_transformer import ctranslate2_export
+from vanilla_transformer.export import ctranslate2 as ctranslate2_export
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -1,8 +1,8 @@
 """Plot a model's attention on a sentence: PNG heatmaps per layer and head, of the three kinds of attention.
 
 Examples:
-    python scripts/visualize_attention.py runs/base "The house is small." --output-dir attention
-    python scripts/visualize_attention.py runs/base "The house is small." --target "Das Haus ist klein." --layers 1 6
+    vanilla-transformer attention runs/base "The house is small." --output-dir attention
+    vanilla-transformer attention runs/base "The house is small." --target "Das Haus ist klein." --layers 1 6
 
 Without --target, the model's greedy translation is plotted. Files: encoder_self_layerN.png,
 decoder_self_layerN.png and cross_layerN.png in --output-dir, one panel per head.
@@ -15,7 +15,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from vanilla_transformer.finetune import load_model_and_tokenizer
+from vanilla_transformer.training.finetune import load_model_and_tokenizer
 from vanilla_transformer.visualization import KINDS, plot_attention
 
 logger = logging.getLogger("visualize_attention")

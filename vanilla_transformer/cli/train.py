@@ -1,10 +1,9 @@
-#!/usr/bin/env python
 """Train a Transformer with the paper's recipe. The default job (``--preset numbers``) takes minutes on a CPU.
 
-    python scripts/train.py                                      # numbers task, small model, 2 CPU cores
-    python scripts/train.py --preset multi30k                    # Multi30k English-German, small model
-    accelerate launch scripts/train.py --preset wmt14-base       # the paper's base model, on all GPUs
-    python scripts/train.py --resume --output-dir runs/numbers   # continue an interrupted run
+    vanilla-transformer train                                      # numbers task, small model, 2 CPU cores
+    vanilla-transformer train --preset multi30k                    # Multi30k English-German, small model
+    accelerate launch -m vanilla_transformer train --preset wmt14-base       # the paper's base model, on all GPUs
+    vanilla-transformer train --resume --output-dir runs/numbers   # continue an interrupted run
 
 Options override the preset's settings (``--help`` lists them); see `vanilla_transformer.training`.
 """

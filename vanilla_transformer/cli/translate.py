@@ -1,8 +1,7 @@
-#!/usr/bin/env python
 """Translate a file (or standard input), one sentence per line, with the paper's beam search.
 
-    python scripts/translate.py --model runs/numbers/model --input sentences.en --output sentences.de
-    echo "three hundred and twenty-one" | python scripts/translate.py --model runs/numbers/model
+    vanilla-transformer translate --model runs/numbers/model --input sentences.en --output sentences.de
+    echo "three hundred and twenty-one" | vanilla-transformer translate --model runs/numbers/model
 
 Defaults are section 6.1's: beam 4, GNMT length penalty alpha = 0.6, at most input length + 50 tokens.
 """
@@ -29,7 +28,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--ctranslate2",
         metavar="DIR",
-        help="decode with this CTranslate2 export of --model (scripts/export_ctranslate2.py); its beam search divides "
+        help="decode with this CTranslate2 export of --model (vanilla-transformer export-ctranslate2); its beam search divides "
         "by length ** alpha, not GNMT's penalty",
     )
     add_decoding_arguments(parser)
@@ -43,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = Path(args.input).read_text(encoding="utf-8") if args.input else sys.stdin.read()
     sentences = text.splitlines()
     if args.ctranslate2:
-        from vanilla_transformer.ctranslate2_export import translate_ctranslate2
+        from vanilla_transformer.export.ctranslate2 import translate_ctranslate2
 
         tokenizer = AutoTokenizer.from_pretrained(args.model)
         longest = max((len(ids) for ids in tokenizer(sentences)["input_ids"]), default=0)

@@ -1,10 +1,10 @@
 """Train the shared source/target byte-level BPE tokenizer and save it.
 
 Examples:
-    python scripts/train_tokenizer.py data/train.en data/train.de --vocab-size 37000 --output-dir tokenizer
-    python scripts/train_tokenizer.py --hf-dataset wmt14 --hf-config de-en --src-lang en --tgt-lang de \\
+    vanilla-transformer train-tokenizer data/train.en data/train.de --vocab-size 37000 --output-dir tokenizer
+    vanilla-transformer train-tokenizer --hf-dataset wmt14 --hf-config de-en --src-lang en --tgt-lang de \\
         --vocab-size 37000 --output-dir tokenizer
-    python scripts/train_tokenizer.py --numbers 20000 --vocab-size 1000 --output-dir tokenizer
+    vanilla-transformer train-tokenizer --numbers 20000 --vocab-size 1000 --output-dir tokenizer
 
 Plain-text files are used line by line as they are. Dataset pairs and the
 numbers task are cleaned with ``clean_pairs`` first, as for training.

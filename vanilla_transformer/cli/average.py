@@ -1,9 +1,8 @@
-#!/usr/bin/env python
 """Average the last checkpoints of a training run into a Hugging Face model directory (section 6.1 of the paper).
 
-    python scripts/average_checkpoints.py runs/wmt14-base --last 5 --output runs/wmt14-base/average-5
+    vanilla-transformer average runs/wmt14-base --last 5 --output runs/wmt14-base/average-5
 
-`scripts/train.py` already does this at the end of a run (into ``<run>/model``); use this script to average a
+`vanilla-transformer train` already does this at the end of a run (into ``<run>/model``); use this script to average a
 different number of checkpoints, or the checkpoints of an interrupted run.
 """
 

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+from ..configuration_vanilla_transformer import VanillaTransformerConfig
+from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase

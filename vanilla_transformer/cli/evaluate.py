@@ -1,14 +1,10 @@
-#!/usr/bin/env python
 """Score translations of a test set: sacreBLEU's BLEU (with its signature), chrF and exact match.
 
-    python scripts/evaluate_translations.py --model runs/numbers/model \
+    vanilla-transformer evaluate --model runs/numbers/model \
         --source runs/numbers/test.en --reference runs/numbers/test.de
-    python scripts/evaluate_translations.py --hypotheses output.de --reference newstest2014.de   # existing output
+    vanilla-transformer evaluate --hypotheses output.de --reference newstest2014.de   # existing output
 
-The name is not ``evaluate.py``: Python puts a script's directory first on ``sys.path``, and a ``scripts/evaluate.py``
-would hide the `evaluate` package from every script here.
-
-With --model the sources are first translated with the paper's beam search (as scripts/translate.py does).
+With --model the sources are first translated with the paper's beam search (as vanilla-transformer translate does).
 """
 
 from __future__ import annotations

@@ -22,9 +22,6 @@ from pathlib import Path
 import torch
 from accelerate import Accelerator
 from safetensors.torch import load_file
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
-
-from .generation import paper_generation_config
 
 CHECKPOINT_PREFIX = "checkpoint-"
 _CHECKPOINT_NAME = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)$")
@@ -139,35 +136,3 @@ def load_weights(model: torch.nn.Module, weights: Mapping[str, torch.Tensor]) ->
         raise ValueError(f"weights do not fit the model: unexpected {unexpected[:5]}, missing {missing[:5]}")
     for name, tensor in weights.items():
         state[name].copy_(tensor)
-
-
-def export_model(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    directory: str | Path,
-    *,
-    num_beams: int,
-    length_penalty: float,
-    max_new_tokens: int,
-) -> Path:
-    """Write a Hugging Face model directory: ``config.json``, ``model.safetensors``, ``generation_config.json``
-    (`vanilla_transformer.generation.paper_generation_config`) and the tokenizer, loadable with
-    ``AutoModelForSeq2SeqLM.from_pretrained(directory)``."""
-    model.generation_config = paper_generation_config(
-        model.config, num_beams=num_beams, length_penalty=length_penalty, max_new_tokens=max_new_tokens
-    )
-    model.save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return Path(directory)
-
-
-__all__ = [
-    "CHECKPOINT_PREFIX",
-    "average_checkpoints",
-    "checkpoint_step",
-    "export_model",
-    "list_checkpoints",
-    "load_checkpoint_weights",
-    "load_weights",
-    "save_checkpoint",
-]

@@ -45,8 +45,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from .configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
-from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration, sinusoidal_table
+from vanilla_transformer.configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
+from vanilla_transformer.modeling_vanilla_transformer import (
+    VanillaTransformerForConditionalGeneration,
+    sinusoidal_table,
+)
 
 SIZES: dict[str, dict[str, int]] = {
     "tiny": dict(
@@ -217,7 +220,7 @@ def load_corpus(vocab_size: int, data_dir: str | None = None, max_pairs: int = 1
     """Multi30k pairs in a BPE vocabulary of `vocab_size` trained on them, or synthetic pairs if the data are absent."""
     data = Path(data_dir) if data_dir else None
     if data is not None and (data / "train.en").is_file() and (data / "train.de").is_file():
-        from .tokenization import train_tokenizer
+        from vanilla_transformer.tokenization import train_tokenizer
 
         english = (data / "train.en").read_text(encoding="utf-8").splitlines()[:max_pairs]
         german = (data / "train.de").read_text(encoding="utf-8").splitlines()[:max_pairs]
@@ -272,7 +275,7 @@ def random_batches(corpus: Corpus, batch_size: int, count: int, seed: int = 0) -
 
 def token_batches(corpus: Corpus, max_tokens: int, count: int, seed: int = 0) -> list[dict[str, torch.Tensor]]:
     """`count` batches of `TokenBatchSampler`: pairs of similar lengths, at most `max_tokens` padded tokens each."""
-    from .data import TokenBatchSampler
+    from vanilla_transformer.data import TokenBatchSampler
 
     lengths = [(len(source), len(target)) for source, target in corpus.pairs]
     batches = TokenBatchSampler(lengths, max_tokens, shuffle=True, seed=seed).epoch_batches(0)
@@ -546,7 +549,7 @@ def _ctranslate2_translators(model, corpus: Corpus, settings: Settings) -> dict[
         import ctranslate2
     except ImportError:
         return {}
-    from .ctranslate2_export import export_ctranslate2, load_translator
+    from vanilla_transformer.export.ctranslate2 import export_ctranslate2, load_translator
 
     device = settings.torch_device
     if device.type == "cuda" and ctranslate2.get_cuda_device_count() == 0:

@@ -28,14 +28,14 @@ import yaml
 from huggingface_hub import HfApi, ModelCardData
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedModel
 
-from .generation import paper_generation_config
-from .tokenization import check_tokenizer_matches_config
+from ..generation import paper_generation_config
+from ..tokenization import check_tokenizer_matches_config
 
 logger = logging.getLogger(__name__)
 
 # --------------------------------------------------------------------------- pipelines
 
-PIPELINE_CODE_FILE = Path(__file__).resolve().with_name("pipeline_vanilla_transformer.py")
+PIPELINE_CODE_FILE = Path(__file__).resolve().parents[1] / "pipeline_vanilla_transformer.py"
 """The self-contained pipeline classes, copied next to a saved model."""
 
 PIPELINE_TASKS: dict[str, dict[str, Any]] = {

@@ -1,0 +1,53 @@
+"""The ``vanilla-transformer`` command: one command with subcommands, each a thin ``main(argv)`` over the library.
+
+    vanilla-transformer train --preset multi30k
+    vanilla-transformer translate --model runs/numbers/model < input.txt
+    python -m vanilla_transformer train          # the same
+
+Each subcommand lives in its own module of this package and is imported only when it runs, so that ``--help`` and
+light commands do not pay for the training stack.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+
+PROG = "vanilla-transformer"
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    # name: (module in this package, one-line description)
+    "train": ("train", "train a Transformer with the paper's recipe (presets: numbers, multi30k, wmt14-base, ...)"),
+    "translate": ("translate", "translate a file or standard input with the paper's beam search"),
+    "evaluate": ("evaluate", "score translations (or a model's) against references: BLEU, chrF, exact match"),
+    "average": ("average", "average the last checkpoints of a run into a model directory (section 6.1)"),
+    "train-tokenizer": ("train_tokenizer", "train a shared byte-level BPE tokenizer on a corpus"),
+    "finetune": ("finetune", "fine-tune a trained model with Seq2SeqTrainer"),
+    "export-ctranslate2": ("export_ctranslate2", "convert a model directory to CTranslate2"),
+    "push": ("push", "upload a model directory to the Hugging Face Hub with its model card"),
+    "attention": ("attention", "draw a sentence's attention maps as PNG"),
+}
+
+
+def _usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = [f"usage: {PROG} <command> [options]", "", "commands:"]
+    lines += [f"  {name:<{width}}  {description}" for name, (_, description) in COMMANDS.items()]
+    lines += ["", f"'{PROG} <command> --help' lists a command's options."]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``vanilla-transformer <command> [options]``; `argv` defaults to ``sys.argv[1:]``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage())
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    if command not in COMMANDS:
+        print(f"{PROG}: unknown command {command!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(f"{__name__}.{COMMANDS[command][0]}")
+    sys.argv[0] = f"{PROG} {command}"  # argparse's prog, in --help and error messages
+    return module.main(rest)

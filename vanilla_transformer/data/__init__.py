@@ -1,0 +1,66 @@
+"""Parallel corpora: loading and cleaning (`corpora`), the built-in numbers task (`numbers`), token-based batching
+and collation (`batching`).
+
+A corpus is a list of ``(source, target)`` string pairs. The loaders return the
+text as stored; :func:`clean_pairs` then normalizes whitespace and filters.
+Typical use::
+
+    pairs = read_parallel_text("train.en", "train.de")
+    pairs, stats = clean_pairs(pairs, max_length=256, tokenizer=tokenizer)
+    examples = tokenize_pairs(pairs, tokenizer)
+    sampler = TokenBatchSampler(example_lengths(examples), max_tokens=50_000)
+    loader = DataLoader(examples, batch_sampler=sampler, collate_fn=TranslationCollator(tokenizer.pad_token_id))
+    for epoch in range(num_epochs):
+        sampler.set_epoch(epoch)
+        for batch in loader:
+            ...
+
+The paper batches by tokens, not sentences: "each training batch contained a set
+of sentence pairs containing approximately 25000 source tokens and 25000 target
+tokens". :class:`TokenBatchSampler` bounds the padded source plus target tokens
+of a batch, so ``max_tokens=50_000`` matches that recipe.
+"""
+
+from .batching import (
+    IGNORE_INDEX,
+    Example,
+    TokenBatchSampler,
+    TranslationCollator,
+    example_lengths,
+    hilbert_index,
+    padding_fraction,
+    tokenize_pairs,
+)
+from .corpora import (
+    CleaningStats,
+    Pair,
+    Splits,
+    clean_pairs,
+    clean_text,
+    load_hf_translation,
+    read_jsonl,
+    read_parallel_text,
+    read_tsv,
+)
+from .numbers import make_numbers_task
+
+__all__ = [
+    "CleaningStats",
+    "Example",
+    "IGNORE_INDEX",
+    "Pair",
+    "Splits",
+    "TokenBatchSampler",
+    "TranslationCollator",
+    "clean_pairs",
+    "clean_text",
+    "example_lengths",
+    "hilbert_index",
+    "load_hf_translation",
+    "make_numbers_task",
+    "padding_fraction",
+    "read_jsonl",
+    "read_parallel_text",
+    "read_tsv",
+    "tokenize_pairs",
+]

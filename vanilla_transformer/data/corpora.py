@@ -1,0 +1,272 @@
+"""Parallel corpora: loading (text, TSV, JSONL, Hugging Face datasets) and cleaning."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import datasets
+from transformers import PreTrainedTokenizerBase
+
+logger = logging.getLogger(__name__)
+
+Pair = tuple[str, str]
+"""A (source sentence, target sentence) pair."""
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def read_parallel_text(src_path: str | os.PathLike[str], tgt_path: str | os.PathLike[str]) -> list[Pair]:
+    """Read aligned plain-text files: line N of one translates line N of the other.
+
+    Lines are split on ``"\\n"`` only, so other line-break characters inside a
+    sentence cannot shift the alignment. A UTF-8 byte-order mark is dropped.
+
+    Raises:
+        FileNotFoundError: If a file does not exist.
+        ValueError: If the files have different numbers of lines.
+    """
+    sources, targets = _read_lines(src_path), _read_lines(tgt_path)
+    if len(sources) != len(targets):
+        raise ValueError(
+            f"parallel files differ in length: {src_path} has {len(sources)} lines, "
+            f"{tgt_path} has {len(targets)} lines"
+        )
+    return list(zip(sources, targets))
+
+
+def read_tsv(path: str | os.PathLike[str], src_column: int | str = 0, tgt_column: int | str = 1) -> list[Pair]:
+    """Read pairs from a tab-separated file.
+
+    Args:
+        path: The file; fields hold no tabs and no quoting.
+        src_column: Source column, by position or by name. With names, the
+            first line is a header naming the columns.
+        tgt_column: Target column, like ``src_column``.
+
+    Blank lines are skipped. Every row must have as many fields as the header
+    (or, without a header, the first row).
+
+    Raises:
+        FileNotFoundError: If the file does not exist.
+        ValueError: If a column is missing or a row has the wrong number of fields.
+    """
+    rows = [(number, line.split("\t")) for number, line in enumerate(_read_lines(path), start=1) if line.strip()]
+    if not rows:
+        return []
+    if isinstance(src_column, str) and isinstance(tgt_column, str):
+        (_, header), rows = rows[0], rows[1:]
+        src_index, tgt_index = (_column_index(header, column, path) for column in (src_column, tgt_column))
+        width = len(header)
+    elif isinstance(src_column, int) and isinstance(tgt_column, int):
+        src_index, tgt_index = src_column, tgt_column
+        width = len(rows[0][1])
+        if not (0 <= src_index < width and 0 <= tgt_index < width):
+            raise ValueError(
+                f"{path} has {width} columns; src_column={src_column} or tgt_column={tgt_column} is out of range"
+            )
+    else:
+        raise ValueError(
+            f"src_column and tgt_column must both be names or both be positions, "
+            f"got src_column={src_column!r}, tgt_column={tgt_column!r}"
+        )
+    for number, fields in rows:
+        if len(fields) != width:
+            raise ValueError(f"{path}:{number}: expected {width} tab-separated fields, found {len(fields)}")
+    return [(fields[src_index], fields[tgt_index]) for _, fields in rows]
+
+
+def read_jsonl(path: str | os.PathLike[str], src_key: str, tgt_key: str) -> list[Pair]:
+    """Read pairs from a JSON Lines file.
+
+    Each line holds one object, either flat (``{"en": ..., "de": ...}``) or in
+    the layout of Hugging Face translation datasets
+    (``{"translation": {"en": ..., "de": ...}}``); a ``"translation"`` object
+    takes precedence. Blank lines are skipped.
+
+    Raises:
+        FileNotFoundError: If the file does not exist.
+        ValueError: If a line is not valid JSON or lacks a key, or a value is not a string.
+    """
+    pairs = []
+    for number, line in enumerate(_read_lines(path), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}:{number}: invalid JSON: {error}") from error
+        if not isinstance(record, dict):
+            raise ValueError(f"{path}:{number}: expected a JSON object, found {type(record).__name__}")
+        fields = record["translation"] if isinstance(record.get("translation"), dict) else record
+        pair = []
+        for key in (src_key, tgt_key):
+            if key not in fields:
+                raise ValueError(f"{path}:{number}: missing key {key!r}; keys are {sorted(fields)}")
+            if not isinstance(fields[key], str):
+                raise ValueError(f"{path}:{number}: value of {key!r} is {type(fields[key]).__name__}, not a string")
+            pair.append(fields[key])
+        pairs.append((pair[0], pair[1]))
+    return pairs
+
+
+def load_hf_translation(
+    name: str,
+    config: str | None = None,
+    *,
+    split: str = "train",
+    src_lang: str,
+    tgt_lang: str,
+    **load_kwargs: object,
+) -> list[Pair]:
+    """Load pairs from a Hugging Face dataset with :func:`datasets.load_dataset`.
+
+    Handles the standard layout of translation datasets, one ``translation``
+    column of ``{language: sentence}`` (``wmt14``, ``iwslt2017``, ...), and
+    flat datasets with one column per language code.
+
+    Args:
+        name: Dataset name on the Hub (``"wmt14"``) or a local dataset directory.
+        config: Configuration, usually the language pair (``"de-en"``).
+        split: Split to load.
+        src_lang: Source language code (``"en"``).
+        tgt_lang: Target language code (``"de"``).
+        **load_kwargs: Passed on to :func:`datasets.load_dataset` (``cache_dir``,
+            ``revision``, ...); the result must be a map-style dataset, so not
+            ``streaming=True``.
+
+    Raises:
+        ValueError: If the dataset, configuration or split cannot be found, or
+            a language is missing from it.
+    """
+    if src_lang == tgt_lang:
+        raise ValueError(f"src_lang and tgt_lang must differ, both are {src_lang!r}")
+    try:
+        dataset = datasets.load_dataset(name, config, split=split, **load_kwargs)
+    except (FileNotFoundError, ValueError) as error:
+        raise ValueError(f"cannot load dataset {name!r} (config={config!r}, split={split!r}): {error}") from error
+    flat = dataset.flatten()  # "translation" becomes "translation.de", "translation.en"
+    columns = []
+    for lang in (src_lang, tgt_lang):
+        column = next((c for c in (f"translation.{lang}", lang) if c in flat.column_names), None)
+        if column is None:
+            raise ValueError(
+                f"dataset {name!r} (config={config!r}) has no language {lang!r}; columns are {flat.column_names}"
+            )
+        columns.append(column)
+    table = flat.select_columns(columns).to_dict()
+    return list(zip(table[columns[0]], table[columns[1]]))
+
+
+def _read_lines(path: str | os.PathLike[str]) -> list[str]:
+    """Read a UTF-8 file and split it on ``"\\n"``, without a final empty line."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    lines = path.read_bytes().decode("utf-8-sig").split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _column_index(header: list[str], column: str, path: str | os.PathLike[str]) -> int:
+    if column not in header:
+        raise ValueError(f"{path} has no column {column!r}; the header has {header}")
+    return header.index(column)
+
+
+# --------------------------------------------------------------------------- cleaning
+
+
+@dataclass(frozen=True)
+class CleaningStats:
+    """How many pairs :func:`clean_pairs` kept and dropped, and why."""
+
+    total: int
+    kept: int
+    dropped_empty: int
+    dropped_too_long: int
+
+    @property
+    def dropped(self) -> int:
+        return self.dropped_empty + self.dropped_too_long
+
+    def __str__(self) -> str:
+        return (
+            f"kept {self.kept} of {self.total} pairs; dropped {self.dropped_empty} with an empty side "
+            f"and {self.dropped_too_long} too long"
+        )
+
+
+def clean_text(text: str) -> str:
+    """Strip a sentence and collapse each run of whitespace (spaces, tabs,
+    no-break spaces, ...) into one space."""
+    return " ".join(text.split())
+
+
+def clean_pairs(
+    pairs: Iterable[Pair],
+    *,
+    max_length: int | None = None,
+    tokenizer: PreTrainedTokenizerBase | None = None,
+) -> tuple[list[Pair], CleaningStats]:
+    """Normalize whitespace with :func:`clean_text` and drop unusable pairs.
+
+    A pair is dropped when either side is empty after cleaning, or when either
+    side is longer than ``max_length``.
+
+    Args:
+        pairs: The pairs.
+        max_length: Maximum length of each side; ``None`` keeps all lengths.
+        tokenizer: Measure lengths in tokens of this tokenizer, counting the
+            special tokens it adds (``</s>``), which is the length the model
+            sees. Without it, lengths are in characters.
+
+    Returns:
+        The kept pairs, cleaned and in their original order, and the counts,
+        which are also logged.
+    """
+    if max_length is not None and max_length < 1:
+        raise ValueError(f"max_length must be positive or None, got max_length={max_length}")
+    cleaned = [(clean_text(src), clean_text(tgt)) for src, tgt in pairs]
+    non_empty = [(src, tgt) for src, tgt in cleaned if src and tgt]
+    kept = non_empty
+    if max_length is not None and non_empty:
+        sources, targets = zip(*non_empty)
+        src_lengths, tgt_lengths = _lengths(list(sources), tokenizer), _lengths(list(targets), tokenizer)
+        kept = [
+            pair
+            for pair, src_length, tgt_length in zip(non_empty, src_lengths, tgt_lengths)
+            if src_length <= max_length and tgt_length <= max_length
+        ]
+    stats = CleaningStats(
+        total=len(cleaned),
+        kept=len(kept),
+        dropped_empty=len(cleaned) - len(non_empty),
+        dropped_too_long=len(non_empty) - len(kept),
+    )
+    logger.info("cleaning: %s", stats)
+    return kept, stats
+
+
+def _lengths(texts: list[str], tokenizer: PreTrainedTokenizerBase | None) -> list[int]:
+    if tokenizer is None:
+        return [len(text) for text in texts]
+    return [len(ids) for ids in tokenizer(texts)["input_ids"]]
+
+
+# --------------------------------------------------------------------------- numbers task
+
+
+@dataclass(frozen=True)
+class Splits:
+    """Train, validation and test pairs."""
+
+    train: list[Pair]
+    valid: list[Pair]
+    test: list[Pair]

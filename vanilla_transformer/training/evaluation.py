@@ -1,0 +1,193 @@
+"""Evaluation during and after training: validation loss, BLEU/chrF/exact match, selection on validation."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from accelerate import Accelerator
+from accelerate.logging import get_logger
+from accelerate.utils import gather_object
+from transformers import PreTrainedTokenizerBase
+
+from ..data import (
+    IGNORE_INDEX,
+    Pair,
+    Splits,
+    TokenBatchSampler,
+    TranslationCollator,
+    example_lengths,
+)
+from ..generation import translate
+from ..metrics import compute_bleu, compute_chrf, exact_match
+from ..modeling_vanilla_transformer import (
+    token_cross_entropy,
+)
+from .checkpoints import (
+    average_checkpoints,
+    load_weights,
+)
+from .options import TrainingConfig
+from .step import _forward, _to_device
+from .tracking import read_metrics
+
+logger = get_logger(__name__)
+
+# --------------------------------------------------------------------------------------------------------------------
+# Evaluation
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, Any]:
+    """sacreBLEU's BLEU (with its signature) and chrF, and the exact-match percentage."""
+    bleu = compute_bleu(hypotheses, references)
+    return {
+        "bleu": bleu["score"],
+        "bleu_signature": bleu["signature"],
+        "chrf": compute_chrf(hypotheses, references)["score"],
+        "exact_match": exact_match(hypotheses, references),
+    }
+
+
+def _translate_across_processes(
+    accelerator: Accelerator,
+    model,
+    tokenizer: PreTrainedTokenizerBase,
+    sentences: Sequence[str],
+    config: TrainingConfig,
+) -> list[str]:
+    """Translate `sentences`, process r taking sentences r, r + P, ...; every process returns all translations."""
+    rank, world = accelerator.process_index, accelerator.num_processes
+    mine = translate(
+        model,
+        tokenizer,
+        sentences[rank::world],
+        num_beams=config.num_beams,
+        length_penalty=config.length_penalty,
+        max_length_offset=config.max_length_offset,
+        batch_size=config.translate_batch_size,
+    )
+    translations: list[str] = [""] * len(sentences)
+    for process, part in enumerate(gather_object([mine])):
+        translations[process::world] = part
+    return translations
+
+
+@torch.no_grad()
+def _validation_loss(
+    accelerator: Accelerator, model, examples: Sequence[dict], config: TrainingConfig, collate: TranslationCollator
+) -> dict[str, float]:
+    """Label-smoothed loss and perplexity per target token, over all examples, split across processes."""
+    lengths = example_lengths(examples)
+    max_tokens = max(config.max_tokens, max(src + tgt for src, tgt in lengths))
+    batches = TokenBatchSampler(lengths, max_tokens, shuffle=False).epoch_batches(0)
+    totals = torch.zeros(3, dtype=torch.float64, device=accelerator.device)  # smoothed loss, NLL, target tokens
+    model.eval()
+    for indices in batches[accelerator.process_index :: accelerator.num_processes]:
+        batch = _to_device(collate([examples[i] for i in indices]), accelerator.device)
+        logits = _forward(model, batch)
+        labels = batch["labels"]
+        # num_items_in_batch=1: the summed loss, divided by the token count of all processes below.
+        totals[0] += token_cross_entropy(logits, labels, 1, label_smoothing=config.label_smoothing).double()
+        totals[1] += token_cross_entropy(logits, labels, 1).double()
+        totals[2] += (labels != IGNORE_INDEX).sum()
+    model.train()
+    smoothed, nll, tokens = accelerator.reduce(totals, "sum").tolist()
+    return {"valid_loss": smoothed / tokens, "valid_ppl": math.exp(nll / tokens)}
+
+
+def _evaluate(
+    accelerator: Accelerator,
+    model,
+    tokenizer: PreTrainedTokenizerBase,
+    pairs: Sequence[Pair],
+    examples: Sequence[dict],
+    config: TrainingConfig,
+    collate: TranslationCollator,
+    step: int,
+) -> None:
+    """Log the validation loss and perplexity, and BLEU, chrF and exact match of beam-search translations."""
+    logs = _validation_loss(accelerator, model, examples, config, collate)
+    hypotheses = _translate_across_processes(accelerator, model, tokenizer, [src for src, _ in pairs], config)
+    scores = score_translations(hypotheses, [tgt for _, tgt in pairs])
+    logs.update({f"valid_{name}": value for name, value in scores.items() if name != "bleu_signature"})
+    accelerator.log(logs, step=step)
+    logger.info(
+        f"step {step}: validation loss {logs['valid_loss']:.3f}, exact match {logs['valid_exact_match']:.1f}%, "
+        f"chrF {logs['valid_chrf']:.2f}, BLEU {logs['valid_bleu']:.2f}",
+        main_process_only=True,
+    )
+
+
+def _select_on_valid(
+    accelerator: Accelerator,
+    model,
+    tokenizer: PreTrainedTokenizerBase,
+    splits: Splits,
+    candidates: dict[str, list[Path]],
+    config: TrainingConfig,
+) -> dict[str, Any]:
+    """Choose between the candidate weights (each the average of its checkpoints) by validation BLEU.
+
+    Returns the validation BLEU of each candidate (``valid_bleu_<name>``), the ``selected`` name (the first one
+    on a tie) and the test BLEU of the candidates not selected (``test_bleu_<name>``; the caller scores the
+    selected one), so that the effect of checkpoint averaging is measured on both sets.
+    """
+    sources, references = [src for src, _ in splits.valid], [tgt for _, tgt in splits.valid]
+    results: dict[str, Any] = {}
+    for name, paths in candidates.items():
+        load_weights(model, average_checkpoints(paths))
+        hypotheses = _translate_across_processes(accelerator, model, tokenizer, sources, config)
+        results[f"valid_bleu_{name}"] = compute_bleu(hypotheses, references)["score"]
+    results["selected"] = max(candidates, key=lambda name: results[f"valid_bleu_{name}"])
+    for name, paths in candidates.items():
+        if name != results["selected"] and splits.test:
+            load_weights(model, average_checkpoints(paths))
+            hypotheses = _translate_across_processes(
+                accelerator, model, tokenizer, [s for s, _ in splits.test], config
+            )
+            results[f"test_bleu_{name}"] = compute_bleu(hypotheses, [t for _, t in splits.test])["score"]
+    logger.info(
+        "validation BLEU: "
+        + ", ".join(f"{name} {results[f'valid_bleu_{name}']:.2f}" for name in candidates)
+        + f"; selected: {results['selected']}",
+        main_process_only=True,
+    )
+    return results
+
+
+def _best_validation(metrics_path: Path) -> dict[str, Any]:
+    """The best validation BLEU logged during training, and its step (none when no evaluation ran)."""
+    rows = [row for row in read_metrics(metrics_path) if "valid_bleu" in row] if metrics_path.is_file() else []
+    if not rows:
+        return {}
+    best = max(rows, key=lambda row: row["valid_bleu"])
+    return {"best_valid_bleu": best["valid_bleu"], "best_valid_step": best["step"]}
+
+
+def _test(
+    accelerator: Accelerator, model, tokenizer: PreTrainedTokenizerBase, pairs: Sequence[Pair], config: TrainingConfig
+) -> dict[str, Any]:
+    """Translate the test set, write it with its translations into the run directory, print samples; the scores."""
+    sources, references = [src for src, _ in pairs], [tgt for _, tgt in pairs]
+    hypotheses = _translate_across_processes(accelerator, model, tokenizer, sources, config)
+    scores = {f"test_{name}": value for name, value in score_translations(hypotheses, references).items()}
+    if accelerator.is_main_process:
+        run_dir = Path(config.output_dir)
+        files = {config.src_lang: sources, config.tgt_lang: references, f"hyp.{config.tgt_lang}": hypotheses}
+        for suffix, lines in files.items():
+            (run_dir / f"test.{suffix}").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        samples = "".join(
+            f"\n  {src}\n    -> {hyp}" + ("" if hyp == ref else f"   (reference: {ref})")
+            for src, hyp, ref in list(zip(sources, hypotheses, references))[: config.num_samples]
+        )
+        logger.info(f"sample test translations:{samples}", main_process_only=True)
+        logger.info(
+            f"test: exact match {scores['test_exact_match']:.1f}%, chrF {scores['test_chrf']:.2f}, "
+            f"BLEU {scores['test_bleu']:.2f} ({scores['test_bleu_signature']})",
+            main_process_only=True,
+        )
+    return scores

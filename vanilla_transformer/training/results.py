@@ -1,0 +1,98 @@
+"""What a run leaves: the exported (averaged) model and its training summary."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+from transformers import AutoTokenizer, PreTrainedTokenizerBase
+
+from ..export.hub import add_pipeline_support
+from ..export.model_dir import export_model
+from ..modeling_vanilla_transformer import (
+    VanillaTransformerForConditionalGeneration,
+)
+from .checkpoints import (
+    average_checkpoints,
+    list_checkpoints,
+    load_weights,
+)
+from .options import TRAINING_CONFIG_NAME, TrainingConfig
+from .setup import build_model_config
+
+
+def _export(model, tokenizer: PreTrainedTokenizerBase, directory: Path, config: TrainingConfig) -> Path:
+    """The final model directory, with the translation pipelines as remote code (transformers 5 removed them)."""
+    directory = export_model(
+        model,
+        tokenizer,
+        directory,
+        num_beams=config.num_beams,
+        length_penalty=config.length_penalty,
+        max_new_tokens=config.max_length + config.max_length_offset,
+    )
+    add_pipeline_support(directory)
+    return directory
+
+
+def _training_summary(config: TrainingConfig, results: dict[str, Any], train_pairs: int) -> dict[str, Any]:
+    """The run's figures for the model card, in the schema of `vanilla_transformer.hub.read_training_summary`."""
+    hub_dataset = config.dataset.removeprefix("hf:") if config.dataset.startswith("hf:") else None
+    return {
+        "dataset": hub_dataset,
+        "dataset_config": config.dataset_config if hub_dataset else None,
+        "src_lang": config.src_lang,
+        "tgt_lang": config.tgt_lang,
+        "train_pairs": train_pairs,
+        "eval_split": config.test_split,
+        "steps": results["step"],
+        "train_hours": results["seconds"] / 3600,
+        "bleu": results.get("test_bleu"),
+        "signature": results.get("test_bleu_signature"),
+        "chrf": results.get("test_chrf"),
+        "exact_match": results.get("test_exact_match"),
+        "recipe": {
+            "preset": config.preset,
+            "tokens per step": config.max_tokens * (config.grad_accum or 1),
+            "warmup steps": config.warmup_steps,
+            "learning-rate scale": config.lr_scale,
+            "label smoothing": config.label_smoothing,
+            "checkpoints averaged": len(results["averaged_checkpoints"]),
+            "beam size": config.num_beams,
+            "length penalty (GNMT alpha)": config.length_penalty,
+        },
+        "notes": None if hub_dataset else f"trained on the {config.dataset!r} data of vanilla-transformer",
+    }
+
+
+def average_run(run_dir: str | Path, last: int | None = None, output_dir: str | Path | None = None) -> Path:
+    """Average the last checkpoints of a training run and export them as a Hugging Face model directory.
+
+    Args:
+        run_dir: The run's directory (its ``output_dir``).
+        last: How many of its checkpoints to average (default: the run's ``average_checkpoints``).
+        output_dir: Where to write the model (default: ``<run_dir>/average-<last>``).
+
+    Returns:
+        The model directory.
+    """
+    run_dir = Path(run_dir)
+    saved = run_dir / TRAINING_CONFIG_NAME
+    if not saved.is_file():
+        raise FileNotFoundError(f"{run_dir} is not a training run: it has no {TRAINING_CONFIG_NAME}")
+    config = TrainingConfig.load(saved)
+    last = config.average_checkpoints if last is None else last
+    if last < 1:
+        raise ValueError(f"last must be at least 1, got last={last}")
+    checkpoints = list_checkpoints(run_dir / "checkpoints")[-last:]
+    if not checkpoints:
+        raise FileNotFoundError(f"{run_dir / 'checkpoints'} holds no checkpoint")
+    if len(checkpoints) < last:
+        warnings.warn(
+            f"{run_dir / 'checkpoints'} holds only {len(checkpoints)} checkpoints; averaging those", stacklevel=2
+        )
+    model = VanillaTransformerForConditionalGeneration(build_model_config(config))
+    load_weights(model, average_checkpoints(checkpoints))
+    tokenizer = AutoTokenizer.from_pretrained(run_dir / "tokenizer")
+    return _export(model, tokenizer, Path(output_dir or run_dir / f"average-{len(checkpoints)}"), config)

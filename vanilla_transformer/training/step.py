@@ -1,0 +1,76 @@
+"""One optimizer step's loss: teacher-forced logits and gradient accumulation over micro-batches and processes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import nullcontext
+
+import torch
+from accelerate import Accelerator
+from accelerate.logging import get_logger
+
+from ..data import (
+    IGNORE_INDEX,
+)
+from ..modeling_vanilla_transformer import (
+    shift_tokens_right,
+    token_cross_entropy,
+)
+
+logger = get_logger(__name__)
+
+# --------------------------------------------------------------------------------------------------------------------
+# Training
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def _to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    return {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
+
+
+def _forward(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Teacher-forced logits ``[B, T, V]``: the decoder reads the labels shifted right behind the start token."""
+    config = getattr(model, "module", model).config
+    decoder_input_ids = shift_tokens_right(batch["labels"], config.pad_token_id, config.decoder_start_token_id)
+    return model(
+        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], decoder_input_ids=decoder_input_ids
+    ).logits
+
+
+def accumulate_gradients(
+    accelerator: Accelerator, model, micro_batches: Sequence[dict[str, torch.Tensor]], label_smoothing: float
+) -> dict[str, torch.Tensor]:
+    """Forward and backward the micro-batches of one optimizer step (this process's share of it).
+
+    The gradients left in ``.grad`` are those of the step's loss: the sum of the label-smoothed cross-entropy of
+    all its target tokens divided by their number N, over the micro-batches of all processes. Each process divides
+    its sum by its share N / P, because DDP averages the gradients of the P processes; the gradients are
+    all-reduced once, after the last micro-batch.
+
+    Returns:
+        This process's summed ``loss``, its ``target_tokens``, its real (non-padding) source + target ``tokens``
+        and its padded ``positions``, as tensors, for logging.
+    """
+    target_tokens = sum((batch["labels"] != IGNORE_INDEX).sum() for batch in micro_batches)
+    step_tokens = accelerator.reduce(target_tokens, "sum")
+    share = step_tokens / accelerator.num_processes
+    summed_loss = torch.zeros((), dtype=torch.float64, device=accelerator.device)
+    model.train()
+    for index, batch in enumerate(micro_batches):
+        last = index == len(micro_batches) - 1
+        with nullcontext() if last else accelerator.no_sync(model):
+            loss = token_cross_entropy(_forward(model, batch), batch["labels"], share, label_smoothing=label_smoothing)
+            accelerator.backward(loss)
+        summed_loss += loss.detach().double() * share
+    return {
+        "loss": summed_loss,
+        "target_tokens": target_tokens.double(),
+        "tokens": sum(
+            batch["attention_mask"].sum() + (batch["labels"] != IGNORE_INDEX).sum() for batch in micro_batches
+        ).double(),
+        "positions": torch.tensor(
+            float(sum(batch["input_ids"].numel() + batch["labels"].numel() for batch in micro_batches)),
+            dtype=torch.float64,
+            device=accelerator.device,
+        ),
+    }
