@@ -175,6 +175,23 @@ def test_marian_to_ours_to_marian_is_bit_exact(imported, tmp_path):
         )
 
 
+def test_generation_settings_of_older_opus_mt_configs_carry(tmp_path):
+    # Older OPUS-MT directories keep their generation settings in config.json and have no generation_config.json.
+    random_marian("opus-like").save_pretrained(tmp_path / "marian")
+    (tmp_path / "marian" / "generation_config.json").unlink()
+    config = json.loads((tmp_path / "marian" / "config.json").read_text())
+    legacy = {"bad_words_ids": [[VOCAB - 1]], "num_beams": 3, "max_length": 7, "forced_eos_token_id": 0}
+    legacy |= {"normalize_before": False, "normalize_embedding": False, "static_position_embeddings": True}
+    (tmp_path / "marian" / "config.json").write_text(json.dumps({**config, **legacy}))
+    import_marian(tmp_path / "marian", tmp_path / "ours", with_tokenizer=False)
+    marian = MarianMTModel.from_pretrained(tmp_path / "marian").eval()
+    ours = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "ours").eval()
+    for name in ("bad_words_ids", "num_beams", "max_length", "forced_eos_token_id"):
+        assert getattr(ours.generation_config, name) == legacy[name], name
+    inputs = batch()
+    assert torch.equal(generate(ours, inputs), generate(marian, inputs))  # with the carried settings
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # Refusals
 # --------------------------------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ this package as a MarianMT directory that loads without remote code. Both check 
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -191,13 +192,6 @@ def marian_to_vanilla(marian: MarianMTModel) -> VanillaTransformerForConditional
     return model.to(marian.dtype).eval()
 
 
-def _generation_config(source: str | os.PathLike, model_config) -> GenerationConfig:
-    try:
-        return GenerationConfig.from_pretrained(source)
-    except OSError:  # no generation_config.json: the one transformers derives from the model's configuration
-        return GenerationConfig.from_model_config(model_config)
-
-
 def import_marian(
     src: str | os.PathLike, dst: str | os.PathLike, *, with_tokenizer: bool = True
 ) -> VanillaTransformerForConditionalGeneration:
@@ -223,7 +217,9 @@ def import_marian(
     marian, info = MarianMTModel.from_pretrained(src, output_loading_info=True)
     check_marian_weights(marian, info)
     model = marian_to_vanilla(marian)
-    model.generation_config = _generation_config(src, marian.config)
+    # generation_config.json, or for older OPUS-MT directories the settings in config.json (num_beams, max_length,
+    # bad_words_ids, ...), as from_pretrained gathered them.
+    model.generation_config = copy.deepcopy(marian.generation_config)
     forced = model.generation_config.forced_eos_token_id
     if forced is not None:
         logger.info(
@@ -297,8 +293,7 @@ def export_marian(src: str | os.PathLike, dst: str | os.PathLike, *, with_tokeni
         raise MarianConversionError(f"{src} holds model_type={config.model_type!r}, not a vanilla_transformer model")
     tokenizer = _load_tokenizer(src) if with_tokenizer else None
     model = VanillaTransformerForConditionalGeneration.from_pretrained(src)
-    generation_config = _generation_config(src, model.config)
-    marian = vanilla_to_marian(model, generation_config)
+    marian = vanilla_to_marian(model, copy.deepcopy(model.generation_config))
     _warn_unless_ctranslate2_compatible(marian)
     with _fresh_directory(dst) as directory:
         marian.save_pretrained(directory)
