@@ -255,6 +255,9 @@ def test_conversions_never_overwrite(tmp_path, imported):
     with pytest.raises(FileExistsError, match="not an empty directory"):
         export_marian(imported / "ours", tmp_path / "taken", with_tokenizer=False)
     assert [p.name for p in (tmp_path / "taken").iterdir()] == ["notes.txt"]
+    (tmp_path / "empty").mkdir()  # an empty directory may receive the model
+    import_marian(imported / "marian", tmp_path / "empty", with_tokenizer=False)
+    assert (tmp_path / "empty" / "model.safetensors").is_file()
     with pytest.raises(MarianConversionError, match="vanilla_transformer"):
         export_marian(imported / "marian", tmp_path / "new", with_tokenizer=False)  # a Marian dir is not ours
 
