@@ -1,0 +1,60 @@
+"""``vanilla-transformer import-marian`` and ``export-marian``: MarianMT directories in and out.
+
+    vanilla-transformer import-marian Helsinki-NLP/opus-mt-en-de runs/opus-en-de   # an OPUS-MT model, to ours
+    vanilla-transformer export-marian runs/multi30k runs/multi30k-marian            # ours, to a plain MarianMTModel
+
+Neither overwrites anything: DST must be new or an empty directory. See `vanilla_transformer.export.marian`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from ..export import marian
+
+
+def _parser(prog: str, description: str, src_help: str, dst_help: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("src", metavar="SRC", help=src_help)
+    parser.add_argument("dst", metavar="DST", help=dst_help + " (must not exist, or be empty)")
+    parser.add_argument(
+        "--no-tokenizer", action="store_true", help="convert the model alone, for a SRC saved without its tokenizer"
+    )
+    return parser
+
+
+def _run(convert: Callable, args: argparse.Namespace, done: str) -> int:
+    try:
+        convert(args.src, args.dst, with_tokenizer=not args.no_tokenizer)
+    except (marian.MarianConversionError, FileExistsError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"{done} {args.dst}")
+    return 0
+
+
+def import_main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser(
+        "vanilla-transformer import-marian",
+        "Convert a MarianMT model (OPUS-MT) into a vanilla-transformer model directory: weights permuted to the "
+        "paper's interleaved positional layout, Marian's activation, generation settings and tokenizer.",
+        "MarianMT model directory or Hub id (e.g. Helsinki-NLP/opus-mt-en-de)",
+        "model directory to write",
+    )
+    return _run(marian.import_marian, parser.parse_args(argv), "vanilla-transformer model written to")
+
+
+def export_main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser(
+        "vanilla-transformer export-marian",
+        "Write a vanilla-transformer model directory as a plain MarianMT directory (MarianMTModel.from_pretrained "
+        "without remote code; CTranslate2's and Optimum's converters): weights permuted to Marian's positional layout.",
+        "vanilla-transformer model directory",
+        "MarianMT directory to write",
+    )
+    return _run(marian.export_marian, parser.parse_args(argv), "MarianMT model written to")
+
+
+__all__ = ["export_main", "import_main"]
