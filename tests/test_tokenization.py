@@ -1,5 +1,6 @@
 """Tests of the shared byte-level BPE tokenizer and its command-line script."""
 
+import copy
 from types import SimpleNamespace
 
 import pytest
@@ -184,3 +185,12 @@ def test_script_trains_and_saves_a_reloadable_tokenizer(tmp_path):
 def test_script_requires_exactly_one_complete_corpus(argv):
     with pytest.raises(SystemExit):
         _load_script().parse_args(argv)
+
+
+def test_a_tokenizer_without_bos_starts_the_decoder_from_pad(tokenizer):
+    """MarianMT's convention (no <s>; the decoder starts from <pad>) is accepted, and a wrong start is still named."""
+    marian_style = copy.deepcopy(tokenizer)
+    marian_style.bos_token = None
+    check_tokenizer_matches_config(marian_style, _config(bos_token_id=None, decoder_start_token_id=0))
+    with pytest.raises(ValueError, match="config.decoder_start_token_id=2 but tokenizer.pad_token_id=0"):
+        check_tokenizer_matches_config(marian_style, _config(bos_token_id=None))

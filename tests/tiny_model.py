@@ -87,4 +87,4 @@ def saved_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def load_script(name: str) -> ModuleType:
     """The module of the command ``vanilla-transformer <name>``, to call its ``main(argv)``."""
-    return importlib.import_module(f"vanilla_transformer.cli.{COMMANDS[name][0]}")
+    return importlib.import_module(f"vanilla_transformer.cli.{COMMANDS[name][0].partition(':')[0]}")

@@ -67,7 +67,6 @@ _ID_FIELDS = (
     ("pad_token_id", "pad_token_id"),
     ("bos_token_id", "bos_token_id"),
     ("eos_token_id", "eos_token_id"),
-    ("decoder_start_token_id", "bos_token_id"),
 )
 """Pairs of (config attribute, tokenizer attribute) that must be equal."""
 
@@ -165,6 +164,13 @@ def check_tokenizer_matches_config(tokenizer: PreTrainedTokenizerBase, config: T
         tokenizer_value = getattr(tokenizer, tokenizer_field)
         if config_value != tokenizer_value:
             problems.append(f"config.{config_field}={config_value} but tokenizer.{tokenizer_field}={tokenizer_value}")
+    # The decoder starts from <s>, or, for a tokenizer without one (MarianMT's convention), from <pad>.
+    start_field = "bos_token_id" if tokenizer.bos_token_id is not None else "pad_token_id"
+    if config.decoder_start_token_id != getattr(tokenizer, start_field):
+        problems.append(
+            f"config.decoder_start_token_id={config.decoder_start_token_id} but "
+            f"tokenizer.{start_field}={getattr(tokenizer, start_field)}"
+        )
     if problems:
         raise ValueError("tokenizer does not match the model config: " + "; ".join(problems))
 

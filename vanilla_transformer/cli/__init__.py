@@ -17,7 +17,7 @@ from collections.abc import Sequence
 PROG = "vanilla-transformer"
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    # name: (module in this package, one-line description)
+    # name: (module in this package[:function, default main], one-line description)
     "train": ("train", "train a Transformer with the paper's recipe (presets: numbers, multi30k, wmt14-base, ...)"),
     "translate": ("translate", "translate a file or standard input with the paper's beam search"),
     "evaluate": ("evaluate", "score translations (or a model's) against references: BLEU, chrF, exact match"),
@@ -27,6 +27,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export-ctranslate2": ("export_ctranslate2", "convert a model directory to CTranslate2"),
     "push": ("push", "upload a model directory to the Hugging Face Hub with its model card"),
     "attention": ("attention", "draw a sentence's attention maps as PNG"),
+    "import-marian": ("marian:import_main", "convert a MarianMT (OPUS-MT) model directory or Hub id into this format"),
+    "export-marian": ("marian:export_main", "write a model of this package as a plain MarianMTModel directory"),
 }
 
 
@@ -48,6 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command not in COMMANDS:
         print(f"{PROG}: unknown command {command!r}\n\n{_usage()}", file=sys.stderr)
         return 2
-    module = importlib.import_module(f"{__name__}.{COMMANDS[command][0]}")
+    module_name, _, function = COMMANDS[command][0].partition(":")
+    module = importlib.import_module(f"{__name__}.{module_name}")
     sys.argv[0] = f"{PROG} {command}"  # argparse's prog, in --help and error messages
-    return module.main(rest)
+    return getattr(module, function or "main")(rest)
