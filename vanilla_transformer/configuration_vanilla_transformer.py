@@ -58,8 +58,13 @@ class VanillaTransformerConfig(PreTrainedConfig):
             positional encodings.
         tie_word_embeddings: share one matrix between the encoder input, the decoder input and the output
             projection (section 3.4, three-way tying).
-        pad_token_id / bos_token_id / eos_token_id / decoder_start_token_id: special token ids; the defaults match
-            the tokenizer trained by `vanilla_transformer.tokenization` (``<pad>``=0, ``<s>``=2, ``</s>``=3).
+        attention_bias: give the query, key, value and output projections of attention a bias. The paper's
+            equations (section 3.2.2) and tensor2tensor have none; fairseq and Marian, whose trained models and
+            converters this package interoperates with, have them. ``True`` (the default, and the presets') keeps
+            MarianMT weights and exports exact; ``False`` is the paper's equations to the letter.
+        pad_token_id / bos_token_id / eos_token_id / decoder_start_token_id: special token ids, each ``None`` or in
+            ``[0, vocab_size)``; the defaults match the tokenizer trained by `vanilla_transformer.tokenization`
+            (``<pad>``=0, ``<s>``=2, ``</s>``=3).
 
     Example:
 
@@ -93,6 +98,7 @@ class VanillaTransformerConfig(PreTrainedConfig):
     max_position_embeddings: int = 1024
     scale_embedding: bool = True
     init_std: float | None = None
+    attention_bias: bool = True
     use_cache: bool = True
     is_encoder_decoder: bool = True
     tie_word_embeddings: bool = True
@@ -126,6 +132,20 @@ class VanillaTransformerConfig(PreTrainedConfig):
                 raise ValueError(f"{name} must be in [0, 1), got {name}={value!r}")
         if self.init_std is not None and self.init_std <= 0:
             raise ValueError(f"init_std must be None or positive, got init_std={self.init_std!r}")
+        self._check_special_token_ids()
+
+    def _check_special_token_ids(self) -> None:
+        """Each special token id must be a token of the vocabulary: a negative pad id would make token
+        ``vocab_size - 1`` padding, and an end-of-sentence id outside it would never end a generation."""
+        for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
+            value = getattr(self, name)
+            for token_id in value if isinstance(value, (list, tuple)) else [value]:
+                if token_id is None:
+                    continue
+                if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id < self.vocab_size:
+                    raise ValueError(
+                        f"{name} must be None or a token id in [0, vocab_size={self.vocab_size}), got {name}={value!r}"
+                    )
 
     @classmethod
     def from_preset(cls, name: str, **overrides) -> "VanillaTransformerConfig":

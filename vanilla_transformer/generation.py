@@ -89,6 +89,33 @@ def gnmt_length_penalty(length: torch.Tensor | int, alpha: float) -> torch.Tenso
     return ((5 + length) / 6) ** alpha
 
 
+def _check_search_arguments(
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    num_beams: int,
+    length_penalty: float,
+    max_length_offset: int,
+) -> None:
+    """Reject what would make `beam_search` return garbage: a NaN penalty, a negative length, left padding."""
+    if num_beams < 1:
+        raise ValueError(f"num_beams must be at least 1, got num_beams={num_beams}")
+    if not (math.isfinite(length_penalty) and length_penalty >= 0):
+        raise ValueError(f"length_penalty must be finite and non-negative, got length_penalty={length_penalty}")
+    if max_length_offset < 0:
+        raise ValueError(f"max_length_offset must be non-negative, got max_length_offset={max_length_offset}")
+    if input_ids.dim() != 2 or (input_ids.shape[0] > 0 and input_ids.shape[1] == 0):
+        raise ValueError(f"input_ids has shape {tuple(input_ids.shape)}: expected (batch_size, length), length > 0")
+    if attention_mask is None:
+        return
+    if attention_mask.shape != input_ids.shape:
+        raise ValueError(
+            f"attention_mask has shape {tuple(attention_mask.shape)} but input_ids {tuple(input_ids.shape)}"
+        )
+    # Positions are absolute: a left-padded sentence would start at a later position and translate differently.
+    if (attention_mask[:, 1:] > attention_mask[:, :-1]).any():
+        raise ValueError("attention_mask is not right-padded: pad sources on the right (tokenizer padding_side)")
+
+
 @torch.no_grad()
 def beam_search(
     model: PreTrainedModel,
@@ -115,14 +142,13 @@ def beam_search(
         ``[batch, 1 + longest output]`` token ids, in the layout of ``model.generate``: the decoder start token,
         the output tokens ending in ``</s>`` (unless the maximum length cut them), then padding.
     """
+    _check_search_arguments(input_ids, attention_mask, num_beams, length_penalty, max_length_offset)
     config = model.config
     start_id, eos_id, pad_id = config.decoder_start_token_id, config.eos_token_id, config.pad_token_id
-    if num_beams < 1:
-        raise ValueError(f"num_beams must be at least 1, got num_beams={num_beams}")
-    if length_penalty < 0:
-        raise ValueError(f"length_penalty must be non-negative, got length_penalty={length_penalty}")
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
+    if input_ids.shape[0] == 0:  # no sentences: no translations
+        return torch.full((0, 1), start_id, dtype=input_ids.dtype, device=input_ids.device)
     device = input_ids.device
     batch_size, k = input_ids.shape[0], num_beams
 
@@ -228,6 +254,7 @@ def translate(
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got batch_size={batch_size}")
     encoded = tokenizer(list(sentences))["input_ids"] if sentences else []
+    _check_source_lengths(encoded, getattr(model.config, "max_position_embeddings", None))
     # Longest first: similar lengths share a batch (little padding), and memory problems show at once.
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]), reverse=True)
     translations: list[str] = [""] * len(encoded)
@@ -237,7 +264,9 @@ def translate(
         starts = range(0, len(order), batch_size)
         for start in tqdm(starts, desc="translating", disable=not show_progress):
             indices = order[start : start + batch_size]
-            batch = tokenizer.pad({"input_ids": [encoded[i] for i in indices]}, return_tensors="pt").to(model.device)
+            batch = tokenizer.pad(
+                {"input_ids": [encoded[i] for i in indices]}, padding_side="right", return_tensors="pt"
+            ).to(model.device)
             output = beam_search(
                 model,
                 batch["input_ids"],
@@ -251,6 +280,16 @@ def translate(
     finally:
         model.train(was_training)
     return translations
+
+
+def _check_source_lengths(encoded: Sequence[Sequence[int]], limit: int | None) -> None:
+    """Name the first sentence longer than the model's positions, before any is translated."""
+    for number, ids in enumerate(encoded, start=1):
+        if limit is not None and len(ids) > limit:
+            raise ValueError(
+                f"sentence {number} has {len(ids):,} tokens, more than the model's max_position_embeddings={limit}: "
+                f"split or shorten it"
+            )
 
 
 def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
@@ -275,6 +314,12 @@ def load_translation_model(
     """The model (in eval mode, on `device`) and the tokenizer of a Hugging Face model directory."""
     if not Path(directory).is_dir():
         raise FileNotFoundError(f"no model directory at {directory}")
+    if not (Path(directory) / "config.json").is_file():
+        if (Path(directory) / "model" / "config.json").is_file():
+            raise FileNotFoundError(
+                f"{directory} is a training run directory, not a model directory: pass {Path(directory) / 'model'}"
+            )
+        raise FileNotFoundError(f"{directory} holds no config.json: it is not a Hugging Face model directory")
     tokenizer = AutoTokenizer.from_pretrained(directory)
     model = AutoModelForSeq2SeqLM.from_pretrained(directory).to(device).eval()
     return model, tokenizer

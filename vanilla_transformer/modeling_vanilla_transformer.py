@@ -184,10 +184,11 @@ class VanillaTransformerAttention(nn.Module):
         self.is_causal = is_causal
         self.layer_idx = layer_idx
         self.dropout = config.attention_dropout
-        self.q_proj = nn.Linear(config.d_model, config.d_model)
-        self.k_proj = nn.Linear(config.d_model, config.d_model)
-        self.v_proj = nn.Linear(config.d_model, config.d_model)
-        self.out_proj = nn.Linear(config.d_model, config.d_model)
+        bias = getattr(config, "attention_bias", True)  # configurations saved before the option have biases
+        self.q_proj = nn.Linear(config.d_model, config.d_model, bias=bias)
+        self.k_proj = nn.Linear(config.d_model, config.d_model, bias=bias)
+        self.v_proj = nn.Linear(config.d_model, config.d_model, bias=bias)
+        self.out_proj = nn.Linear(config.d_model, config.d_model, bias=bias)
 
     def _split_heads(self, x: torch.Tensor, packing: _Packing | None = None) -> torch.Tensor:
         if packing is not None:
@@ -378,19 +379,35 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
             init.copy_(module.pe, sinusoidal_table(module.num_positions, module.d_model))
 
 
-def _check_token_ids(ids: torch.Tensor | None, name: str, vocab_size: int) -> None:
+def _check_token_ids(ids: torch.Tensor | None, name: str, vocab_size: int, ignore_index: int | None = None) -> None:
     if ids is None or ids.numel() == 0 or torch.compiler.is_compiling():
         return
+    if ignore_index is not None:
+        ids = ids[ids != ignore_index]
+        if ids.numel() == 0:
+            return
     low, high = (bound.item() for bound in torch.aminmax(ids))  # one pass over the ids
     if low < 0 or high >= vocab_size:
         bad = low if low < 0 else high
         raise ValueError(f"{name} contains token id {bad}, outside [0, vocab_size={vocab_size})")
 
 
+def _check_not_empty(embeds: torch.Tensor, name: str) -> None:
+    """A batch of no sentences, or of sentences of no tokens, has nothing to attend to."""
+    if embeds.dim() != 3 or embeds.shape[0] == 0 or embeds.shape[1] == 0:
+        shape = tuple(embeds.shape[:-1])
+        raise ValueError(f"{name} has shape {shape}: expected (batch_size, length) with at least one row and token")
+
+
 def _check_padding_mask(mask: torch.Tensor | None, name: str, batch_size: int, length: int) -> None:
     """A 2D padding mask must be [batch, length]; 4D masks are the caller's own and pass through as they are."""
-    if mask is None or mask.dim() != 2:
+    if mask is None or mask.dim() == 4:
         return
+    if mask.dim() != 2:
+        raise ValueError(
+            f"{name} has shape {tuple(mask.shape)}: expected a 2D padding mask (batch_size, length) = "
+            f"{(batch_size, length)}, or a 4D attention mask"
+        )
     if tuple(mask.shape) != (batch_size, length):
         raise ValueError(
             f"{name} has shape {tuple(mask.shape)}, expected (batch_size, length) = {(batch_size, length)}"
@@ -419,6 +436,7 @@ class _TransformerStack(VanillaTransformerPreTrainedModel):
         if inputs_embeds is None:
             _check_token_ids(input_ids, name, self.embed_tokens.num_embeddings)
             inputs_embeds = self.embed_tokens(input_ids)
+        _check_not_empty(inputs_embeds, name)
         positions = self.embed_positions(inputs_embeds.shape[1], offset)  # [T, d_model]
         return self.dropout(inputs_embeds * self.embed_scale + positions.to(inputs_embeds.dtype))
 
@@ -666,6 +684,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             change the per-token normalisation (the Trainer passes it).
         """
         if labels is not None:
+            _check_token_ids(labels, "labels", self.config.vocab_size, ignore_index=-100)
             if decoder_input_ids is not None and decoder_input_ids.shape[:2] != labels.shape[:2]:
                 raise ValueError(
                     f"labels has shape {tuple(labels.shape)} but decoder_input_ids has shape "

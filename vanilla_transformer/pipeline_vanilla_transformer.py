@@ -71,6 +71,7 @@ class Text2TextGenerationPipeline(Pipeline):
         return self.tokenizer(text, truncation=truncation, return_tensors="pt")
 
     def _forward(self, model_inputs: dict[str, Any], **generate_kwargs) -> dict[str, Any]:
+        model_inputs = _pad_right(model_inputs)
         batch_size = model_inputs["input_ids"].shape[0]
         output_ids = self.model.generate(**model_inputs, **self._prepare_generate_kwargs(generate_kwargs))
         # [batch * sequences, length] -> [batch, sequences, length], so that the pipeline can split the batch.
@@ -83,6 +84,23 @@ class Text2TextGenerationPipeline(Pipeline):
         return [
             {f"{self.return_name}_text": self.tokenizer.decode(ids, skip_special_tokens=True)} for ids in sequences
         ]
+
+
+def _pad_right(model_inputs: dict[str, Any]) -> dict[str, Any]:
+    """The batch with every row's tokens moved before its padding, and its attention mask.
+
+    Positions are absolute (as in Marian and BART): a left-padded source starts at a later position and translates
+    differently, so batches are right-padded whatever the tokenizer's ``padding_side``.
+    """
+    mask = model_inputs.get("attention_mask")
+    if mask is None or mask.dim() != 2:
+        return model_inputs
+    order = (1 - mask.long()).argsort(dim=1, stable=True)  # real tokens first, each side in its order
+    return {
+        **model_inputs,
+        "input_ids": model_inputs["input_ids"].gather(1, order),
+        "attention_mask": mask.gather(1, order),
+    }
 
 
 class TranslationPipeline(Text2TextGenerationPipeline):

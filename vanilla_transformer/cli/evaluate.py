@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
+from vanilla_transformer.data import read_lines
 from vanilla_transformer.generation import add_decoding_arguments, load_translation_model, translate
 from vanilla_transformer.training import score_translations
 
@@ -41,7 +42,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def _read_lines(path: str, option: str) -> list[str]:
     if not Path(path).is_file():
         raise FileNotFoundError(f"{option}={path} is not a file")
-    return Path(path).read_text(encoding="utf-8").splitlines()
+    return read_lines(path)
+
+
+def _check_same_length(lines: list[str], references: list[str], option: str, args: argparse.Namespace) -> None:
+    """Before any translating: a line-count mismatch means the files are not aligned."""
+    if len(lines) != len(references):
+        raise ValueError(
+            f"{option}={getattr(args, option[2:])} has {len(lines)} lines but --reference={args.reference} has "
+            f"{len(references)}: they must be aligned line by line"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -51,12 +61,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     references = _read_lines(args.reference, "--reference")
     if args.hypotheses is not None:
         hypotheses = _read_lines(args.hypotheses, "--hypotheses")
+        _check_same_length(hypotheses, references, "--hypotheses", args)
     else:
+        sources = _read_lines(args.source, "--source")
+        _check_same_length(sources, references, "--source", args)
         model, tokenizer = load_translation_model(args.model, args.device)
         hypotheses = translate(
             model,
             tokenizer,
-            _read_lines(args.source, "--source"),
+            sources,
             num_beams=args.num_beams,
             length_penalty=args.length_penalty,
             max_length_offset=args.max_length_offset,

@@ -17,6 +17,7 @@ import torch
 from transformers import AutoTokenizer
 
 import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
+from vanilla_transformer.data import read_lines, split_lines
 from vanilla_transformer.generation import add_decoding_arguments, load_translation_model, translate
 
 
@@ -39,8 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.num_threads is not None:
         torch.set_num_threads(args.num_threads)
-    text = Path(args.input).read_text(encoding="utf-8") if args.input else sys.stdin.read()
-    sentences = text.splitlines()
+    sentences = read_lines(args.input) if args.input else split_lines(sys.stdin.read())
     if args.ctranslate2:
         from vanilla_transformer.export.ctranslate2 import translate_ctranslate2
 

@@ -39,8 +39,10 @@ from .corpora import (
     clean_text,
     load_hf_translation,
     read_jsonl,
+    read_lines,
     read_parallel_text,
     read_tsv,
+    split_lines,
 )
 from .numbers import make_numbers_task
 
@@ -60,7 +62,9 @@ __all__ = [
     "make_numbers_task",
     "padding_fraction",
     "read_jsonl",
+    "read_lines",
     "read_parallel_text",
     "read_tsv",
+    "split_lines",
     "tokenize_pairs",
 ]

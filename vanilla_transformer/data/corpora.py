@@ -31,7 +31,7 @@ def read_parallel_text(src_path: str | os.PathLike[str], tgt_path: str | os.Path
         FileNotFoundError: If a file does not exist.
         ValueError: If the files have different numbers of lines.
     """
-    sources, targets = _read_lines(src_path), _read_lines(tgt_path)
+    sources, targets = read_lines(src_path), read_lines(tgt_path)
     if len(sources) != len(targets):
         raise ValueError(
             f"parallel files differ in length: {src_path} has {len(sources)} lines, "
@@ -56,7 +56,7 @@ def read_tsv(path: str | os.PathLike[str], src_column: int | str = 0, tgt_column
         FileNotFoundError: If the file does not exist.
         ValueError: If a column is missing or a row has the wrong number of fields.
     """
-    rows = [(number, line.split("\t")) for number, line in enumerate(_read_lines(path), start=1) if line.strip()]
+    rows = [(number, line.split("\t")) for number, line in enumerate(read_lines(path), start=1) if line.strip()]
     if not rows:
         return []
     if isinstance(src_column, str) and isinstance(tgt_column, str):
@@ -94,7 +94,7 @@ def read_jsonl(path: str | os.PathLike[str], src_key: str, tgt_key: str) -> list
         ValueError: If a line is not valid JSON or lacks a key, or a value is not a string.
     """
     pairs = []
-    for number, line in enumerate(_read_lines(path), start=1):
+    for number, line in enumerate(read_lines(path), start=1):
         if not line.strip():
             continue
         try:
@@ -163,12 +163,32 @@ def load_hf_translation(
     return list(zip(table[columns[0]], table[columns[1]]))
 
 
-def _read_lines(path: str | os.PathLike[str]) -> list[str]:
-    """Read a UTF-8 file and split it on ``"\\n"``, without a final empty line."""
+def read_lines(path: str | os.PathLike[str]) -> list[str]:
+    """Read a UTF-8 file and split it on ``"\\n"`` only (`split_lines`); a UTF-8 byte-order mark is dropped.
+
+    Raises:
+        FileNotFoundError: If the file does not exist.
+        ValueError: If it is not UTF-8, naming the file and the line.
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
-    lines = path.read_bytes().decode("utf-8-sig").split("\n")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise ValueError(f"{path}:{line}: not UTF-8 text ({error.reason} at byte {error.start})") from error
+    return split_lines(text)
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of `text`, split on ``"\\n"`` only, without a final empty line.
+
+    Not `str.splitlines`, which also splits on U+2028, U+0085, form feeds and more: one such character inside a
+    sentence would shift every later line against its translation.
+    """
+    lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()
     return lines
