@@ -23,13 +23,14 @@ from vanilla_transformer.training import (
     TrainingConfig,
     TrainingProgress,
     accumulate_gradients,
+    checkpoints,
     gradient_accumulation_steps,
     noam_learning_rate,
     noam_schedule,
     parse_args,
     train,
 )
-from vanilla_transformer.training.checkpoints import list_checkpoints, load_checkpoint_weights
+from vanilla_transformer.training.checkpoints import list_checkpoints, load_checkpoint_weights, read_training_state
 from vanilla_transformer.training.tracking import read_metrics
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -201,16 +202,15 @@ def test_interrupted_run_resumes_to_the_same_weights(reference_run, tmp_path, mo
     """Killed while writing the checkpoint of step 6, the run loses steps 4 to 6, resumes from step 3 and must end
     exactly where the uninterrupted run ended, dropout included."""
     output_dir = tmp_path / "interrupted"
-    save_state = Accelerator.save_state
+    save_file = checkpoints.save_file
 
-    def killed_at_step_6(self, output_dir, **kwargs):
-        if output_dir.endswith("00000006"):
-            Path(output_dir).mkdir(parents=True)
-            (Path(output_dir) / "model.safetensors").write_bytes(b"half-written")
+    def killed_at_step_6(tensors, filename, **kwargs):
+        if "00000006" in filename:
+            Path(filename).write_bytes(b"half-written")
             raise Killed
-        return save_state(self, output_dir, **kwargs)
+        return save_file(tensors, filename, **kwargs)
 
-    monkeypatch.setattr(Accelerator, "save_state", killed_at_step_6)
+    monkeypatch.setattr(checkpoints, "save_file", killed_at_step_6)
     with pytest.raises(Killed):
         train(tiny_run(output_dir))
     monkeypatch.undo()
@@ -310,7 +310,7 @@ def test_two_processes_equal_one_process_accumulating_two_micro_batches(tmp_path
 
     two, one = tmp_path / "two", tmp_path / "one"
     assert json.loads((two / "results.json").read_text())["step"] == 4
-    assert (two / "checkpoints" / "checkpoint-00000004" / "random_states_1.pkl").is_file()  # rank 1 saved too
+    assert (two / "checkpoints" / "checkpoint-00000004" / "rng-1.safetensors").is_file()  # rank 1 saved too
     for name in ("checkpoint-00000002", "checkpoint-00000004"):
         assert same_weights(
             load_checkpoint_weights(two / "checkpoints" / name), load_checkpoint_weights(one / "checkpoints" / name)
@@ -362,7 +362,7 @@ def test_time_budget_stops_training_and_carries_over_to_a_resumed_run(tmp_path):
     assert results["step"] == 1 and results["train_minutes"] >= 1e-5
     assert [path.name for path in list_checkpoints(tmp_path / "checkpoints")] == ["checkpoint-00000001"]
     saved = TrainingProgress()
-    saved.load_state_dict(torch.load(tmp_path / "checkpoints" / "checkpoint-00000001" / "custom_checkpoint_1.pkl"))
+    saved.load_state_dict(read_training_state(tmp_path / "checkpoints" / "checkpoint-00000001")["progress"])
     assert saved.step == 1 and saved.seconds == pytest.approx(60 * results["train_minutes"])
     # The spent time is in the checkpoint: the same budget takes no further step, a larger one continues to the end.
     assert train(parse_args(["--resume", "--output-dir", str(tmp_path)]))["step"] == 1

@@ -1,9 +1,17 @@
-"""Training checkpoints: atomic saving, keeping the last few, averaging them, and exporting a model.
+"""Training checkpoints: atomic, complete, pickle-free saving; checking and resuming; averaging them.
 
-A checkpoint is a directory ``checkpoint-<step>`` written by ``accelerator.save_state``: the model weights
-(``model.safetensors``), the optimizer, the random number generator states of every process and the objects
-registered with ``accelerator.register_for_checkpointing``. It is written under a temporary name and renamed when
-complete, so a run killed while saving leaves the previous checkpoints intact and no half-written one.
+A checkpoint is a directory ``checkpoint-<step>`` holding
+
+* ``model.safetensors``: the model weights (tied weights once);
+* ``training_state.safetensors``: the optimizer, the learning-rate schedule, the position in the data and the
+  mixed-precision loss scale (`state.save_state`: tensors, plus JSON, no pickle);
+* ``rng-<process>.safetensors``: the random number generator states of each process;
+* ``manifest.json``: the size and SHA-256 of each of these files, written last.
+
+It is written under a temporary name and renamed when complete, so a run killed while saving leaves the previous
+checkpoints intact and no half-written one. Before resuming, `find_resumable_checkpoint` checks the newest checkpoint
+against its manifest; one with a missing or damaged piece is skipped with a warning for the previous complete one.
+Nothing is loaded with pickle, so a crafted checkpoint cannot run code (older, pickled checkpoints are refused).
 
 Section 6.1 of the paper: "For the base models, we used a single model obtained by averaging the last 5
 checkpoints, which were written at 10-minute intervals. For the big models, we averaged the last 20 checkpoints."
@@ -13,20 +21,32 @@ a model and `export_model` writes it as a Hugging Face model directory.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 import re
 import shutil
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from accelerate import Accelerator
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
+
+from .state import CheckpointError, load_state, rng_state, save_state, set_rng_state
+
+logger = logging.getLogger(__name__)
 
 CHECKPOINT_PREFIX = "checkpoint-"
 _CHECKPOINT_NAME = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)$")
 _TEMPORARY_PREFIX = ".incomplete-"
 _WEIGHTS_NAME = "model.safetensors"
+_STATE_NAME = "training_state.safetensors"
+_MANIFEST_NAME = "manifest.json"
+_FORMAT = 1
 # Prefixes that wrappers add to parameter names: DistributedDataParallel, torch.compile.
 _WRAPPER_PREFIXES = ("module.", "_orig_mod.")
 
@@ -48,14 +68,50 @@ def checkpoint_step(path: str | Path) -> int:
     return int(match.group(1))
 
 
-def save_checkpoint(accelerator: Accelerator, directory: str | Path, step: int, keep_last: int) -> Path:
+@dataclass
+class TrainingState:
+    """The objects a checkpoint saves and a resumed run restores. `scheduler` and `progress` have ``state_dict`` and
+    ``load_state_dict``; `model` and `optimizer` are as `accelerator.prepare` returned them."""
+
+    accelerator: Accelerator
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    progress: Any
+
+
+def _rng_name(process: int) -> str:
+    return f"rng-{process}.safetensors"
+
+
+def _sha256(file: Path) -> str:
+    digest = hashlib.sha256()
+    with file.open("rb") as handle:
+        while block := handle.read(1 << 24):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _unique_weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The model's state dict with each storage once (tied weights under their first name), on the CPU."""
+    weights, seen = {}, set()
+    for name, tensor in model.state_dict().items():
+        if tensor.data_ptr() not in seen:
+            seen.add(tensor.data_ptr())
+            weights[name] = tensor.detach().to("cpu").contiguous()
+    return weights
+
+
+def save_checkpoint(state: TrainingState, directory: str | Path, step: int, keep_last: int) -> Path:
     """Save the training state atomically as ``directory/checkpoint-<step>`` and delete all but the last `keep_last`.
 
     Every process must call this (each saves its random number generator states). The state goes to a temporary
-    directory first, which the main process renames once all processes have finished writing.
+    directory first, which the main process renames once all processes have finished writing and it has written
+    the manifest.
     """
     if keep_last < 1:
         raise ValueError(f"keep_last must be at least 1, got keep_last={keep_last}")
+    accelerator = state.accelerator
     directory = Path(directory)
     final = directory / f"{CHECKPOINT_PREFIX}{step:08d}"
     temporary = directory / f"{_TEMPORARY_PREFIX}{final.name}"
@@ -63,14 +119,122 @@ def save_checkpoint(accelerator: Accelerator, directory: str | Path, step: int, 
         for incomplete in directory.glob(f"{_TEMPORARY_PREFIX}*"):  # left by a run killed while saving
             shutil.rmtree(incomplete)
     accelerator.wait_for_everyone()
-    accelerator.save_state(str(temporary))
+    temporary.mkdir(parents=True, exist_ok=True)
+    if accelerator.is_main_process:
+        save_file(_unique_weights(accelerator.unwrap_model(state.model)), str(temporary / _WEIGHTS_NAME))
+        scaler = accelerator.scaler.state_dict() if accelerator.scaler is not None else None
+        training_state = {
+            "optimizer": state.optimizer.state_dict(),
+            "scheduler": state.scheduler.state_dict(),
+            "progress": state.progress.state_dict(),
+            "scaler": scaler,
+        }
+        save_state(training_state, temporary / _STATE_NAME)
+    save_state(rng_state(), temporary / _rng_name(accelerator.process_index))
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
+        names = [_WEIGHTS_NAME, _STATE_NAME, *(_rng_name(i) for i in range(accelerator.num_processes))]
+        files = {
+            name: {"bytes": (temporary / name).stat().st_size, "sha256": _sha256(temporary / name)} for name in names
+        }
+        manifest = {"format": _FORMAT, "step": step, "num_processes": accelerator.num_processes, "files": files}
+        (temporary / _MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        if final.exists():  # a damaged checkpoint of this step, set aside on resuming: never the case in practice
+            shutil.rmtree(final)
         temporary.rename(final)
         for old in list_checkpoints(directory)[:-keep_last]:
             shutil.rmtree(old)
     accelerator.wait_for_everyone()
     return final
+
+
+def check_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Check that every piece of a checkpoint is there and intact (size and SHA-256 as in its manifest).
+
+    Returns:
+        The manifest.
+
+    Raises:
+        CheckpointError: Naming the checkpoint, the piece and what is wrong with it.
+    """
+    path = Path(path)
+    manifest_file = path / _MANIFEST_NAME
+    if not manifest_file.is_file():
+        if any(path.glob("*.pkl")) or (path / "optimizer.bin").is_file():
+            raise CheckpointError(
+                f"{path} was written by an older version with pickle, which can run code when loaded: it is not "
+                f"resumed (its model.safetensors can still be averaged and exported)"
+            )
+        raise CheckpointError(f"{path} is incomplete: it has no {_MANIFEST_NAME}")
+    try:
+        manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
+        files, num_processes = manifest["files"], manifest["num_processes"]
+    except (ValueError, KeyError, TypeError) as error:
+        raise CheckpointError(f"{manifest_file} is damaged: {error}") from error
+    required = [_WEIGHTS_NAME, _STATE_NAME, *(_rng_name(i) for i in range(num_processes))]
+    for name in required:
+        if name not in files:
+            raise CheckpointError(f"{manifest_file} is damaged: it does not list {name}")
+    for name, expected in files.items():
+        file = path / name
+        if not file.is_file():
+            raise CheckpointError(f"{path} is incomplete: {name} is missing")
+        if file.stat().st_size != expected["bytes"] or _sha256(file) != expected["sha256"]:
+            raise CheckpointError(f"{path} is damaged: {name} differs from what was saved (size or SHA-256)")
+    return manifest
+
+
+def find_resumable_checkpoint(directory: str | Path) -> Path | None:
+    """The newest complete checkpoint in `directory` (None if it holds none at all).
+
+    A newer checkpoint with a missing or damaged piece is skipped with a warning. If every checkpoint is damaged, a
+    `CheckpointError` lists what is wrong with each, rather than silently starting over.
+    """
+    checkpoints = list_checkpoints(directory)
+    problems = []
+    for path in reversed(checkpoints):
+        try:
+            check_checkpoint(path)
+        except CheckpointError as error:
+            logger.warning(f"{error}; falling back to the previous checkpoint")
+            problems.append(str(error))
+            continue
+        return path
+    if checkpoints:
+        raise CheckpointError(f"no complete checkpoint to resume from in {directory}: {'; '.join(problems)}")
+    return None
+
+
+def read_training_state(path: str | Path) -> dict[str, Any]:
+    """The optimizer, scheduler, progress and loss-scale states a checkpoint holds, as saved."""
+    return load_state(Path(path) / _STATE_NAME)
+
+
+def load_checkpoint(state: TrainingState, path: str | Path) -> None:
+    """Restore `state` from a checkpoint that `check_checkpoint` passed: weights, optimizer, schedule, progress,
+    loss scale, and this process's random number generators.
+
+    Raises:
+        CheckpointError: If it was written by a different number of processes, or a piece does not load.
+    """
+    path, accelerator = Path(path), state.accelerator
+    manifest = json.loads((path / _MANIFEST_NAME).read_text(encoding="utf-8"))
+    if manifest["num_processes"] != accelerator.num_processes:
+        raise CheckpointError(
+            f"{path} was written by {manifest['num_processes']} process(es), this run has "
+            f"{accelerator.num_processes}: resume with as many, or the data order and random numbers would differ"
+        )
+    load_weights(accelerator.unwrap_model(state.model), load_checkpoint_weights(path))
+    saved = read_training_state(path)
+    try:
+        state.optimizer.load_state_dict(saved["optimizer"])
+        state.scheduler.load_state_dict(saved["scheduler"])
+        state.progress.load_state_dict(saved["progress"])
+        if accelerator.scaler is not None and saved["scaler"] is not None:
+            accelerator.scaler.load_state_dict(saved["scaler"])
+    except (KeyError, ValueError, TypeError) as error:
+        raise CheckpointError(f"{path / _STATE_NAME} does not fit this run: {error}") from error
+    set_rng_state(load_state(path / _rng_name(accelerator.process_index)))
 
 
 def load_checkpoint_weights(path: str | Path) -> dict[str, torch.Tensor]:
@@ -82,6 +246,10 @@ def load_checkpoint_weights(path: str | Path) -> dict[str, torch.Tensor]:
     file = path / _WEIGHTS_NAME if path.is_dir() else path
     if not file.is_file():
         raise FileNotFoundError(f"no model weights at {file}")
+    if path.is_dir() and (path / _MANIFEST_NAME).is_file():
+        expected = json.loads((path / _MANIFEST_NAME).read_text(encoding="utf-8"))["files"].get(_WEIGHTS_NAME, {})
+        if _sha256(file) != expected.get("sha256"):
+            raise CheckpointError(f"{file} is damaged: it differs from what was saved (SHA-256)")
     weights = {}
     for name, tensor in load_file(file).items():
         for prefix in _WRAPPER_PREFIXES:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -52,15 +51,19 @@ from ..modeling_vanilla_transformer import (
 )
 from ..tokenization import check_tokenizer_matches_config
 from .checkpoints import (
+    TrainingState,
     average_checkpoints,
     checkpoint_step,
     list_checkpoints,
+    load_checkpoint,
     load_weights,
     save_checkpoint,
 )
 from .evaluation import _best_validation, _evaluate, _select_on_valid, _test
-from .options import TRAINING_CONFIG_NAME, TrainingConfig
+from .options import TrainingConfig
+from .preflight import check_training_pairs
 from .results import _export, _training_summary
+from .run_dir import inspect_run_dir, mark_run_started, prepare_run_dir
 from .schedule import noam_schedule
 from .setup import _prepare_tokenizer, build_model_config, load_splits
 from .step import _to_device, accumulate_gradients
@@ -126,22 +129,6 @@ def gradient_accumulation_steps(config: TrainingConfig, num_processes: int) -> i
     return 1
 
 
-def _check_run_dir(config: TrainingConfig) -> Path | None:
-    """Check the run directory against ``resume`` and ``overwrite``; return the checkpoint to resume from, if any."""
-    run_dir = Path(config.output_dir)
-    saved = run_dir / TRAINING_CONFIG_NAME
-    if not saved.is_file() or config.overwrite:
-        return None
-    if not config.resume:
-        raise ValueError(
-            f"--output-dir={config.output_dir} already holds a run: pass --resume to continue it, --overwrite to "
-            f"start it over, or choose another --output-dir"
-        )
-    config.check_resumable_from(TrainingConfig.load(saved))
-    checkpoints = list_checkpoints(run_dir / "checkpoints")
-    return checkpoints[-1] if checkpoints else None
-
-
 def train(config: TrainingConfig) -> dict[str, Any]:
     """Train a model, average its last checkpoints, export it and score it on the test set.
 
@@ -160,28 +147,25 @@ def train(config: TrainingConfig) -> dict[str, Any]:
         torch.set_num_threads(config.num_threads)
     run_dir = Path(config.output_dir)
     checkpoint_dir = run_dir / "checkpoints"
-    resume_from = _check_run_dir(config)
+    resume_from = inspect_run_dir(config)
     jsonl = JsonlTracker(run_dir / "metrics.jsonl", start_step=checkpoint_step(resume_from) if resume_from else 0)
     extra_trackers = [name for name in config.report_to.split(",") if name]
     accelerator = Accelerator(
         mixed_precision=config.mixed_precision, log_with=[jsonl, *extra_trackers], project_dir=str(run_dir)
     )
-    if accelerator.is_main_process:
-        if config.overwrite:
-            shutil.rmtree(run_dir, ignore_errors=True)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        config.save(run_dir / TRAINING_CONFIG_NAME)
-    accelerator.wait_for_everyone()
     set_seed(config.seed, device_specific=True)  # dropout differs between processes; DDP copies rank 0's weights
 
     # Data and tokenizer. The main process goes first: it downloads a Hugging Face dataset, the others read its cache.
     with accelerator.main_process_first():
         splits = load_splits(config)
     train_pairs, _ = clean_pairs(splits.train)
-    tokenizer = _prepare_tokenizer(config, train_pairs, accelerator, run_dir / "tokenizer")
+    check_training_pairs(config, splits.train, train_pairs)
     model_config = build_model_config(config)
+    prepare_run_dir(accelerator, config, resume_from)  # (deletes an overwritten run only now: the new one is valid)
+    tokenizer = _prepare_tokenizer(config, train_pairs, accelerator, run_dir / "tokenizer")
     check_tokenizer_matches_config(tokenizer, model_config)
     train_pairs, _ = clean_pairs(train_pairs, max_length=config.max_length, tokenizer=tokenizer)
+    check_training_pairs(config, splits.train, train_pairs)
     train_examples = tokenize_pairs(train_pairs, tokenizer)
     valid_examples = tokenize_pairs(splits.valid, tokenizer)
     lengths = example_lengths(train_examples)
@@ -204,9 +188,10 @@ def train(config: TrainingConfig) -> dict[str, Any]:
     unwrapped = accelerator.unwrap_model(model)
     progress = TrainingProgress()
     # The scheduler is not `prepare`d: Accelerate would step it once per process for every optimizer step.
-    accelerator.register_for_checkpointing(scheduler, progress)
+    state = TrainingState(accelerator, model, optimizer, scheduler, progress)  # what checkpoints hold, pickle-free
     if resume_from is not None:
-        accelerator.load_state(str(resume_from))
+        load_checkpoint(state, resume_from)
+    mark_run_started(accelerator, config)
     accelerator.init_trackers("vanilla-transformer", config=asdict(config))
 
     tokens_per_step = config.max_tokens * grad_accum * accelerator.num_processes
@@ -282,7 +267,7 @@ def train(config: TrainingConfig) -> dict[str, Any]:
                 window_start = time.perf_counter()
             progress.seconds, clock = progress.seconds + time.perf_counter() - clock, time.perf_counter()
             if progress.step % config.save_every == 0:
-                save_checkpoint(accelerator, checkpoint_dir, progress.step, keep_last)
+                save_checkpoint(state, checkpoint_dir, progress.step, keep_last)
                 window_start = time.perf_counter()
     bar.close()
     if progress.step < config.max_steps:
@@ -294,7 +279,7 @@ def train(config: TrainingConfig) -> dict[str, Any]:
     # Section 6.1: average the last checkpoints, then translate the test set with beam search.
     checkpoints = list_checkpoints(checkpoint_dir)
     if not checkpoints or checkpoint_step(checkpoints[-1]) != progress.step:
-        save_checkpoint(accelerator, checkpoint_dir, progress.step, keep_last)
+        save_checkpoint(state, checkpoint_dir, progress.step, keep_last)
         checkpoints = list_checkpoints(checkpoint_dir)
     averaged = checkpoints[-config.average_checkpoints :]
     results: dict[str, Any] = {
@@ -334,7 +319,7 @@ def train(config: TrainingConfig) -> dict[str, Any]:
     # GIL to free the tensors of a finished collective: a deadlock (pytorch/pytorch#56297), seen here in 8 of 30
     # two-process runs on a loaded CPU (0 of 30 since). So the wrapper goes first; destroy_process_group (in
     # end_training) then drops the group through its Python binding, which releases the GIL while the threads finish.
-    del model, optimizer
+    del model, optimizer, state
     accelerator.free_memory()
     accelerator.end_training()
     return results

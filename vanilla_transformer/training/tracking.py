@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -10,6 +12,8 @@ from typing import Any
 from accelerate.tracking import GeneralTracker, on_main_process
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
+logger = logging.getLogger(__name__)
 
 
 class JsonlTracker(GeneralTracker):
@@ -35,8 +39,10 @@ class JsonlTracker(GeneralTracker):
     @on_main_process
     def start(self) -> None:
         if self.path.exists():
-            kept = [line for line in self.path.read_text().splitlines() if json.loads(line)["step"] <= self.start_step]
-            self.path.write_text("".join(line + "\n" for line in kept))
+            kept = [row for row in read_metrics(self.path) if row["step"] <= self.start_step]
+            temporary = self.path.with_name(self.path.name + ".tmp")
+            temporary.write_text("".join(json.dumps(row) + "\n" for row in kept), encoding="utf-8")
+            os.replace(temporary, self.path)  # a kill here leaves the old log whole
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = self.path.open("a", encoding="utf-8")
 
@@ -55,8 +61,27 @@ class JsonlTracker(GeneralTracker):
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """The rows a `JsonlTracker` wrote, in order."""
-    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line]
+    """The rows a `JsonlTracker` wrote, in order.
+
+    A last line cut short (a run killed while logging) is dropped with a warning; a bad line before it raises a
+    ValueError naming the file and line.
+    """
+    lines = Path(path).read_text(encoding="utf-8").split("\n")
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            if number == len(lines):  # no newline after it: the write was interrupted
+                logger.warning(f"{path}:{number}: dropped an incomplete last line (an interrupted write)")
+                break
+            raise ValueError(f"{path}:{number}: not a JSON line of metrics: {error}") from error
+        if not isinstance(row, dict) or not isinstance(row.get("step"), int):
+            raise ValueError(f"{path}:{number}: expected a JSON object with an integer 'step', got {line[:80]!r}")
+        rows.append(row)
+    return rows
 
 
 _PANELS = (

@@ -1,0 +1,136 @@
+"""The run directory: which folders hold a run this program created, and what ``--resume`` and ``--overwrite`` may
+do with them.
+
+Users' folders are not ours to delete. A folder counts as a run directory when it holds ``training_config.json``
+(written once a run has started: its data read, its settings checked) or the marker file `RUN_MARKER` (written when
+`train` creates or claims an empty folder). ``--overwrite`` deletes only the files and folders a run writes, and only
+after the new run's data and model settings have passed their checks; a non-empty folder holding no run is refused,
+with or without ``--overwrite``. A run that failed before it started left only its marker and what it wrote: the
+same folder can be used again at once, without ``--overwrite``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+
+from accelerate import Accelerator
+
+from .checkpoints import checkpoint_step, find_resumable_checkpoint, list_checkpoints
+from .options import TRAINING_CONFIG_NAME, TrainingConfig
+
+logger = logging.getLogger(__name__)
+
+RUN_MARKER = ".vanilla-transformer-run"
+"""An empty file marking a folder that `train` created or claimed while it was empty."""
+
+DAMAGED_PREFIX = "damaged-"
+"""Checkpoints that could not be resumed from are renamed ``damaged-checkpoint-<step>`` (kept, never deleted)."""
+
+
+def _run_outputs(config: TrainingConfig) -> list[str]:
+    """The names `train` (and `average_run`) write in a run directory of these settings."""
+    return [
+        RUN_MARKER,
+        TRAINING_CONFIG_NAME,
+        "tokenizer",
+        "checkpoints",
+        "metrics.jsonl",
+        "metrics.jsonl.tmp",
+        "metrics.png",
+        "model",
+        "results.json",
+        "vanilla-transformer",  # the logs of extra trackers (--report-to)
+        f"test.{config.src_lang}",
+        f"test.{config.tgt_lang}",
+        f"test.hyp.{config.tgt_lang}",
+    ]
+
+
+def inspect_run_dir(config: TrainingConfig) -> Path | None:
+    """Check ``config.output_dir`` against ``resume`` and ``overwrite``, before anything is written.
+
+    Returns:
+        The checkpoint to resume from, if any: the newest complete one (see `find_resumable_checkpoint`).
+
+    Raises:
+        ValueError: If the folder holds a run and neither ``--resume`` nor ``--overwrite`` is given, if it is not
+            empty and holds no run, or if a resumed run's settings differ where they must not.
+    """
+    run_dir = Path(config.output_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ValueError(f"--output-dir={config.output_dir} is a file, not a directory")
+    saved = run_dir / TRAINING_CONFIG_NAME
+    if saved.is_file():
+        if config.overwrite:
+            return None
+        if not config.resume:
+            raise ValueError(
+                f"--output-dir={config.output_dir} already holds a run: pass --resume to continue it, --overwrite to "
+                f"start it over, or choose another --output-dir"
+            )
+        config.check_resumable_from(TrainingConfig.load(saved))
+        return find_resumable_checkpoint(run_dir / "checkpoints")
+    if run_dir.is_dir() and not (run_dir / RUN_MARKER).is_file() and any(run_dir.iterdir()):
+        raise ValueError(
+            f"--output-dir={config.output_dir} is not empty and holds no run of this program: choose a new or empty "
+            f"directory (--overwrite deletes only runs this program created)"
+        )
+    return None
+
+
+def prepare_run_dir(accelerator: Accelerator, config: TrainingConfig, resume_from: Path | None) -> None:
+    """Make the run directory ready, once the new run's data and settings have passed their checks.
+
+    On the main process: with ``--overwrite``, delete the outputs of the run there; in a folder whose run never
+    started, delete what it left (a tokenizer trained for other settings must not be reused); when resuming, set
+    aside the checkpoints newer than `resume_from` (damaged ones, see `find_resumable_checkpoint`). Then create the
+    folder and its marker. Every process must call this.
+    """
+    run_dir = Path(config.output_dir)
+    if accelerator.is_main_process:
+        saved = run_dir / TRAINING_CONFIG_NAME
+        if saved.is_file() and config.overwrite:
+            _delete_outputs(run_dir, TrainingConfig.load(saved))
+        elif not saved.is_file() and (run_dir / RUN_MARKER).is_file():
+            _delete_outputs(run_dir, config)
+        if resume_from is not None:
+            for checkpoint in list_checkpoints(run_dir / "checkpoints"):
+                if checkpoint_step(checkpoint) > checkpoint_step(resume_from):
+                    aside = checkpoint.with_name(DAMAGED_PREFIX + checkpoint.name)
+                    logger.warning(f"setting aside {checkpoint}, which cannot be resumed from, as {aside}")
+                    if aside.exists():  # set aside at an earlier resume: the newer copy replaces it
+                        shutil.rmtree(aside)
+                    os.replace(checkpoint, aside)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / RUN_MARKER).touch()
+    accelerator.wait_for_everyone()
+
+
+def mark_run_started(accelerator: Accelerator, config: TrainingConfig) -> None:
+    """Write ``training_config.json`` (atomically): from now on the folder holds a run, to resume or overwrite."""
+    if accelerator.is_main_process:
+        saved = Path(config.output_dir) / TRAINING_CONFIG_NAME
+        temporary = saved.with_name(saved.name + ".tmp")
+        config.save(temporary)
+        os.replace(temporary, saved)
+    accelerator.wait_for_everyone()
+
+
+def _delete_outputs(run_dir: Path, config: TrainingConfig) -> None:
+    """Delete what a run of `config` writes in `run_dir`, and nothing else (what else is there is listed)."""
+    names = set(_run_outputs(config)) | {path.name for path in run_dir.glob("average-*")}
+    for name in sorted(names):
+        path = run_dir / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+    others = sorted(path.name for path in run_dir.iterdir())
+    if others:
+        logger.warning(f"--overwrite kept what the run did not write in {run_dir}: {', '.join(others[:10])}")
+
+
+__all__ = ["DAMAGED_PREFIX", "RUN_MARKER", "inspect_run_dir", "mark_run_started", "prepare_run_dir"]
