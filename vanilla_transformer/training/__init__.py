@@ -6,7 +6,10 @@
 * `step`: one optimizer step's loss over micro-batches and processes;
 * `loop`: `train`, the run itself, with checkpoints and resume;
 * `evaluation`: validation loss, BLEU/chrF/exact match, selection on validation;
-* `checkpoints`: atomic checkpoints and their averaging (section 6.1);
+* `checkpoints`: atomic, checked checkpoints, resuming from them, and their averaging (section 6.1);
+* `state`: the pickle-free format of a checkpoint's training state and random number generator states;
+* `run_dir`: which folders hold a run, and what ``--resume`` and ``--overwrite`` may do with them;
+* `preflight`: checks of the training data before training;
 * `results`: the exported model and its training summary;
 * `tracking`: ``metrics.jsonl`` and its curves;
 * `finetune`: fine-tuning a trained model with `Seq2SeqTrainer`.
