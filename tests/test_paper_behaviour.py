@@ -281,3 +281,19 @@ def test_attention_without_biases_is_the_papers_equation(tmp_path):
         loaded(input_ids=ids, decoder_input_ids=ids).logits, without(input_ids=ids, decoder_input_ids=ids).logits
     )
     assert VanillaTransformerConfig().attention_bias and VanillaTransformerConfig.from_preset("big").attention_bias
+
+
+def test_a_model_without_attention_biases_exports_to_marian_exactly():
+    """MarianMT's projections always have biases: the export gives it zero ones, which compute the same."""
+    from vanilla_transformer.export.marian import vanilla_to_marian
+
+    torch.manual_seed(0)
+    model = VanillaTransformerForConditionalGeneration(tiny_config(30, attention_bias=False)).eval()
+    marian = vanilla_to_marian(model)
+    inputs = {
+        "input_ids": torch.tensor([[5, 6, 7, 3], [8, 3, 0, 0]]),
+        "attention_mask": torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]]),
+    }
+    inputs["decoder_input_ids"] = torch.tensor([[2, 9, 10], [2, 11, 12]])
+    with torch.no_grad():
+        torch.testing.assert_close(marian(**inputs).logits, model(**inputs).logits, atol=1e-5, rtol=0)

@@ -263,6 +263,9 @@ def vanilla_to_marian(
     if not config.tie_word_embeddings:
         # Untied, MarianMTModel too gives encoder, decoder and lm_head each its own matrix; its `shared` is unused.
         state["model.shared.weight"] = state["model.encoder.embed_tokens.weight"]
+    if not getattr(config, "attention_bias", True):  # MarianMT's projections have biases: zero ones compute the same
+        for name in [name for name in state if name.endswith("_proj.weight")]:
+            state[name.removesuffix("weight") + "bias"] = state[name].new_zeros(state[name].shape[0])
     marian = MarianMTModel(marian_config_from_vanilla(config, generation_config))
     state = permute_state_dict(state, torch.argsort(marian_permutation(config.d_model)))
     missing, unexpected = marian.load_state_dict(state, strict=False)
