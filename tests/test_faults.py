@@ -184,6 +184,11 @@ def test_a_run_directory_given_as_the_model_is_named(model_dir, tmp_path):
         load_translation_model(tmp_path / "run")
     with pytest.raises(FileNotFoundError, match=r"holds no config.json"):
         load_translation_model(tmp_path)
+    translate_script = load_script("translate")
+    (tmp_path / "source.en").write_text("seven\n", encoding="utf-8")
+    for decoder in ([], ["--ctranslate2", str(tmp_path / "ct2")]):
+        with pytest.raises(FileNotFoundError, match=r"is a training run directory"):
+            translate_script.main(["--model", str(tmp_path / "run"), "--input", str(tmp_path / "source.en"), *decoder])
 
 
 def test_evaluate_checks_line_counts_before_translating(model_dir, tmp_path, monkeypatch):

@@ -308,18 +308,24 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def check_model_dir(directory: str | Path) -> None:
+    """Raise a FileNotFoundError unless `directory` is a Hugging Face model directory, naming the likely mistake."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"no model directory at {directory}")
+    if not (directory / "config.json").is_file():
+        if (directory / "model" / "config.json").is_file():
+            raise FileNotFoundError(
+                f"{directory} is a training run directory, not a model directory: pass {directory / 'model'}"
+            )
+        raise FileNotFoundError(f"{directory} holds no config.json: it is not a Hugging Face model directory")
+
+
 def load_translation_model(
     directory: str | Path, device: str | torch.device = "cpu"
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The model (in eval mode, on `device`) and the tokenizer of a Hugging Face model directory."""
-    if not Path(directory).is_dir():
-        raise FileNotFoundError(f"no model directory at {directory}")
-    if not (Path(directory) / "config.json").is_file():
-        if (Path(directory) / "model" / "config.json").is_file():
-            raise FileNotFoundError(
-                f"{directory} is a training run directory, not a model directory: pass {Path(directory) / 'model'}"
-            )
-        raise FileNotFoundError(f"{directory} holds no config.json: it is not a Hugging Face model directory")
+    check_model_dir(directory)
     tokenizer = AutoTokenizer.from_pretrained(directory)
     model = AutoModelForSeq2SeqLM.from_pretrained(directory).to(device).eval()
     return model, tokenizer
@@ -330,6 +336,7 @@ __all__ = [
     "MAX_LENGTH_OFFSET",
     "NUM_BEAMS",
     "beam_search",
+    "check_model_dir",
     "gnmt_length_penalty",
     "load_translation_model",
     "translate",

@@ -18,7 +18,7 @@ from transformers import AutoTokenizer
 
 import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
 from vanilla_transformer.data import read_lines, split_lines
-from vanilla_transformer.generation import add_decoding_arguments, load_translation_model, translate
+from vanilla_transformer.generation import add_decoding_arguments, check_model_dir, load_translation_model, translate
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -44,6 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.ctranslate2:
         from vanilla_transformer.export.ctranslate2 import translate_ctranslate2
 
+        check_model_dir(args.model)
         tokenizer = AutoTokenizer.from_pretrained(args.model)
         longest = max((len(ids) for ids in tokenizer(sentences)["input_ids"]), default=0)
         translations = translate_ctranslate2(

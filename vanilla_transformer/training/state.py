@@ -29,7 +29,7 @@ class CheckpointError(ValueError):
 
 
 def encode(value: Any, tensors: dict[str, torch.Tensor], path: str = "") -> Any:
-    """`value` as JSON-compatible data; its tensors go to `tensors` under their path (``optimizer.state.3.exp_avg``)."""
+    """`value` as JSON-compatible data; its tensors go to `tensors` under their path (``.optimizer.state.3.exp_avg``)."""
     if isinstance(value, torch.Tensor):
         tensors[path] = value.detach().to("cpu").contiguous()
         return {"tensor": path}
