@@ -46,6 +46,7 @@ import numpy as np
 import torch
 
 from vanilla_transformer.configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
+from vanilla_transformer.data.batching import TranslationCollator
 from vanilla_transformer.modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
     sinusoidal_table,
@@ -220,10 +221,11 @@ def load_corpus(vocab_size: int, data_dir: str | None = None, max_pairs: int = 1
     """Multi30k pairs in a BPE vocabulary of `vocab_size` trained on them, or synthetic pairs if the data are absent."""
     data = Path(data_dir) if data_dir else None
     if data is not None and (data / "train.en").is_file() and (data / "train.de").is_file():
+        from vanilla_transformer.data import CorpusSpec
+        from vanilla_transformer.data import load_corpus as read_corpus
         from vanilla_transformer.tokenization import train_tokenizer
 
-        english = (data / "train.en").read_text(encoding="utf-8").splitlines()[:max_pairs]
-        german = (data / "train.de").read_text(encoding="utf-8").splitlines()[:max_pairs]
+        english, german = map(list, zip(*read_corpus(CorpusSpec("text", data_dir=str(data)), "train")[:max_pairs]))
         tokenizer = train_tokenizer(english + german, vocab_size)
         encoded = tokenizer(english, text_target=german)
         pairs = list(zip(encoded["input_ids"], encoded["labels"]))
@@ -250,18 +252,8 @@ def load_corpus(vocab_size: int, data_dir: str | None = None, max_pairs: int = 1
 
 
 def collate(pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> dict[str, torch.Tensor]:
-    """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` (-100 at padding), as `TranslationCollator`."""
-    batch_size = len(pairs)
-    source_length = max(len(source) for source, _ in pairs)
-    target_length = max(len(target) for _, target in pairs)
-    input_ids = torch.full((batch_size, source_length), PAD)
-    attention_mask = torch.zeros(batch_size, source_length, dtype=torch.long)
-    labels = torch.full((batch_size, target_length), -100)
-    for row, (source, target) in enumerate(pairs):
-        input_ids[row, : len(source)] = torch.tensor(source)
-        attention_mask[row, : len(source)] = 1
-        labels[row, : len(target)] = torch.tensor(target)
-    return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+    """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` (-100 at padding): `TranslationCollator`'s."""
+    return TranslationCollator(PAD)([{"input_ids": source, "labels": target} for source, target in pairs])
 
 
 def random_batches(corpus: Corpus, batch_size: int, count: int, seed: int = 0) -> list[dict[str, torch.Tensor]]:

@@ -1,10 +1,38 @@
-"""Test-wide settings: tiny models run fastest on one thread, and nothing may reach the Hugging Face Hub."""
+"""Test-wide settings (tiny models run fastest on one thread, and nothing may reach the Hugging Face Hub), and the
+tiny models the tests share, each built once per session from `tiny_model.TINY_CONFIG`."""
 
 import os
+from pathlib import Path
 
+import pytest
 import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A saved model directory of the numbers task (`tiny_model.build_model_dir`). Tests must not change it: copy it
+    first."""
+    from tiny_model import build_model_dir
+
+    return build_model_dir(tmp_path_factory.mktemp("tiny-model"))
+
+
+@pytest.fixture(scope="session")
+def copy_model():
+    """(model, tokenizer) of the copy task (`copy_task.train_copy_model`), 200 steps. Tests must not change them."""
+    from copy_task import train_copy_model
+
+    return train_copy_model()
+
+
+@pytest.fixture(scope="session")
+def confident_copy_model():
+    """The copy-task model after 400 steps: confident enough that int8 rounding flips no decision."""
+    from copy_task import train_copy_model
+
+    return train_copy_model(steps=400)

@@ -1,5 +1,6 @@
 """A tiny model trained for a few seconds to copy sentences, with its tokenizer: non-degenerate greedy and beam
-outputs for comparing implementations token for token (a random model repeats one token). Built once per session."""
+outputs for comparing implementations token for token (a random model repeats one token). conftest.py builds it
+once per session: use the ``copy_model`` fixture."""
 
 from __future__ import annotations
 
@@ -7,44 +8,25 @@ import random
 
 import torch
 
-from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+from tiny_model import tiny_config
+
+from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.data import TranslationCollator, tokenize_pairs
 from vanilla_transformer.tokenization import train_tokenizer
 
 WORDS = "red blue green black white small big old new dog cat bird fish man woman child runs sits eats sees".split()
-
-_BUILT: dict = {}
-
 
 def sentences(count: int, seed: int) -> list[str]:
     rng = random.Random(seed)
     return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 8))) for _ in range(count)]
 
 
-def copy_model(d_model: int = 64, steps: int = 200, lr: float = 3e-3, seed: int = 0):
-    """(model, tokenizer): a 2+2-layer model after `steps` Adam steps on the copy task, in eval mode."""
-    key = (d_model, steps, lr, seed)
-    if key not in _BUILT:
-        _BUILT[key] = _train(*key)
-    return _BUILT[key]
-
-
-def _train(d_model: int, steps: int, lr: float, seed: int):
+def train_copy_model(d_model: int = 64, steps: int = 200, lr: float = 3e-3, seed: int = 0):
+    """(model, tokenizer): a model of `tiny_config`'s depth after `steps` Adam steps on the copy task, in eval mode."""
     train = sentences(2000, seed=0)
     tokenizer = train_tokenizer(train, vocab_size=320, min_frequency=1)
     torch.manual_seed(seed)
-    config = VanillaTransformerConfig(
-        vocab_size=len(tokenizer),
-        d_model=d_model,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=2 * d_model,
-        decoder_ffn_dim=2 * d_model,
-        dropout=0.0,
-        max_position_embeddings=64,
-    )
+    config = tiny_config(len(tokenizer), d_model=d_model, encoder_ffn_dim=2 * d_model, decoder_ffn_dim=2 * d_model)
     model = VanillaTransformerForConditionalGeneration(config).train()
     examples = tokenize_pairs([(s, s) for s in train], tokenizer)
     collate = TranslationCollator(tokenizer.pad_token_id)

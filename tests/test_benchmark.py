@@ -7,7 +7,7 @@ import benchmark as benchmark_script
 import benchmarking as bench
 import pytest
 import torch
-from copy_task import copy_model, sentences
+from copy_task import sentences
 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration, sinusoidal_table
 
@@ -81,8 +81,8 @@ def test_training_skips_padding_only_when_it_pays():
 
 
 @pytest.mark.parametrize("num_beams", [1, 4])
-def test_same_generated_tokens_as_marian(num_beams):
-    model, tokenizer = copy_model()
+def test_same_generated_tokens_as_marian(num_beams, copy_model):
+    model, tokenizer = copy_model
     marian = bench.marian_twin(model).eval()
     source = tokenizer(sentences(12, seed=5), return_tensors="pt", padding=True)
     kwargs = dict(max_new_tokens=14, num_beams=num_beams, do_sample=False)

@@ -13,7 +13,7 @@ if platform.machine().lower() in ("x86_64", "amd64"):
 ctranslate2 = pytest.importorskip("ctranslate2")
 
 import sacrebleu  # noqa: E402
-from copy_task import copy_model, sentences  # noqa: E402
+from copy_task import sentences  # noqa: E402
 from tiny_model import load_script  # noqa: E402
 
 from vanilla_transformer import sinusoidal_table  # noqa: E402
@@ -27,14 +27,10 @@ from vanilla_transformer.export.ctranslate2 import (  # noqa: E402
 export_script = load_script("export-ctranslate2")
 
 
-def trained_model():
-    return copy_model(steps=400)  # confident enough that int8 rounding flips no decision
-
-
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
+def exported(tmp_path_factory, confident_copy_model):
     """The trained copy model saved with its tokenizer, and its float32 and int8 exports (through the CLI)."""
-    model, tokenizer = trained_model()
+    model, tokenizer = confident_copy_model
     root = tmp_path_factory.mktemp("ct2")
     model.save_pretrained(root / "model")
     tokenizer.save_pretrained(root / "model")
@@ -43,8 +39,8 @@ def exported(tmp_path_factory):
     return model, tokenizer, root
 
 
-def test_spec_holds_our_interleaved_positional_table():
-    model, tokenizer = trained_model()
+def test_spec_holds_our_interleaved_positional_table(confident_copy_model):
+    model, tokenizer = confident_copy_model
     spec = model_spec(model, tokenizer)
     table = sinusoidal_table(model.config.max_position_embeddings, model.config.d_model)
     for stack in (spec.encoder, spec.decoder):
@@ -96,8 +92,8 @@ def test_int8_bleu_within_half_a_point_of_float32(exported):
     assert abs(bleu["int8"] - bleu["fp32"]) <= 0.5, bleu
 
 
-def test_in_memory_export_needs_a_vocabulary_of_the_model_size(tmp_path):
-    model, tokenizer = trained_model()
+def test_in_memory_export_needs_a_vocabulary_of_the_model_size(tmp_path, confident_copy_model):
+    model, tokenizer = confident_copy_model
     with pytest.raises(ValueError, match="exactly one of tokenizer and vocabulary"):
         export_ctranslate2(model, tmp_path / "a")
     with pytest.raises(ValueError, match="vocabulary has 3 tokens"):

@@ -9,17 +9,12 @@ import pytest
 import sacrebleu
 import torch
 from safetensors.torch import load_file
-from tiny_model import SPLITS, load_script, saved_model_dir
+from tiny_model import SPLITS, load_script
 from torch.nn import functional as F
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, EvalPrediction, GenerationConfig
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, EvalPrediction, GenerationConfig, TrainerCallback
 
-from vanilla_transformer.training.finetune import (
-    TranslationMetrics,
-    build_trainer,
-    load_model_and_tokenizer,
-    read_pairs,
-    training_arguments,
-)
+from vanilla_transformer.export.model_dir import load_model_dir
+from vanilla_transformer.training.finetune import TranslationMetrics, build_trainer, finetune, training_arguments
 
 # Two short targets, then two long ones: with batches of 2 in order, the two micro-batches of one step hold very
 # different numbers of target tokens, so a mean of per-micro-batch means differs from the mean over all tokens.
@@ -32,12 +27,12 @@ PAIRS = [
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    return saved_model_dir(tmp_path_factory)
+def model_dir(tmp_path_factory, tiny_model_dir):
+    return tiny_model_dir
 
 
 def test_collator_builds_decoder_inputs_from_labels(model_dir, tmp_path):
-    model, tokenizer = load_model_and_tokenizer(model_dir)
+    model, tokenizer = load_model_dir(model_dir)
     trainer = build_trainer(model, tokenizer, PAIRS, PAIRS, training_arguments(tmp_path, label_smoothing_factor=0.1))
 
     batch = trainer.data_collator(trainer.train_dataset)
@@ -53,7 +48,7 @@ def test_collator_builds_decoder_inputs_from_labels(model_dir, tmp_path):
 @pytest.mark.parametrize("smoothing", [0.1, 0.0], ids=["Trainer's label smoother", "model's loss"])
 def test_loss_with_gradient_accumulation_equals_one_big_batch(model_dir, tmp_path, smoothing):
     """One step of 2 micro-batches of 2 pairs gives the loss and the update of one batch of 4 pairs."""
-    model, tokenizer = load_model_and_tokenizer(model_dir)
+    model, tokenizer = load_model_dir(model_dir)
     initial = {name: tensor.clone() for name, tensor in model.state_dict().items()}
 
     # Expected: label-smoothed cross-entropy summed over every target token of the 4 pairs, divided by their number.
@@ -72,7 +67,7 @@ def test_loss_with_gradient_accumulation_equals_one_big_batch(model_dir, tmp_pat
 
     results = {}
     for batch_size, accumulation in ((2, 2), (4, 1)):
-        model, tokenizer = load_model_and_tokenizer(model_dir)
+        model, tokenizer = load_model_dir(model_dir)
         args = training_arguments(
             tmp_path / f"run-{batch_size}x{accumulation}",
             per_device_train_batch_size=batch_size,
@@ -163,7 +158,7 @@ def test_finetune_script_improves_the_model_and_keeps_the_best_checkpoint(model_
 
 
 def test_translation_metrics_decode_padded_ids_and_score_with_sacrebleu(model_dir):
-    _, tokenizer = load_model_and_tokenizer(model_dir)
+    _, tokenizer = load_model_dir(model_dir)
     hypotheses = ["three hundred and twelve", "one hundred and one", "seven"]
     references = ["three hundred and twelve", "one hundred and two", "eight"]
 
@@ -182,22 +177,76 @@ def test_translation_metrics_decode_padded_ids_and_score_with_sacrebleu(model_di
     assert metrics.signatures["bleu"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp")
 
 
-def test_read_pairs_and_bad_inputs(model_dir, tmp_path):
-    (tmp_path / "pairs.tsv").write_text("one\teins\ntwo\tzwei\n", encoding="utf-8")
-    (tmp_path / "pairs.jsonl").write_text('{"en": "one", "de": "eins"}\n', encoding="utf-8")
-    assert read_pairs([tmp_path / "pairs.tsv"]) == [("one", "eins"), ("two", "zwei")]
-    assert read_pairs([tmp_path / "pairs.jsonl"], src_lang="en", tgt_lang="de") == [("one", "eins")]
-    with pytest.raises(ValueError, match="src_lang and tgt_lang"):
-        read_pairs([tmp_path / "pairs.jsonl"])
-    with pytest.raises(ValueError, match=r"paths=\[.*pairs.txt"):
-        read_pairs([tmp_path / "pairs.txt"])
-
-    no_tokenizer = tmp_path / "model-only"
-    shutil.copytree(model_dir, no_tokenizer, ignore=shutil.ignore_patterns("tokenizer*"))
-    with pytest.raises(ValueError, match=r"model_name_or_path='.*model-only' has no loadable tokenizer"):
-        load_model_and_tokenizer(no_tokenizer)
+def test_bad_inputs(model_dir, tmp_path):
     with pytest.raises(ValueError, match="unknown Seq2SeqTrainingArguments field"):
         training_arguments(tmp_path, label_smoothing=0.1)
-    model, tokenizer = load_model_and_tokenizer(model_dir)
+    model, tokenizer = load_model_dir(model_dir)
     with pytest.raises(ValueError, match="no training pairs are left"):
         build_trainer(model, tokenizer, [(" ", "eins")], PAIRS, training_arguments(tmp_path))
+    with pytest.raises(SystemExit):
+        load_script("finetune").parse_args([str(model_dir), "--numbers", "8"])  # no --output-dir
+    with pytest.raises(SystemExit):
+        load_script("finetune").parse_args([str(model_dir), "--output-dir", str(tmp_path), "--train", "a", "b"])
+
+
+def test_every_trainer_option_reaches_the_trainer(model_dir, tmp_path):
+    """Trainer options the first, hand-written command lacked, and the shorthands it had, parse into the arguments."""
+    model, data, args = load_script("finetune").parse_args([
+        str(model_dir), "--numbers", "40", "--output-dir", str(tmp_path), "--bf16", "--use-cpu", "--report-to", "tensorboard",
+        "--train-sampling-strategy", "group_by_length", "--push-to-hub", "--hub-model-id", "org/m", "--eval-steps", "7",
+        "--batch-size", "5", "--num-epochs", "2", "--label-smoothing", "0.2", "--num-beams", "3",
+    ])  # fmt: skip
+    assert (model, data.numbers) == (str(model_dir), 40)
+    assert (args.bf16, args.report_to, args.train_sampling_strategy, args.push_to_hub, args.hub_model_id) == (
+        True, ["tensorboard"], "group_by_length", True, "org/m",
+    )  # fmt: skip
+    assert (args.per_device_train_batch_size, args.per_device_eval_batch_size, args.num_train_epochs) == (5, 5, 2)
+    assert (args.label_smoothing_factor, args.generation_num_beams) == (0.2, 3)
+    # Fine-tuning's defaults where the option is not given: the paper's Adam, checkpoints at each evaluation.
+    assert (args.adam_beta2, args.adam_epsilon, args.learning_rate) == (0.98, 1e-9, 1e-4)
+    assert (args.save_steps, args.eval_steps, args.load_best_model_at_end) == (7, 7, True)
+
+
+class StopAt(TrainerCallback):
+    """Stands for the process being killed after `step` optimizer steps (and the checkpoint saved there)."""
+
+    def __init__(self, step):
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            control.should_training_stop = True
+
+
+def test_an_interrupted_finetune_resumes_to_the_same_weights(model_dir, tmp_path):
+    """Stopped after checkpoint-4 and resumed with --resume-from-checkpoint last, a run ends with the weights and
+    optimizer state of the same run uninterrupted."""
+    options = [
+        "--numbers", "64", "--max-steps", "8", "--eval-steps", "4", "--logging-steps", "2", "--batch-size", "8",
+        "--learning-rate", "3e-3", "--warmup-steps", "2", "--num-beams", "1", "--generation-max-length", "16",
+        "--save-total-limit", "4", "--load-best-model-at-end", "false", "--seed", "3",
+    ]  # fmt: skip
+    finetune_script = load_script("finetune")
+    assert finetune_script.main([str(model_dir), "--output-dir", str(tmp_path / "whole"), *options]) == 0
+
+    interrupted = tmp_path / "interrupted"
+    model_name, data, args = finetune_script.parse_args([str(model_dir), "--output-dir", str(interrupted), *options])
+    model, tokenizer = load_model_dir(model_name)
+    train_pairs, eval_pairs, _ = finetune_script.load_data(data)
+    finetune(model, tokenizer, train_pairs, eval_pairs, args, callbacks=[StopAt(4)])
+    assert sorted(path.name for path in interrupted.glob("checkpoint-*")) == ["checkpoint-4"]
+    stopped = load_file(interrupted / "checkpoint-4" / "model.safetensors")
+    assert finetune_script.main(
+        [str(model_dir), "--output-dir", str(interrupted), *options, "--resume-from-checkpoint", "last"]
+    ) == 0
+
+    whole, resumed = (load_file(tmp_path / run / "checkpoint-8" / "model.safetensors") for run in ("whole", "interrupted"))
+    assert not all(torch.equal(stopped[name], resumed[name]) for name in stopped)  # it trained on from step 4
+    for name, tensor in whole.items():
+        torch.testing.assert_close(resumed[name], tensor, rtol=0, atol=1e-6, msg=name)
+    whole_state, resumed_state = (
+        json.loads((tmp_path / run / "checkpoint-8" / "trainer_state.json").read_text())
+        for run in ("whole", "interrupted")
+    )
+    losses = [[entry["loss"] for entry in state["log_history"] if "loss" in entry] for state in (whole_state, resumed_state)]
+    assert losses[0] == pytest.approx(losses[1], abs=1e-6) and len(losses[0]) == 4

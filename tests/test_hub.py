@@ -13,7 +13,7 @@ import pytest
 import torch
 from huggingface_hub import ModelCard
 from safetensors.torch import load_file
-from tiny_model import SPLITS, load_script, saved_model_dir
+from tiny_model import SPLITS, load_script
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig
 
 import vanilla_transformer.export.hub as hub
@@ -56,9 +56,9 @@ SOURCES = [source for source, _ in SPLITS.valid[:3]]
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
+def model_dir(tmp_path_factory, tiny_model_dir):
     directory = tmp_path_factory.mktemp("hub") / "run"
-    shutil.copytree(saved_model_dir(tmp_path_factory), directory)
+    shutil.copytree(tiny_model_dir, directory)
     (directory / "training_summary.json").write_text(json.dumps(SUMMARY))
     return directory
 

@@ -5,7 +5,7 @@ import json
 import shutil
 
 import pytest
-from tiny_model import GENERATION, SPLITS, saved_model_dir
+from tiny_model import GENERATION, SPLITS
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
 from vanilla_transformer.export.hub import add_pipeline_support
@@ -15,9 +15,9 @@ SOURCES = [source for source, _ in SPLITS.valid[:6]] + ["twelve", "a hundred", "
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
+def model_dir(tmp_path_factory, tiny_model_dir):
     directory = tmp_path_factory.mktemp("pipeline") / "model"
-    shutil.copytree(saved_model_dir(tmp_path_factory), directory)
+    shutil.copytree(tiny_model_dir, directory)
     add_pipeline_support(directory)
     return directory
 

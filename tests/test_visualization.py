@@ -7,10 +7,10 @@ import matplotlib.image
 import numpy as np
 import pytest
 import torch
-from tiny_model import SPLITS, load_script, saved_model_dir, tiny_config
+from tiny_model import SPLITS, load_script, tiny_config
 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
-from vanilla_transformer.training.finetune import load_model_and_tokenizer
+from vanilla_transformer.export.model_dir import load_model_dir
 from vanilla_transformer.visualization import display_tokens, plot_attention
 
 SOURCE, TARGET = SPLITS.valid[0]  # "four hundred and seventy-nine", "vierhundertneunundsiebzig"
@@ -18,13 +18,13 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    return saved_model_dir(tmp_path_factory)
+def model_dir(tmp_path_factory, tiny_model_dir):
+    return tiny_model_dir
 
 
 @pytest.fixture(scope="module")
 def model_and_tokenizer(model_dir):
-    return load_model_and_tokenizer(model_dir)
+    return load_model_dir(model_dir)
 
 
 def expected_tokens(tokenizer, ids):

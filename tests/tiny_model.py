@@ -1,5 +1,6 @@
-"""A tiny translation model of the numbers task, briefly trained and saved with its tokenizer, for the tests of
-fine-tuning, pipelines, Hub sharing and attention maps. Build it once per test session with `saved_model_dir`."""
+"""The one tiny configuration of the tests (`tiny_config`), and a tiny translation model of the numbers task built
+from it, briefly trained and saved with its tokenizer (`build_model_dir`), for the tests of fine-tuning, pipelines,
+Hub sharing and attention maps. conftest.py builds it once per session: use the ``tiny_model_dir`` fixture."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import importlib.util
 from pathlib import Path
 from types import ModuleType
 
-import pytest
 import torch
 from torch.utils.data import DataLoader
 from transformers import GenerationConfig
@@ -23,23 +23,22 @@ SPLITS = make_numbers_task(240, 16, 0, max_number=999, seed=0)
 GENERATION = dict(num_beams=4, max_new_tokens=24)
 """What an exported model's generation_config.json holds besides the token ids: the paper's beam size."""
 
-_BUILT: dict[str, Path] = {}
+TINY_CONFIG = dict(
+    d_model=32,
+    encoder_layers=2,
+    decoder_layers=2,
+    encoder_attention_heads=4,
+    decoder_attention_heads=4,
+    encoder_ffn_dim=64,
+    decoder_ffn_dim=64,
+    dropout=0.0,
+    max_position_embeddings=64,
+)
+"""The architecture of every tiny model of the tests: 2+2 layers of width 32, 4 heads."""
 
 
-def tiny_config(vocab_size: int, **overrides) -> VanillaTransformerConfig:
-    kwargs = dict(
-        vocab_size=vocab_size,
-        d_model=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        dropout=0.0,
-        max_position_embeddings=64,
-    )
-    return VanillaTransformerConfig(**{**kwargs, **overrides})
+def tiny_config(vocab_size: int = 40, **overrides) -> VanillaTransformerConfig:
+    return VanillaTransformerConfig(**{**TINY_CONFIG, "vocab_size": vocab_size, **overrides})
 
 
 def build_model_dir(directory: Path, *, steps: int = 80, seed: int = 0) -> Path:
@@ -76,13 +75,6 @@ def build_model_dir(directory: Path, *, steps: int = 80, seed: int = 0) -> Path:
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
-
-
-def saved_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny model directory, built on the first call of the session. Tests must not change it: copy it first."""
-    if "model" not in _BUILT:
-        _BUILT["model"] = build_model_dir(tmp_path_factory.mktemp("tiny-model"))
-    return _BUILT["model"]
 
 
 def load_script(name: str) -> ModuleType:

@@ -35,20 +35,19 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Sequence
-from pathlib import Path
 
 import torch
 from torch.nn import functional as F
 from tqdm.auto import tqdm
 from transformers import (
-    AutoModelForSeq2SeqLM,
-    AutoTokenizer,
     GenerationConfig,
     PreTrainedConfig,
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
 from transformers.modeling_outputs import BaseModelOutput
+
+from .export.model_dir import check_model_dir, load_model_dir
 
 NUM_BEAMS = 4
 """Beam size of section 6.1."""
@@ -308,27 +307,9 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def check_model_dir(directory: str | Path) -> None:
-    """Raise a FileNotFoundError unless `directory` is a Hugging Face model directory, naming the likely mistake."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise FileNotFoundError(f"no model directory at {directory}")
-    if not (directory / "config.json").is_file():
-        if (directory / "model" / "config.json").is_file():
-            raise FileNotFoundError(
-                f"{directory} is a training run directory, not a model directory: pass {directory / 'model'}"
-            )
-        raise FileNotFoundError(f"{directory} holds no config.json: it is not a Hugging Face model directory")
-
-
-def load_translation_model(
-    directory: str | Path, device: str | torch.device = "cpu"
-) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """The model (in eval mode, on `device`) and the tokenizer of a Hugging Face model directory."""
-    check_model_dir(directory)
-    tokenizer = AutoTokenizer.from_pretrained(directory)
-    model = AutoModelForSeq2SeqLM.from_pretrained(directory).to(device).eval()
-    return model, tokenizer
+# The one check and the one loader of a model directory live in `vanilla_transformer.export.model_dir`; these names stay
+# for code written against this module.
+load_translation_model = load_model_dir
 
 
 __all__ = [

@@ -2,7 +2,8 @@
 
 transformers 5 removed both tasks from `transformers.pipeline` (asking for them raises a KeyError). A task that a
 model's config.json lists under ``custom_pipelines`` is looked up there first, though, so a model directory that holds
-this file and that entry (`vanilla_transformer.hub.add_pipeline_support` writes both) gets them back, with remote code:
+this file and that entry (`vanilla_transformer.export.model_dir.add_pipeline_support` writes both) gets them back,
+with remote code:
 
 ```python
 >>> from transformers import pipeline

@@ -22,9 +22,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from matplotlib.figure import Figure
 from tokenizers import decoders
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from .extras import import_optional
 
 KINDS: dict[str, str] = {
     "encoder_self": "Encoder self-attention",
@@ -207,6 +208,7 @@ def _plot_heads(
     rows = math.ceil(num_heads / columns)
     panel_width = max(2.5, 0.22 * len(key_tokens) + 1.2)
     panel_height = max(2.5, 0.22 * len(query_tokens) + 1.0)
+    Figure = import_optional("matplotlib.figure", "plots", "drawing attention maps").Figure
     figure = Figure(figsize=(columns * panel_width + 1.0, rows * panel_height + 0.6), dpi=dpi, layout="constrained")
     axes = figure.subplots(rows, columns, squeeze=False).ravel()
     font_size = 8 if max(len(query_tokens), len(key_tokens)) <= 30 else 6

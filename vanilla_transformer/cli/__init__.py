@@ -5,7 +5,12 @@
     python -m vanilla_transformer train          # the same
 
 Each subcommand lives in its own module of this package and is imported only when it runs, so that ``--help`` and
-light commands do not pay for the training stack.
+light commands do not pay for the training stack. A command whose extra is not installed stops with the
+``pip install "vanilla-transformer[<extra>]"`` line that installs it.
+
+Multi-process training goes through Accelerate's launcher, with the module form of the command::
+
+    accelerate launch --num_processes 8 -m vanilla_transformer train --preset wmt14-base
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Sequence
+
+from ..extras import install_hint, missing_modules
 
 PROG = "vanilla-transformer"
 
@@ -32,6 +39,19 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+COMMAND_EXTRA: dict[str, str] = {
+    "train": "train",  # and "plots" for the training curves, skipped without matplotlib
+    "evaluate": "train",
+    "average": "train",
+    "train-tokenizer": "train",
+    "finetune": "train",
+    "export-ctranslate2": "serve",
+    "attention": "plots",
+    "import-marian": "marian",
+}
+"""The extra each command needs beyond the core install; translate, push and export-marian need none."""
+
+
 def _usage() -> str:
     width = max(map(len, COMMANDS))
     lines = [f"usage: {PROG} <command> [options]", "", "commands:"]
@@ -49,6 +69,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
         print(f"{PROG}: unknown command {command!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    extra = COMMAND_EXTRA.get(command)
+    missing = missing_modules(extra) if extra else []
+    if missing:
+        print(
+            f"{PROG} {command} needs the '{extra}' extra ({', '.join(missing)} not installed): {install_hint(extra)}",
+            file=sys.stderr,
+        )
         return 2
     module_name, _, function = COMMANDS[command][0].partition(":")
     module = importlib.import_module(f"{__name__}.{module_name}")

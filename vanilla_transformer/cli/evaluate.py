@@ -18,7 +18,8 @@ import torch
 
 import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
 from vanilla_transformer.data import read_lines
-from vanilla_transformer.generation import add_decoding_arguments, load_translation_model, translate
+from vanilla_transformer.export.model_dir import load_model_dir
+from vanilla_transformer.generation import add_decoding_arguments, translate
 from vanilla_transformer.training import score_translations
 
 
@@ -65,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         sources = _read_lines(args.source, "--source")
         _check_same_length(sources, references, "--source", args)
-        model, tokenizer = load_translation_model(args.model, args.device)
+        model, tokenizer = load_model_dir(args.model, args.device)
         hypotheses = translate(
             model,
             tokenizer,

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from vanilla_transformer.data import clean_pairs, load_hf_translation, make_numbers_task
+from vanilla_transformer.data import CorpusSpec, clean_pairs, load_corpus
 from vanilla_transformer.tokenization import train_tokenizer
 
 logger = logging.getLogger("train_tokenizer")
@@ -53,11 +53,12 @@ def training_texts(args: argparse.Namespace) -> Sequence[str | Path]:
     if args.files:
         return args.files
     if args.hf_dataset is not None:
-        pairs = load_hf_translation(
-            args.hf_dataset, args.hf_config, split=args.split, src_lang=args.src_lang, tgt_lang=args.tgt_lang
+        spec = CorpusSpec(
+            f"hf:{args.hf_dataset}", dataset_config=args.hf_config, src_lang=args.src_lang, tgt_lang=args.tgt_lang
         )
+        pairs = load_corpus(spec, args.split)
     else:
-        pairs = make_numbers_task(args.numbers, 0, 0).train
+        pairs = load_corpus(CorpusSpec("numbers", numbers=(args.numbers, 0, 0)), "train")
     pairs, _ = clean_pairs(pairs)
     return [text for pair in pairs for text in pair]
 

@@ -18,7 +18,8 @@ from transformers import AutoTokenizer
 
 import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
 from vanilla_transformer.data import read_lines, split_lines
-from vanilla_transformer.generation import add_decoding_arguments, check_model_dir, load_translation_model, translate
+from vanilla_transformer.export.model_dir import check_model_dir, load_model_dir
+from vanilla_transformer.generation import add_decoding_arguments, translate
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -59,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             threads=args.num_threads or 0,
         )
     else:
-        model, tokenizer = load_translation_model(args.model, args.device)
+        model, tokenizer = load_model_dir(args.model, args.device)
         translations = translate(
             model,
             tokenizer,

@@ -1,11 +1,11 @@
 """Parallel corpora: loading and cleaning (`corpora`), the built-in numbers task (`numbers`), token-based batching
 and collation (`batching`).
 
-A corpus is a list of ``(source, target)`` string pairs. The loaders return the
-text as stored; :func:`clean_pairs` then normalizes whitespace and filters.
-Typical use::
+A corpus is named by a :class:`CorpusSpec` (`spec`), the one way every command names its data, and read with
+:func:`load_corpus` or :func:`load_splits`; the result is a list of ``(source, target)`` string pairs, as stored.
+:func:`clean_pairs` then normalizes whitespace and filters. Typical use::
 
-    pairs = read_parallel_text("train.en", "train.de")
+    pairs = load_corpus(CorpusSpec("text", data_dir="data/multi30k"), "train")  # train.en, train.de
     pairs, stats = clean_pairs(pairs, max_length=256, tokenizer=tokenizer)
     examples = tokenize_pairs(pairs, tokenizer)
     sampler = TokenBatchSampler(example_lengths(examples), max_tokens=50_000)
@@ -45,9 +45,11 @@ from .corpora import (
     split_lines,
 )
 from .numbers import make_numbers_task
+from .spec import CorpusSpec, load_corpus, load_splits
 
 __all__ = [
     "CleaningStats",
+    "CorpusSpec",
     "Example",
     "IGNORE_INDEX",
     "Pair",
@@ -58,7 +60,9 @@ __all__ = [
     "clean_text",
     "example_lengths",
     "hilbert_index",
+    "load_corpus",
     "load_hf_translation",
+    "load_splits",
     "make_numbers_task",
     "padding_fraction",
     "read_jsonl",

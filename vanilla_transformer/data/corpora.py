@@ -9,8 +9,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import datasets
 from transformers import PreTrainedTokenizerBase
+
+from ..extras import import_optional
 
 logger = logging.getLogger(__name__)
 
@@ -146,6 +147,7 @@ def load_hf_translation(
     """
     if src_lang == tgt_lang:
         raise ValueError(f"src_lang and tgt_lang must differ, both are {src_lang!r}")
+    datasets = import_optional("datasets", "train", "loading a Hugging Face dataset")
     try:
         dataset = datasets.load_dataset(name, config, split=split, **load_kwargs)
     except (FileNotFoundError, ValueError) as error:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import random
 
-from num2words import num2words
-
+from ..extras import import_optional
 from .corpora import Splits
 
 
@@ -36,6 +35,7 @@ def make_numbers_task(
         raise ValueError(
             f"num_train + num_valid + num_test = {total} distinct numbers do not fit in 1..max_number={max_number}"
         )
+    num2words = import_optional("num2words", "train", "the numbers task").num2words
     numbers = random.Random(seed).sample(range(1, max_number + 1), total)
     pairs = [(num2words(number, lang="en"), num2words(number, lang="de")) for number in numbers]
     return Splits(

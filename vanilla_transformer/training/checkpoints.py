@@ -16,7 +16,7 @@ Nothing is loaded with pickle, so a crafted checkpoint cannot run code (older, p
 Section 6.1 of the paper: "For the base models, we used a single model obtained by averaging the last 5
 checkpoints, which were written at 10-minute intervals. For the big models, we averaged the last 20 checkpoints."
 `average_checkpoints` averages the weights of such checkpoints, parameter by parameter; `load_weights` puts them into
-a model and `export_model` writes it as a Hugging Face model directory.
+a model and `save_model_dir` writes it as a Hugging Face model directory.
 """
 
 from __future__ import annotations

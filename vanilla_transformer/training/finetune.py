@@ -4,7 +4,7 @@ The Trainer path, next to the package's own training loop: label smoothing, grad
 generating translations and scoring them with the package's BLEU `evaluate` module, and keeping the checkpoint with
 the best BLEU::
 
-    model, tokenizer = load_model_and_tokenizer("runs/base")           # a directory or a Hub id
+    model, tokenizer = load_model_dir("runs/base/model")               # a directory or a Hub id
     args = training_arguments("runs/finetuned", max_steps=2000, eval_steps=200)
     result = finetune(model, tokenizer, train_pairs, eval_pairs, args)
     result.metrics["bleu"], result.output_dir                         # the best checkpoint, saved for `from_pretrained`
@@ -25,123 +25,69 @@ Two details of the Trainer matter for this model (transformers 5.23, ``trainer.p
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from transformers import (
-    AutoModelForSeq2SeqLM,
-    AutoTokenizer,
     DataCollatorForSeq2Seq,
     EvalPrediction,
     PreTrainedModel,
     PreTrainedTokenizerBase,
     Seq2SeqTrainer,
     Seq2SeqTrainingArguments,
+    TrainerCallback,
 )
 
-from ..data import Pair, clean_pairs, read_jsonl, read_parallel_text, read_tsv, tokenize_pairs
-from ..export.hub import SUMMARY_FILE, add_pipeline_support
+from ..data import Pair, clean_pairs, tokenize_pairs
+from ..export.model_dir import SUMMARY_FILE, save_model_dir
 from ..metrics import compute_chrf, exact_match, load_bleu_metric
-from ..tokenization import check_tokenizer_matches_config
 
 logger = logging.getLogger(__name__)
 
 
-def read_pairs(
-    paths: Sequence[str | os.PathLike[str]], *, src_lang: str | None = None, tgt_lang: str | None = None
-) -> list[Pair]:
-    """Read a parallel corpus with the loaders of `vanilla_transformer.data`.
-
-    Args:
-        paths: Two aligned plain-text files (source, then target); or one ``.tsv`` file (source in the first column,
-            target in the second); or one ``.jsonl`` file whose objects have the keys `src_lang` and `tgt_lang`.
-        src_lang: Source language code, the source key of a ``.jsonl`` file.
-        tgt_lang: Target language code, the target key of a ``.jsonl`` file.
-
-    Raises:
-        ValueError: If the paths fit none of these forms.
-    """
-    if len(paths) == 2:
-        return read_parallel_text(*paths)
-    if len(paths) == 1:
-        path = Path(paths[0])
-        if path.suffix == ".tsv":
-            return read_tsv(path)
-        if path.suffix == ".jsonl":
-            if src_lang is None or tgt_lang is None:
-                raise ValueError(f"reading {path} needs its keys src_lang and tgt_lang, got {src_lang=}, {tgt_lang=}")
-            return read_jsonl(path, src_lang, tgt_lang)
-    raise ValueError(
-        f"paths must be two plain-text files (source, target) or one .tsv or .jsonl file, "
-        f"got paths={[str(path) for path in paths]}"
-    )
-
-
-def load_model_and_tokenizer(
-    model_name_or_path: str | os.PathLike[str], *, revision: str | None = None
-) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Load a saved model and the tokenizer saved with it, from a directory or a Hub repository.
-
-    Raises:
-        ValueError: If there is no model or no tokenizer there, or they do not fit each other.
-    """
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(model_name_or_path, revision=revision)
-    except (OSError, ValueError) as error:
-        raise ValueError(
-            f"model_name_or_path={str(model_name_or_path)!r} has no loadable tokenizer; save it with "
-            f"tokenizer.save_pretrained() next to the model ({error})"
-        ) from error
-    try:
-        model = AutoModelForSeq2SeqLM.from_pretrained(model_name_or_path, revision=revision)
-    except (OSError, ValueError) as error:
-        raise ValueError(f"model_name_or_path={str(model_name_or_path)!r} has no loadable model ({error})") from error
-    check_tokenizer_matches_config(tokenizer, model.config)
-    return model, tokenizer
+FINETUNE_DEFAULTS: dict[str, Any] = dict(
+    learning_rate=1e-4,
+    lr_scheduler_type="linear",
+    warmup_steps=0.05,
+    adam_beta1=0.9,
+    adam_beta2=0.98,
+    adam_epsilon=1e-9,
+    label_smoothing_factor=0.1,
+    per_device_train_batch_size=32,
+    per_device_eval_batch_size=32,
+    eval_strategy="steps",
+    eval_steps=500,
+    logging_steps=50,
+    save_total_limit=2,
+    predict_with_generate=True,
+    load_best_model_at_end=True,
+    metric_for_best_model="bleu",
+    greater_is_better=True,
+    report_to="none",
+)
+"""Where fine-tuning departs from `Seq2SeqTrainingArguments`' defaults: the paper's Adam (beta2 0.98, epsilon 1e-9)
+and label smoothing 0.1; linear warmup and decay of a fine-tuning learning rate (1e-4); evaluation by generation
+every 500 steps, a checkpoint at each evaluation, and the checkpoint with the best BLEU loaded and kept at the end."""
 
 
 def training_arguments(output_dir: str | os.PathLike[str], **overrides: Any) -> Seq2SeqTrainingArguments:
-    """`Seq2SeqTrainingArguments` for fine-tuning, evaluated by BLEU every `eval_steps` steps.
+    """`Seq2SeqTrainingArguments` for fine-tuning: `FINETUNE_DEFAULTS`, with any field overridden by keyword.
 
-    The defaults: the paper's Adam (beta2 0.98, epsilon 1e-9) and label smoothing 0.1; linear warmup and decay of a
-    fine-tuning learning rate (1e-4); evaluation by generation every 500 steps with the model's generation config,
-    a checkpoint at each evaluation, and the checkpoint with the best BLEU loaded and kept at the end. Any
-    `Seq2SeqTrainingArguments` field can be overridden by keyword; checkpoints are saved when the model is evaluated.
+    Checkpoints are saved when the model is evaluated (``save_strategy`` and ``save_steps`` default to
+    ``eval_strategy`` and ``eval_steps``).
 
     Raises:
         ValueError: If an override is not a field of `Seq2SeqTrainingArguments`.
     """
-    kwargs: dict[str, Any] = dict(
-        output_dir=str(output_dir),
-        learning_rate=1e-4,
-        lr_scheduler_type="linear",
-        warmup_steps=0.05,
-        adam_beta1=0.9,
-        adam_beta2=0.98,
-        adam_epsilon=1e-9,
-        label_smoothing_factor=0.1,
-        per_device_train_batch_size=32,
-        per_device_eval_batch_size=32,
-        eval_strategy="steps",
-        eval_steps=500,
-        logging_steps=50,
-        save_total_limit=2,
-        predict_with_generate=True,
-        load_best_model_at_end=True,
-        metric_for_best_model="bleu",
-        greater_is_better=True,
-        report_to="none",
-    )
     unknown = sorted(set(overrides) - set(Seq2SeqTrainingArguments.__dataclass_fields__))
     if unknown:
         raise ValueError(f"unknown Seq2SeqTrainingArguments field(s) {unknown} in overrides")
-    kwargs.update(overrides)
+    kwargs = {**FINETUNE_DEFAULTS, "output_dir": str(output_dir), **overrides}
     kwargs.setdefault("save_strategy", kwargs["eval_strategy"])
     kwargs.setdefault("save_steps", kwargs["eval_steps"])
     return Seq2SeqTrainingArguments(**kwargs)
@@ -182,11 +128,12 @@ def build_trainer(
     args: Seq2SeqTrainingArguments,
     *,
     max_length: int | None = 256,
+    callbacks: Sequence[TrainerCallback] = (),
 ) -> Seq2SeqTrainer:
     """A `Seq2SeqTrainer` over tokenized pairs, its batches made by `DataCollatorForSeq2Seq` with the model.
 
     Args:
-        model: The model to fine-tune, for example from `load_model_and_tokenizer`.
+        model: The model to fine-tune, for example from `vanilla_transformer.export.model_dir.load_model_dir`.
         tokenizer: Its tokenizer.
         train_pairs: Training pairs, cleaned with `clean_pairs`; pairs with a side longer than `max_length` tokens
             are dropped.
@@ -213,6 +160,7 @@ def build_trainer(
         eval_dataset=tokenize_pairs(eval_pairs, tokenizer),
         processing_class=tokenizer,
         compute_metrics=TranslationMetrics(tokenizer),
+        callbacks=list(callbacks),
     )
 
 
@@ -238,49 +186,55 @@ def finetune(
     args: Seq2SeqTrainingArguments,
     *,
     max_length: int | None = 256,
-    base_model: str | None = None,
-    dataset: str | None = None,
-    src_lang: str | None = None,
-    tgt_lang: str | None = None,
-    eval_split: str | None = None,
+    description: Mapping[str, Any] | None = None,
+    resume_from_checkpoint: str | bool | None = None,
+    callbacks: Sequence[TrainerCallback] = (),
 ) -> FinetuneResult:
     """Fine-tune, then save the checkpoint with the best evaluation BLEU to ``args.output_dir``.
 
-    The output directory then holds, next to the Trainer's ``checkpoint-*`` folders, a model directory like the one
-    the main training job exports: the weights and code files, ``config.json`` (which also registers the
-    translation pipelines, see `add_pipeline_support`), ``generation_config.json``, the tokenizer, and
-    `SUMMARY_FILE`, the run summary that `vanilla_transformer.hub` turns into a model card.
+    The output directory then holds, next to the Trainer's ``checkpoint-*`` folders, a model directory written by
+    `save_model_dir` like the one the main training job exports, with `SUMMARY_FILE`, the run summary that
+    `vanilla_transformer.export.hub` turns into a model card.
 
     Args:
-        model, tokenizer, train_pairs, eval_pairs, args, max_length: As for `build_trainer`.
-        base_model: Name of the model fine-tuned, recorded in the summary.
-        dataset, src_lang, tgt_lang, eval_split: Description of the data, recorded in the summary.
+        model, tokenizer, train_pairs, eval_pairs, args, max_length, callbacks: As for `build_trainer`.
+        description: Recorded in the summary: ``base_model`` (the model fine-tuned), ``dataset`` (a Hub id),
+            ``dataset_name``, ``dataset_config``, ``src_lang``, ``tgt_lang``, ``eval_split``.
+        resume_from_checkpoint: A checkpoint folder to continue from, or True for the last one in
+            ``args.output_dir`` (default: ``args.resume_from_checkpoint``).
 
     Returns:
         The output directory, the final evaluation metrics, the summary and the Trainer's log.
     """
     # Seq2SeqTrainer's evaluation fills every unset field of the model's generation config with its default
-    # (max_length=20 among them), which save_model would then write: the model is saved with the original instead.
+    # (max_length=20 among them), which saving would then write: the model is saved with the original instead.
     generation_config = copy.deepcopy(model.generation_config)
-    trainer = build_trainer(model, tokenizer, train_pairs, eval_pairs, args, max_length=max_length)
-    train_output = trainer.train()
+    trainer = build_trainer(model, tokenizer, train_pairs, eval_pairs, args, max_length=max_length, callbacks=callbacks)
+    if resume_from_checkpoint is None:
+        resume_from_checkpoint = args.resume_from_checkpoint
+    train_output = trainer.train(resume_from_checkpoint=resume_from_checkpoint)
     evaluation = trainer.evaluate()  # of the best checkpoint, loaded by load_best_model_at_end
     metrics = {key.removeprefix("eval_"): value for key, value in evaluation.items()}
-    trainer.model.generation_config = generation_config
-    trainer.save_model(args.output_dir)
-
+    summary = _summary(trainer, train_output.metrics, metrics, description or {})
     output_dir = Path(args.output_dir)
-    signatures = trainer.compute_metrics.signatures
+    if trainer.is_world_process_zero():
+        save_model_dir(trainer.model, tokenizer, output_dir, generation_config=generation_config, summary=summary)
+    logger.info("saved the model with eval BLEU %.2f to %s", metrics.get("bleu", float("nan")), output_dir)
+    return FinetuneResult(output_dir, metrics, summary, trainer.state.log_history)
+
+
+def _summary(
+    trainer: Seq2SeqTrainer, train_metrics: Mapping[str, float], metrics: Mapping[str, float], description: Mapping
+) -> dict[str, Any]:
+    """The fine-tuning run's figures, in the schema of `vanilla_transformer.export.hub.read_training_summary`."""
+    args, signatures = trainer.args, trainer.compute_metrics.signatures
     summary = {
-        "base_model": base_model,
-        "dataset": dataset,
-        "src_lang": src_lang,
-        "tgt_lang": tgt_lang,
-        "eval_split": eval_split,
+        **{key: value for key, value in description.items() if value is not None},
         "train_pairs": len(trainer.train_dataset),
         "steps": trainer.state.global_step,
         "epochs": trainer.state.epoch,
-        "train_hours": train_output.metrics["train_runtime"] / 3600,
+        "train_hours": train_metrics["train_runtime"] / 3600,
+        "num_processes": args.world_size,
         "bleu": metrics.get("bleu"),
         "signature": signatures.get("bleu"),
         "chrf": metrics.get("chrf"),
@@ -298,19 +252,14 @@ def finetune(
             "best_step": trainer.state.best_global_step,
         },
     }
-    summary = {key: value for key, value in summary.items() if value is not None}
-    (output_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    add_pipeline_support(output_dir)
-    logger.info("saved the model with eval BLEU %.2f to %s", metrics.get("bleu", float("nan")), output_dir)
-    return FinetuneResult(output_dir, metrics, summary, trainer.state.log_history)
+    return {key: value for key, value in summary.items() if value is not None}
 
 
 __all__ = [
+    "FINETUNE_DEFAULTS",
     "FinetuneResult",
     "TranslationMetrics",
     "build_trainer",
     "finetune",
-    "load_model_and_tokenizer",
-    "read_pairs",
     "training_arguments",
 ]

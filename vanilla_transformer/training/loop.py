@@ -64,6 +64,7 @@ from .options import TrainingConfig
 from .preflight import check_training_pairs
 from .results import _export, _training_summary
 from .run_dir import inspect_run_dir, mark_run_started, prepare_run_dir
+from ..export.model_dir import write_training_summary
 from .schedule import noam_schedule
 from .setup import _prepare_tokenizer, build_model_config, load_splits
 from .step import _to_device, accumulate_gradients
@@ -288,6 +289,9 @@ def train(config: TrainingConfig) -> dict[str, Any]:
         "train_minutes": progress.seconds / 60,
         "train_tokens_per_second": train_tokens / train_seconds if train_seconds else None,
         "padding_share": padding_share,
+        "train_pairs": len(train_examples),
+        "num_processes": accelerator.num_processes,
+        "tokens_per_step": tokens_per_step,
     }
     candidates = {"averaged": averaged, "last": checkpoints[-1:]}
     chosen = "averaged"
@@ -309,11 +313,8 @@ def train(config: TrainingConfig) -> dict[str, Any]:
     accelerator.log({name: value for name, value in results.items() if isinstance(value, float)}, step=progress.step)
     if accelerator.is_main_process:
         (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-        summary = _training_summary(config, results, train_pairs=len(splits.train))
-        (run_dir / "model" / "training_summary.json").write_text(
-            json.dumps(summary, indent=2) + "\n", encoding="utf-8"
-        )
-        plot_metrics(run_dir / "metrics.jsonl", run_dir / "metrics.png")
+        write_training_summary(run_dir / "model", _training_summary(config, results))
+        plot_metrics(run_dir / "metrics.jsonl", run_dir / "metrics.png", required=False)
     # The DDP wrapper's C++ reducer holds the gloo/NCCL process group. Were it the group's last holder, the group
     # would be destroyed as train() returns, with the GIL held, and wait for its worker threads, which may need the
     # GIL to free the tensors of a finished collective: a deadlock (pytorch/pytorch#56297), seen here in 8 of 30

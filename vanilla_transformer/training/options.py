@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 from ..configuration_vanilla_transformer import PRESETS as MODEL_PRESETS
+from ..data.spec import KINDS as DATASET_KINDS
 
 _REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 TRAINING_CONFIG_NAME = "training_config.json"
-DATASET_KINDS = ("numbers", "text", "tsv", "jsonl", "hf:<name>")
 
 
 def _option(default: Any, help: str, *, may_change_on_resume: bool = False) -> Any:

@@ -8,8 +8,8 @@ from typing import Any
 
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
-from ..export.hub import add_pipeline_support
-from ..export.model_dir import export_model
+from ..export.model_dir import save_model_dir
+from ..generation import paper_generation_config
 from ..modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
 )
@@ -22,39 +22,43 @@ from .options import TRAINING_CONFIG_NAME, TrainingConfig
 from .setup import build_model_config
 
 
-def _export(model, tokenizer: PreTrainedTokenizerBase, directory: Path, config: TrainingConfig) -> Path:
-    """The final model directory, with the translation pipelines as remote code (transformers 5 removed them)."""
-    directory = export_model(
-        model,
-        tokenizer,
-        directory,
+def _export(
+    model, tokenizer: PreTrainedTokenizerBase, directory: Path, config: TrainingConfig, summary: dict | None = None
+) -> Path:
+    """The final model directory, decoding with the run's beam search settings."""
+    generation_config = paper_generation_config(
+        model.config,
         num_beams=config.num_beams,
         length_penalty=config.length_penalty,
         max_new_tokens=config.max_length + config.max_length_offset,
     )
-    add_pipeline_support(directory)
-    return directory
+    return save_model_dir(model, tokenizer, directory, generation_config=generation_config, summary=summary)
 
 
-def _training_summary(config: TrainingConfig, results: dict[str, Any], train_pairs: int) -> dict[str, Any]:
-    """The run's figures for the model card, in the schema of `vanilla_transformer.hub.read_training_summary`."""
+def _training_summary(config: TrainingConfig, results: dict[str, Any]) -> dict[str, Any]:
+    """The run's figures for the model card, from its ``results.json`` (`results`), in the schema of
+    `vanilla_transformer.export.hub.read_training_summary`."""
     hub_dataset = config.dataset.removeprefix("hf:") if config.dataset.startswith("hf:") else None
     return {
         "dataset": hub_dataset,
+        "dataset_name": hub_dataset or config.dataset,
         "dataset_config": config.dataset_config if hub_dataset else None,
         "src_lang": config.src_lang,
         "tgt_lang": config.tgt_lang,
-        "train_pairs": train_pairs,
+        "train_pairs": results.get("train_pairs"),
         "eval_split": config.test_split,
         "steps": results["step"],
-        "train_hours": results["seconds"] / 3600,
+        "epochs": results.get("epochs"),
+        "train_hours": results["train_minutes"] / 60,
+        "num_processes": results.get("num_processes"),
+        "tokens_per_step": results.get("tokens_per_step"),
         "bleu": results.get("test_bleu"),
         "signature": results.get("test_bleu_signature"),
         "chrf": results.get("test_chrf"),
         "exact_match": results.get("test_exact_match"),
         "recipe": {
             "preset": config.preset,
-            "tokens per step": config.max_tokens * (config.grad_accum or 1),
+            "tokens per micro-batch and process": config.max_tokens,
             "warmup steps": config.warmup_steps,
             "learning-rate scale": config.lr_scale,
             "label smoothing": config.label_smoothing,

@@ -9,15 +9,8 @@ from accelerate import Accelerator
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from ..configuration_vanilla_transformer import VanillaTransformerConfig
-from ..data import (
-    Pair,
-    Splits,
-    load_hf_translation,
-    make_numbers_task,
-    read_jsonl,
-    read_parallel_text,
-    read_tsv,
-)
+from ..data import CorpusSpec, Pair, Splits
+from ..data import load_splits as load_corpus_splits
 from ..tokenization import train_tokenizer
 from .options import TrainingConfig
 
@@ -26,50 +19,19 @@ from .options import TrainingConfig
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def load_splits(config: TrainingConfig) -> Splits:
-    """The train, validation and test pairs of ``config.dataset``, as stored.
-
-    ``text`` reads ``<split>.<src_lang>`` and ``<split>.<tgt_lang>`` from ``data_dir``, ``tsv`` reads
-    ``<split>.tsv`` (source in the first column, target in the second), ``jsonl`` reads ``<split>.jsonl`` (keys
-    ``src_lang`` and ``tgt_lang``), and ``hf:<name>`` loads the splits of a Hugging Face dataset.
-    """
-    if config.train_src is not None or config.train_tgt is not None:
-        return _read_aligned_files(config)
-    split_names = (config.train_split, config.valid_split, config.test_split)
-    if config.dataset == "numbers":
-        return make_numbers_task(config.num_train, config.num_valid, config.num_test, max_number=config.max_number)
-    if config.dataset.startswith("hf:"):
-        name = config.dataset.removeprefix("hf:")
-        return Splits(
-            *(
-                load_hf_translation(
-                    name, config.dataset_config, split=split, src_lang=config.src_lang, tgt_lang=config.tgt_lang
-                )
-                for split in split_names
-            )
-        )
-    if config.data_dir is None:
-        raise ValueError(f"--dataset={config.dataset} reads its files from --data-dir, which is not set")
-    data_dir = Path(config.data_dir)
-    if not data_dir.is_dir():
-        raise FileNotFoundError(f"--data-dir={config.data_dir} is not a directory")
-    if config.dataset == "text":
-        return Splits(
-            *(
-                read_parallel_text(data_dir / f"{split}.{config.src_lang}", data_dir / f"{split}.{config.tgt_lang}")
-                for split in split_names
-            )
-        )
-    if config.dataset == "tsv":
-        return Splits(*(read_tsv(data_dir / f"{split}.tsv") for split in split_names))
-    return Splits(
-        *(read_jsonl(data_dir / f"{split}.jsonl", config.src_lang, config.tgt_lang) for split in split_names)
+def corpus_spec(config: TrainingConfig) -> CorpusSpec:
+    """The run's corpus: ``--dataset`` and ``--data-dir``, or the aligned files of ``--train-src`` and the rest."""
+    common = dict(
+        data_dir=config.data_dir,
+        dataset_config=config.dataset_config,
+        src_lang=config.src_lang,
+        tgt_lang=config.tgt_lang,
+        numbers=(config.num_train, config.num_valid, config.num_test),
+        max_number=config.max_number,
     )
-
-
-def _read_aligned_files(config: TrainingConfig) -> Splits:
-    """The splits from ``--train-src/--train-tgt``, ``--valid-src/--valid-tgt`` and ``--test-src/--test-tgt``."""
-    splits = []
+    if config.train_src is None and config.train_tgt is None:
+        return CorpusSpec(kind=config.dataset, **common)
+    files = {}
     for split in ("train", "valid", "test"):
         src, tgt = getattr(config, f"{split}_src"), getattr(config, f"{split}_tgt")
         if src is None or tgt is None:
@@ -77,8 +39,15 @@ def _read_aligned_files(config: TrainingConfig) -> Splits:
                 f"aligned files need all of --train-src/--train-tgt, --valid-src/--valid-tgt and --test-src/--test-tgt; "
                 f"got --{split}-src={src!r} and --{split}-tgt={tgt!r}"
             )
-        splits.append(read_parallel_text(src, tgt))
-    return Splits(*splits)
+        files[split] = (src, tgt)
+    return CorpusSpec.from_files(files, **common)
+
+
+def load_splits(config: TrainingConfig) -> Splits:
+    """The train, validation and test pairs of the run's corpus (`corpus_spec`), as stored."""
+    spec = corpus_spec(config)
+    names = ("train", "valid", "test") if spec.files else (config.train_split, config.valid_split, config.test_split)
+    return load_corpus_splits(spec, names)
 
 
 def build_model_config(config: TrainingConfig) -> VanillaTransformerConfig:

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from accelerate.tracking import GeneralTracker, on_main_process
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+
+from ..extras import MissingExtraError, import_optional
 
 logger = logging.getLogger(__name__)
 
@@ -91,11 +91,21 @@ _PANELS = (
 """The plot's panels: the y-axis label, and the curves as {metric name: legend}."""
 
 
-def plot_metrics(jsonl_path: str | Path, png_path: str | Path) -> None:
+def plot_metrics(jsonl_path: str | Path, png_path: str | Path, *, required: bool = True) -> bool:
     """Plot the training and validation loss, and the validation BLEU, chrF and exact match, against the step.
 
-    Uses matplotlib's Agg canvas directly, so it works without a display and leaves pyplot's state alone.
+    Uses matplotlib's Agg canvas directly, so it works without a display and leaves pyplot's state alone. Without
+    matplotlib (the ``plots`` extra) it raises `MissingExtraError`, or with ``required=False`` logs that the plot is
+    skipped and returns False.
     """
+    try:
+        FigureCanvasAgg = import_optional("matplotlib.backends.backend_agg", "plots", "plotting").FigureCanvasAgg
+        Figure = import_optional("matplotlib.figure", "plots", "plotting").Figure
+    except MissingExtraError as error:
+        if required:
+            raise
+        logger.warning("skipping %s: %s", png_path, error)
+        return False
     rows = read_metrics(jsonl_path)
     figure = Figure(figsize=(11, 4), layout="constrained")
     FigureCanvasAgg(figure)
@@ -111,6 +121,7 @@ def plot_metrics(jsonl_path: str | Path, png_path: str | Path) -> None:
         if axes.has_data():
             axes.legend()
     figure.savefig(png_path, dpi=100)
+    return True
 
 
 __all__ = ["JsonlTracker", "plot_metrics", "read_metrics"]

@@ -1,0 +1,137 @@
+"""The one way to name a corpus: a `CorpusSpec`, read by `load_corpus` (one split) and `load_splits` (three).
+
+Every command names its data with one: ``vanilla-transformer train`` (``--dataset``, ``--data-dir``,
+``--train-src``...), ``finetune`` (``--train``/``--eval``, ``--hf-dataset``, ``--numbers``), ``train-tokenizer``
+(files, ``--hf-dataset``, ``--numbers``), and the benchmarks (``scripts/benchmarking.load_corpus``).
+
+Kinds (`CorpusSpec.kind`):
+
+* ``numbers``: the built-in task (`make_numbers_task`), splits ``train``, ``valid`` and ``test`` of the sizes in
+  ``numbers``;
+* ``text``: ``<data_dir>/<split>.<src_lang>`` and ``<split>.<tgt_lang>``, aligned line by line;
+* ``tsv``: ``<data_dir>/<split>.tsv``, source in the first column, target in the second;
+* ``jsonl``: ``<data_dir>/<split>.jsonl``, objects with the keys ``src_lang`` and ``tgt_lang``;
+* ``hf:<name>``: the split of a Hugging Face dataset (configuration ``dataset_config``).
+
+``files`` names a split's files directly instead (`CorpusSpec.from_files`): two aligned text files, one ``.tsv``
+or one ``.jsonl`` file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .corpora import Pair, Splits, load_hf_translation, read_jsonl, read_parallel_text, read_tsv
+from .numbers import make_numbers_task
+
+KINDS = ("numbers", "text", "tsv", "jsonl", "hf:<name>")
+
+
+@dataclass(frozen=True)
+class CorpusSpec:
+    """Where a parallel corpus is and how to read it; see the module's documentation for the kinds."""
+
+    kind: str
+    data_dir: str | None = None
+    dataset_config: str | None = None
+    src_lang: str = "en"
+    tgt_lang: str = "de"
+    files: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Files of a split by split name, overriding ``data_dir``: (source, target) text files, or one .tsv/.jsonl."""
+    numbers: tuple[int, int, int] = (20_000, 500, 500)
+    """Numbers task: the sizes of the train, valid and test splits."""
+    max_number: int = 99_999
+    """Numbers task: the numbers are drawn from 1..max_number."""
+    option: str = "--data-dir"
+    """The command-line option that sets ``data_dir``, named in errors."""
+
+    def __post_init__(self) -> None:
+        if not (self.kind in KINDS[:-1] or (self.kind.startswith("hf:") and len(self.kind) > 3)):
+            raise ValueError(f"unknown corpus kind {self.kind!r}; choose one of {', '.join(KINDS)}")
+
+    @property
+    def hub_dataset(self) -> str | None:
+        """The Hugging Face dataset of an ``hf:<name>`` corpus."""
+        return self.kind.removeprefix("hf:") if self.kind.startswith("hf:") else None
+
+    @classmethod
+    def from_files(cls, files: Mapping[str, Sequence[str | os.PathLike[str]]], **kwargs: object) -> CorpusSpec:
+        """A corpus given as files per split, e.g. ``{"train": ["train.en", "train.de"], "valid": ["dev.tsv"]}``.
+
+        Raises:
+            ValueError: If a split's paths are neither two files, nor one ``.tsv`` or ``.jsonl`` file.
+        """
+        kinds = {split: _files_kind(paths) for split, paths in files.items()}
+        kind = next(iter(kinds.values()), "text")
+        as_strings = {split: tuple(str(path) for path in paths) for split, paths in files.items()}
+        return cls(kind=kind, files=as_strings, **kwargs)
+
+
+def load_corpus(spec: CorpusSpec, split: str) -> list[Pair]:
+    """The pairs of one split of `spec`, as stored (clean them with `clean_pairs`).
+
+    Raises:
+        FileNotFoundError: If a file or the data directory is missing; the message names ``spec.option``.
+        ValueError: If the split or a language is missing from a dataset, or a file is malformed.
+    """
+    if split in spec.files:
+        return _read_files(spec.files[split], spec)
+    if spec.kind == "numbers":
+        splits = make_numbers_task(*spec.numbers, max_number=spec.max_number)
+        if split not in ("train", "valid", "test"):
+            raise ValueError(f"the numbers task has the splits train, valid and test, not {split!r}")
+        return getattr(splits, split)
+    if spec.hub_dataset is not None:
+        return load_hf_translation(
+            spec.hub_dataset, spec.dataset_config, split=split, src_lang=spec.src_lang, tgt_lang=spec.tgt_lang
+        )
+    data_dir = _data_dir(spec)
+    if spec.kind == "text":
+        return read_parallel_text(data_dir / f"{split}.{spec.src_lang}", data_dir / f"{split}.{spec.tgt_lang}")
+    if spec.kind == "tsv":
+        return read_tsv(data_dir / f"{split}.tsv")
+    return read_jsonl(data_dir / f"{split}.jsonl", spec.src_lang, spec.tgt_lang)
+
+
+def load_splits(spec: CorpusSpec, names: Sequence[str] = ("train", "valid", "test")) -> Splits:
+    """The train, validation and test pairs of `spec`, read from the splits `names` (in that order)."""
+    if spec.kind == "numbers" and not spec.files:
+        return make_numbers_task(*spec.numbers, max_number=spec.max_number)
+    return Splits(*(load_corpus(spec, name) for name in names))
+
+
+def _data_dir(spec: CorpusSpec) -> Path:
+    if spec.data_dir is None:
+        raise ValueError(f"a {spec.kind} corpus is read from {spec.option}, which is not set")
+    data_dir = Path(spec.data_dir)
+    if not data_dir.is_dir():
+        raise FileNotFoundError(
+            f"{spec.option}={spec.data_dir} is not a directory: pass {spec.option} with the corpus's files"
+        )
+    return data_dir
+
+
+def _files_kind(paths: Sequence[str | os.PathLike[str]]) -> str:
+    if len(paths) == 2:
+        return "text"
+    if len(paths) == 1 and Path(paths[0]).suffix in (".tsv", ".jsonl"):
+        return Path(paths[0]).suffix[1:]
+    raise ValueError(
+        f"a split's files are two aligned plain-text files (source, target) or one .tsv or .jsonl file, "
+        f"got {[str(path) for path in paths]}"
+    )
+
+
+def _read_files(paths: tuple[str, ...], spec: CorpusSpec) -> list[Pair]:
+    kind = _files_kind(paths)
+    if kind == "text":
+        return read_parallel_text(*paths)
+    if kind == "tsv":
+        return read_tsv(paths[0])
+    return read_jsonl(paths[0], spec.src_lang, spec.tgt_lang)
+
+
+__all__ = ["KINDS", "CorpusSpec", "load_corpus", "load_splits"]
