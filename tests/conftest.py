@@ -36,3 +36,16 @@ def confident_copy_model():
     from copy_task import train_copy_model
 
     return train_copy_model(steps=400)
+
+
+@pytest.fixture(scope="session")
+def tiny_run_dir(tmp_path_factory) -> Path:
+    """The run directory of an uninterrupted ``vanilla-transformer train`` of 8 steps (`tiny_model.TINY`), with
+    dropout. Tests must not change it."""
+    from tiny_model import TINY
+
+    from vanilla_transformer.training import parse_args, train
+
+    output_dir = tmp_path_factory.mktemp("tiny-run")
+    train(parse_args([*TINY, "--output-dir", str(output_dir)]))
+    return output_dir

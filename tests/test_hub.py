@@ -18,9 +18,11 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig
 
 import vanilla_transformer.export.hub as hub
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
+from vanilla_transformer.data import clean_pairs, make_numbers_task
+from vanilla_transformer.training.tracking import read_metrics
 
 REPO_ID = "org/tiny-numbers"
-TEMPLATE = Path(__file__).resolve().parents[1] / "model_card.md"
+REPOSITORY_CARD = Path(__file__).resolve().parents[1] / "model_card.md"
 SUMMARY = {
     "dataset": "numbers",
     "src_lang": "en",
@@ -84,77 +86,111 @@ def test_dry_run_folder_holds_the_model_code_tokenizer_and_card(dry_run, model_d
     assert json.loads((dry_run / "training_summary.json").read_text()) == SUMMARY
 
 
-def test_model_card_metadata_and_figures(dry_run):
-    card = ModelCard.load(dry_run / "README.md")
-    metadata = card.data.to_dict()
-    assert {key: metadata[key] for key in ("license", "language", "datasets", "pipeline_tag", "library_name")} == {
-        "license": "apache-2.0",
-        "language": ["en", "de"],
-        "datasets": ["numbers"],
-        "pipeline_tag": "translation",
-        "library_name": "transformers",
-    }
-    assert "translation" in metadata["tags"]
-    assert card.data.model_name == "tiny-numbers"
-    results = {result.metric_type: result for result in card.data.eval_results}
-    assert {metric: result.metric_value for metric, result in results.items()} == {
-        "bleu": 12.35,
-        "chrf": 45.68,
-        "exact_match": 25.0,
-    }
-    assert {(result.task_type, result.dataset_type, result.dataset_name) for result in results.values()} == {
-        ("translation", "numbers", "numbers")
-    }
+def test_packaged_template_is_the_repository_model_card():
+    """The wheel ships export/model_card.md; the repository's top-level model_card.md is its source."""
+    assert hub.TEMPLATE.read_bytes() == REPOSITORY_CARD.read_bytes()
 
-    text = card.text
-    parameters = sum(tensor.numel() for tensor in load_file(dry_run / "model.safetensors").values())
+
+@pytest.fixture(scope="module")
+def run_card(tiny_run_dir, tmp_path_factory):
+    """The card of a real tiny training run's model, from `vanilla-transformer push --dry-run` with the packaged
+    template."""
+    folder = tmp_path_factory.mktemp("run-card") / "upload"
+    assert load_script("push").main([str(tiny_run_dir / "model"), REPO_ID, "--dry-run", str(folder)]) == 0
+    return ModelCard.load(folder / "README.md")
+
+
+def test_model_card_figures_are_what_the_run_measured(run_card, tiny_run_dir):
+    """Every figure of the card against the run's own files (results.json, training_config.json, metrics.jsonl) and
+    the training pairs counted again after cleaning."""
+    results = json.loads((tiny_run_dir / "results.json").read_text())
+    config = json.loads((tiny_run_dir / "training_config.json").read_text())
+    logged = [row for row in read_metrics(tiny_run_dir / "metrics.jsonl") if "train_loss" in row]
+    tokenizer = AutoTokenizer.from_pretrained(tiny_run_dir / "tokenizer")
+    splits = make_numbers_task(
+        config["num_train"], config["num_valid"], config["num_test"], max_number=config["max_number"]
+    )
+    kept, _ = clean_pairs(clean_pairs(splits.train)[0], max_length=config["max_length"], tokenizer=tokenizer)
+    parameters = sum(p.numel() for p in load_file(tiny_run_dir / "model" / "model.safetensors").values())
+    train_minutes = results["train_minutes"]
+    assert 0 < train_minutes * 60 < results["seconds"]  # the training loop's time, not the whole command's
+
+    text = run_card.text
     for expected in (
-        "# tiny-numbers",
-        'pipeline("translation", model="org/tiny-numbers", trust_remote_code=True)',
         f"| Parameters | {parameters:,} |",
-        "| BLEU | 12.35 |",
-        "| chrF | 45.68 |",
-        f"- BLEU signature: `{SUMMARY['signature']}`",
-        "Scores on **valid**",
-        "- Optimizer steps: 80 (10.50 epochs)",
-        "| `learning_rate` | 0.003 |",
-        "beam size 4",
-        "Trained for the tests only.",
-        "- Initialisation: none: trained from scratch",
-        "- Corpus: numbers (configuration: not recorded)",
+        f"- Training pairs, after cleaning: {len(kept):,}",
+        f"- Optimizer steps: {logged[-1]['step']:,} ({results['epochs']:.2f} epochs)",
+        f"- Tokens per step: {config['max_tokens']:,} padded source + target tokens, over 1 process(es)",
+        f"- Training time: {train_minutes:.3g} minutes",
+        f"Scores on **{config['test_split']}**",
+        f"| BLEU | {results['test_bleu']:.2f} |",
+        f"| chrF | {results['test_chrf']:.2f} |",
+        f"| Exact match (%) | {results['test_exact_match']:.2f} |",
+        f"- BLEU signature: `{results['test_bleu_signature']}`",
+        "- Initialisation: trained from scratch",
+        "- Corpus: numbers",
+        "generation config: beam size 4, length penalty\n0.6.",
     ):
         assert expected in text, expected
-    assert "{{" not in text and "to be measured" not in text and "<!--" not in text
+    assert int(results["epochs"]) == logged[-1]["epoch"] and results["epochs"] > 0
+    assert "to be measured" not in text and "not recorded" not in text and "{{" not in text and "{#" not in text
+
+    data = run_card.data
+    assert (data.model_name, data.language, data.license, data.pipeline_tag) == (
+        "tiny-numbers", ["en", "de"], "apache-2.0", "translation",
+    )  # fmt: skip
+    assert data.datasets is None and data.base_model is None  # the numbers task is not a Hub dataset
+    scores = {result.metric_type: result for result in data.eval_results}
+    assert {metric: result.metric_value for metric, result in scores.items()} == {
+        "bleu": round(results["test_bleu"], 2),
+        "chrf": round(results["test_chrf"], 2),
+        "exact_match": round(results["test_exact_match"], 2),
+    }
+    assert {(r.task_type, r.dataset_type, r.dataset_split) for r in scores.values()} == {
+        ("translation", "numbers", "test")
+    }
 
 
-def test_card_degrades_gracefully_without_figures(tmp_path):
-    fields = dict.fromkeys(hub.CARD_FIELDS) | {"model_name": "m", "repo_id": "org/m", "src_lang": "en", "chrf": 40.0}
-    card = ModelCard(hub.render_model_card(TEMPLATE, fields))
+def test_fine_tuned_model_card_names_its_base_model_and_dataset(model_dir, tmp_path):
+    summary = {
+        "base_model": "org/base",
+        "dataset": "wmt14",
+        "dataset_name": "wmt14",
+        "dataset_config": "de-en",
+        "eval_split": "validation",
+        "src_lang": "en",
+        "tgt_lang": "de",
+        "bleu": 12.3456,
+        "train_hours": 2.5,
+    }
+    model = VanillaTransformerForConditionalGeneration.from_pretrained(model_dir)
+    card = hub.build_model_card(model, summary, REPO_ID)
+    assert (card.data.base_model, card.data.datasets) == ("org/base", ["wmt14"])
+    (result,) = card.data.eval_results
+    assert (result.dataset_type, result.dataset_config, result.dataset_split, result.metric_value) == (
+        "wmt14", "de-en", "validation", 12.35,
+    )  # fmt: skip
+    assert "- Initialisation: fine-tuned from org/base" in card.text and "- Training time: 2.5 hours" in card.text
+    assert "- Corpus: wmt14 (configuration: de-en)" in card.text and "| BLEU | 12.35 |" in card.text
 
-    assert [(result.metric_type, result.metric_value) for result in card.data.eval_results or []] == []
+    local = hub.build_model_card(model, {**summary, "base_model": str(tmp_path / "runs" / "x" / "model")}, REPO_ID)
+    assert local.data.base_model is None and f"fine-tuned from {tmp_path}" in local.text  # not a Hub id
+
+
+def test_card_without_figures_says_so(model_dir):
+    model = VanillaTransformerForConditionalGeneration.from_pretrained(model_dir)
+    card = hub.build_model_card(model, {}, "org/m")
     metadata = card.data.to_dict()
-    assert metadata["language"] == ["en"] and "datasets" not in metadata and "model-index" not in metadata
-    assert "| BLEU | to be measured |" in card.text and "- BLEU signature: to be measured" in card.text
-    assert "Corpus: not recorded" in card.text and "{{" not in card.text
-
-    fields |= {"dataset": "wmt14", "tgt_lang": "de"}
-    card = ModelCard(hub.render_model_card(TEMPLATE, fields))
-    assert [(result.metric_type, result.metric_value) for result in card.data.eval_results] == [("chrf", 40.0)]
-    assert card.data.to_dict()["language"] == ["en", "de"] and "| chrF | 40.00 |" in card.text
+    assert card.data.eval_results is None and "model-index" not in metadata and "language" not in metadata
+    assert "The run recorded no scores." in card.text and "- Training pairs, after cleaning: not recorded" in card.text
 
 
 def test_bad_templates_summaries_and_model_dirs_raise(model_dir, tmp_path):
-    fields = dict.fromkeys(hub.CARD_FIELDS)
+    model = VanillaTransformerForConditionalGeneration.from_pretrained(model_dir)
     template = tmp_path / "card.md"
-    template.write_text("---\nlicense: mit\n---\nBLEU: {{ blue }}\n")
-    with pytest.raises(ValueError, match=r"unknown field\(s\) \['blue'\]"):
-        hub.render_model_card(template, fields)
-    template.write_text("# no metadata\n{{ bleu }}\n")
-    with pytest.raises(ValueError, match="does not start with a YAML metadata header"):
-        hub.render_model_card(template, fields)
-    template.write_text("---\nlicense: mit\n---\n{{ bleu }\n")
-    with pytest.raises(ValueError, match="malformed placeholder"):
-        hub.render_model_card(template, fields)
+    template.write_text("---\n{{ card_data }}\n---\nBLEU: {{ bleu }\n")
+    with pytest.raises(ValueError, match="does not render"):
+        hub.build_model_card(model, {}, REPO_ID, template)
 
     summary = tmp_path / "training_summary.json"
     summary.write_text(json.dumps({"bleu": "high"}))
@@ -164,11 +200,11 @@ def test_bad_templates_summaries_and_model_dirs_raise(model_dir, tmp_path):
     no_tokenizer = tmp_path / "no-tokenizer"
     shutil.copytree(model_dir, no_tokenizer, ignore=shutil.ignore_patterns("tokenizer*"))
     with pytest.raises(ValueError, match=r"model_dir='.*no-tokenizer' has no tokenizer"):
-        hub.prepare_upload_folder(no_tokenizer, tmp_path / "out", repo_id=REPO_ID, template=TEMPLATE)
+        hub.prepare_upload_folder(no_tokenizer, tmp_path / "out", repo_id=REPO_ID)
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "file").touch()
     with pytest.raises(ValueError, match=r"folder='.*busy' exists and is not an empty directory"):
-        hub.prepare_upload_folder(model_dir, tmp_path / "busy", repo_id=REPO_ID, template=TEMPLATE)
+        hub.prepare_upload_folder(model_dir, tmp_path / "busy", repo_id=REPO_ID)
 
 
 def test_a_model_saved_without_generation_config_gets_the_papers(model_dir, tmp_path):
@@ -180,13 +216,13 @@ def test_a_model_saved_without_generation_config_gets_the_papers(model_dir, tmp_
     model.save_pretrained(plain)
     AutoTokenizer.from_pretrained(model_dir).save_pretrained(plain)
 
-    folder = hub.prepare_upload_folder(plain, tmp_path / "out", repo_id=REPO_ID, template=TEMPLATE)
+    folder = hub.prepare_upload_folder(plain, tmp_path / "out", repo_id=REPO_ID)
 
     generation = GenerationConfig.from_pretrained(folder)
     assert (generation.num_beams, generation.length_penalty, generation.max_new_tokens) == (4, 0.6, 256)
     assert generation.decoder_start_token_id == model.config.decoder_start_token_id
     assert "training_summary.json" not in {path.name for path in folder.iterdir()}
-    assert "| BLEU | to be measured |" in (folder / "README.md").read_text()
+    assert "The run recorded no scores." in (folder / "README.md").read_text()
 
 
 def test_push_to_hub_creates_the_repo_and_uploads_the_dry_run_folder(model_dir, dry_run, monkeypatch):
@@ -205,7 +241,7 @@ def test_push_to_hub_creates_the_repo_and_uploads_the_dry_run_folder(model_dir, 
             return type("CommitInfo", (), {"commit_url": f"https://huggingface.co/{repo_id}/commit/abc"})()
 
     monkeypatch.setattr(hub, "HfApi", FakeHfApi)
-    url = hub.push_to_hub(model_dir, REPO_ID, template=TEMPLATE, private=True, token="hf_test")
+    url = hub.push_to_hub(model_dir, REPO_ID, private=True, token="hf_test")
 
     assert url == "https://huggingface.co/org/tiny-numbers/commit/abc"
     assert calls[:2] == [

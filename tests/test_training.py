@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from accelerate import Accelerator
-from tiny_model import load_script
+from tiny_model import TINY, load_script
 from torch.nn import functional as F
 from transformers import AutoModelForSeq2SeqLM
 
@@ -35,16 +35,6 @@ from vanilla_transformer.training.tracking import read_metrics
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 
-# A run of seconds: 160 numbers, a 10k-parameter model, 8 steps; checkpoints at steps 3, 6 and 8.
-TINY = [
-    "--num-train", "160", "--num-valid", "12", "--num-test", "12", "--vocab-size", "300",
-    "--d-model", "16", "--layers", "1", "--heads", "2", "--ffn-dim", "32", "--dropout", "0.1",
-    "--max-tokens", "400", "--max-steps", "8", "--warmup-steps", "4", "--log-every", "1", "--eval-every", "4",
-    "--save-every", "3", "--keep-checkpoints", "2", "--average-checkpoints", "2", "--max-length-offset", "3",
-    "--num-threads", "1", "--num-samples", "1",
-]  # fmt: skip
-
-
 class Killed(Exception):
     """Stands for the process being killed."""
 
@@ -58,11 +48,9 @@ def same_weights(first: dict[str, torch.Tensor], second: dict[str, torch.Tensor]
 
 
 @pytest.fixture(scope="module")
-def reference_run(tmp_path_factory) -> Path:
+def reference_run(tiny_run_dir) -> Path:
     """An uninterrupted tiny run of 8 steps, with dropout."""
-    output_dir = tmp_path_factory.mktemp("reference")
-    train(tiny_run(output_dir))
-    return output_dir
+    return tiny_run_dir
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -309,7 +297,10 @@ def test_two_processes_equal_one_process_accumulating_two_micro_batches(tmp_path
     train(parse_args([*options, "--grad-accum", "2", "--output-dir", str(tmp_path / "one")]))
 
     two, one = tmp_path / "two", tmp_path / "one"
-    assert json.loads((two / "results.json").read_text())["step"] == 4
+    results = json.loads((two / "results.json").read_text())
+    assert (results["step"], results["num_processes"], results["tokens_per_step"]) == (4, 2, 2 * 400)
+    summary = read_training_summary(two / "model" / "training_summary.json")
+    assert (summary["num_processes"], summary["tokens_per_step"]) == (2, 800)
     assert (two / "checkpoints" / "checkpoint-00000004" / "rng-1.safetensors").is_file()  # rank 1 saved too
     for name in ("checkpoint-00000002", "checkpoint-00000004"):
         assert same_weights(

@@ -13,7 +13,8 @@ from tiny_model import load_script
 from torch.nn import functional as F
 
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
-from vanilla_transformer.export.model_dir import export_model
+from vanilla_transformer.export.model_dir import save_model_dir
+from vanilla_transformer.generation import paper_generation_config
 from vanilla_transformer.generation import beam_search, gnmt_length_penalty, translate
 from vanilla_transformer.tokenization import EOS_ID, train_tokenizer
 
@@ -250,7 +251,8 @@ def test_translate_keeps_order_and_model_mode(tokenizer):
 
 def test_translate_and_evaluate_scripts(tokenizer, tmp_path, monkeypatch, capsys):
     model = tiny_model(vocab_size=len(tokenizer), seed=1)
-    model_dir = export_model(model, tokenizer, tmp_path / "model", num_beams=4, length_penalty=0.6, max_new_tokens=20)
+    generation_config = paper_generation_config(model.config, max_new_tokens=20)
+    model_dir = save_model_dir(model, tokenizer, tmp_path / "model", generation_config=generation_config)
     sentences = ["one two three", "four", "five six seven eight nine"]
     source = tmp_path / "test.en"
     source.write_text("\n".join(sentences) + "\n", encoding="utf-8")

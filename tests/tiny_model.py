@@ -20,6 +20,15 @@ from vanilla_transformer.tokenization import train_tokenizer
 SPLITS = make_numbers_task(240, 16, 0, max_number=999, seed=0)
 """English to German number words, 1 to 999."""
 
+# A run of seconds: 160 numbers, a 10k-parameter model, 8 steps; checkpoints at steps 3, 6 and 8.
+TINY = [
+    "--num-train", "160", "--num-valid", "12", "--num-test", "12", "--vocab-size", "300",
+    "--d-model", "16", "--layers", "1", "--heads", "2", "--ffn-dim", "32", "--dropout", "0.1",
+    "--max-tokens", "400", "--max-steps", "8", "--warmup-steps", "4", "--log-every", "1", "--eval-every", "4",
+    "--save-every", "3", "--keep-checkpoints", "2", "--average-checkpoints", "2", "--max-length-offset", "3",
+    "--num-threads", "1", "--num-samples", "1",
+]  # fmt: skip
+
 GENERATION = dict(num_beams=4, max_new_tokens=24)
 """What an exported model's generation_config.json holds besides the token ids: the paper's beam size."""
 
