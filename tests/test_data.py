@@ -13,13 +13,16 @@ from torch.utils.data import DataLoader
 
 from vanilla_transformer.data import (
     CleaningStats,
+    CorpusSpec,
     TokenBatchSampler,
     TranslationCollator,
     clean_pairs,
     clean_text,
     example_lengths,
     hilbert_index,
+    load_corpus,
     load_hf_translation,
+    load_splits,
     make_numbers_task,
     padding_fraction,
     read_jsonl,
@@ -453,3 +456,41 @@ def test_padding_on_multi30k_is_under_five_percent(multi30k_train):
     sampler = TokenBatchSampler(lengths, max_tokens=4096)
 
     assert padding_fraction(sampler, lengths) < 0.05
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The corpus spec: one way to name a corpus
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_corpus_spec_reads_every_kind_alike(tmp_path):
+    pairs = [("one", "eins"), ("two", "zwei")]
+    (tmp_path / "train.en").write_text("one\ntwo\n", encoding="utf-8")
+    (tmp_path / "train.de").write_text("eins\nzwei\n", encoding="utf-8")
+    (tmp_path / "train.tsv").write_text("one\teins\ntwo\tzwei\n", encoding="utf-8")
+    (tmp_path / "train.jsonl").write_text('{"en": "one", "de": "eins"}\n{"en": "two", "de": "zwei"}\n')
+    for kind in ("text", "tsv", "jsonl"):
+        assert load_corpus(CorpusSpec(kind, data_dir=str(tmp_path)), "train") == pairs, kind
+    for files in ([tmp_path / "train.en", tmp_path / "train.de"], [tmp_path / "train.tsv"], [tmp_path / "train.jsonl"]):
+        assert load_corpus(CorpusSpec.from_files({"x": files}), "x") == pairs, files
+    reversed_pairs = [(target, source) for source, target in pairs]
+    spec = CorpusSpec("jsonl", data_dir=str(tmp_path), src_lang="de", tgt_lang="en")
+    assert load_corpus(spec, "train") == reversed_pairs
+    numbers = CorpusSpec("numbers", numbers=(5, 2, 1), max_number=50)
+    assert load_splits(numbers) == make_numbers_task(5, 2, 1, max_number=50)
+    assert load_corpus(numbers, "valid") == make_numbers_task(5, 2, 1, max_number=50).valid
+
+
+def test_corpus_spec_errors_name_the_option(tmp_path):
+    with pytest.raises(ValueError, match="unknown corpus kind 'csv'"):
+        CorpusSpec("csv")
+    with pytest.raises(ValueError, match="read from --data-dir, which is not set"):
+        load_corpus(CorpusSpec("text"), "train")
+    with pytest.raises(FileNotFoundError, match=r"--data-dir=.*nowhere is not a directory"):
+        load_corpus(CorpusSpec("tsv", data_dir=str(tmp_path / "nowhere")), "train")
+    with pytest.raises(FileNotFoundError, match=r"--data-dir=.* has no dev.tsv: pass --data-dir"):
+        load_corpus(CorpusSpec("tsv", data_dir=str(tmp_path)), "dev")
+    with pytest.raises(ValueError, match=r"two aligned plain-text files .* got \[.*pairs.txt"):
+        CorpusSpec.from_files({"train": [tmp_path / "pairs.txt"]})
+    with pytest.raises(ValueError, match="splits train, valid and test, not 'dev'"):
+        load_corpus(CorpusSpec("numbers", numbers=(2, 1, 1)), "dev")

@@ -25,6 +25,7 @@ from vanilla_transformer.training import (
     accumulate_gradients,
     checkpoints,
     gradient_accumulation_steps,
+    load_splits,
     noam_learning_rate,
     noam_schedule,
     parse_args,
@@ -244,8 +245,19 @@ def test_missing_and_mismatched_files(tmp_path):
     with pytest.raises(ValueError, match="parallel files differ in length"):
         train(tiny_run(tmp_path / "run2", "--dataset", "text", "--data-dir", str(data)))
     (data / "train.de").write_text("eins\nzwei\ndrei\n")
-    with pytest.raises(FileNotFoundError, match="valid.en"):
+    with pytest.raises(FileNotFoundError, match=r"--data-dir=.* has no valid.en or valid.de: pass --data-dir"):
         train(tiny_run(tmp_path / "run3", "--dataset", "text", "--data-dir", str(data)))
+
+
+def test_a_preset_whose_files_are_missing_names_the_option_to_pass(tmp_path, monkeypatch):
+    """The multi30k preset looks for its files next to the clone; elsewhere (an installed wheel) it says to pass
+    --data-dir."""
+    config = TrainingConfig.from_preset("multi30k", output_dir=str(tmp_path / "run"))
+    assert Path(config.data_dir).name == "multi30k"
+    for data_dir, message in ((tmp_path / "nowhere", "is not a directory"), (tmp_path, "has no train.en or train.de")):
+        config = TrainingConfig.from_preset("multi30k", data_dir=str(data_dir), output_dir=str(tmp_path / "run"))
+        with pytest.raises(FileNotFoundError, match=rf"--data-dir=.*{message}.*pass --data-dir"):
+            load_splits(config)
 
 
 def test_tokenizer_larger_than_the_model_vocabulary(tmp_path):

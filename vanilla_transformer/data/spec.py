@@ -89,11 +89,15 @@ def load_corpus(spec: CorpusSpec, split: str) -> list[Pair]:
             spec.hub_dataset, spec.dataset_config, split=split, src_lang=spec.src_lang, tgt_lang=spec.tgt_lang
         )
     data_dir = _data_dir(spec)
-    if spec.kind == "text":
-        return read_parallel_text(data_dir / f"{split}.{spec.src_lang}", data_dir / f"{split}.{spec.tgt_lang}")
-    if spec.kind == "tsv":
-        return read_tsv(data_dir / f"{split}.tsv")
-    return read_jsonl(data_dir / f"{split}.jsonl", spec.src_lang, spec.tgt_lang)
+    names = {"text": [f"{split}.{spec.src_lang}", f"{split}.{spec.tgt_lang}"], "tsv": [f"{split}.tsv"]}
+    paths = [data_dir / name for name in names.get(spec.kind, [f"{split}.jsonl"])]
+    missing = [path.name for path in paths if not path.is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"{spec.option}={spec.data_dir} has no {' or '.join(missing)}: pass {spec.option} with the {spec.kind} "
+            f"files of the corpus, named <split>.{'<lang>' if spec.kind == 'text' else spec.kind}"
+        )
+    return _read_files(tuple(str(path) for path in paths), spec)
 
 
 def load_splits(spec: CorpusSpec, names: Sequence[str] = ("train", "valid", "test")) -> Splits:
