@@ -225,10 +225,12 @@ def load_corpus(vocab_size: int, data_dir: str | None = None, max_pairs: int = 1
         from vanilla_transformer.data import load_corpus as read_corpus
         from vanilla_transformer.tokenization import train_tokenizer
 
-        english, german = map(list, zip(*read_corpus(CorpusSpec("text", data_dir=str(data)), "train")[:max_pairs]))
+        english, german = map(
+            list, zip(*read_corpus(CorpusSpec("text", data_dir=str(data)), "train")[:max_pairs], strict=True)
+        )
         tokenizer = train_tokenizer(english + german, vocab_size)
         encoded = tokenizer(english, text_target=german)
-        pairs = list(zip(encoded["input_ids"], encoded["labels"]))
+        pairs = list(zip(encoded["input_ids"], encoded["labels"], strict=True))
         tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
         description = f"Multi30k en-de train, first {len(pairs)} pairs, byte-level BPE of {len(tokenizer)} tokens"
     else:
@@ -240,7 +242,7 @@ def load_corpus(vocab_size: int, data_dir: str | None = None, max_pairs: int = 1
 
         pairs = []
         for source_length, target_length in zip(
-            lengths(*SYNTHETIC_SOURCE_LENGTHS), lengths(*SYNTHETIC_TARGET_LENGTHS)
+            lengths(*SYNTHETIC_SOURCE_LENGTHS), lengths(*SYNTHETIC_TARGET_LENGTHS), strict=True
         ):
             source = rng.integers(EOS + 1, vocab_size, source_length - 1).tolist() + [EOS]
             target = rng.integers(EOS + 1, vocab_size, target_length - 1).tolist() + [EOS]
@@ -311,7 +313,7 @@ def forward_flops(
     encoder_layer = 4 * d * d + 2 * d * config.encoder_ffn_dim  # Q, K, V, output; FFN: per source token
     decoder_layer = 6 * d * d + 2 * d * config.decoder_ffn_dim  # self Q, K, V, output; cross Q, output; FFN
     macs = 0
-    for source, target in zip(source_lengths, target_lengths):
+    for source, target in zip(source_lengths, target_lengths, strict=True):
         macs += config.encoder_layers * (source * encoder_layer + 2 * source * source * d)
         macs += config.decoder_layers * (
             target * decoder_layer + source * 2 * d * d + target * (target + 1) * d + 2 * target * source * d
@@ -565,7 +567,7 @@ def _ct2_run(translator, tokens: list[str], beams: int, max_new_tokens: int):
     def run(source):
         rows = [
             [tokens[i] for i in ids[mask.bool()].tolist()]
-            for ids, mask in zip(source["input_ids"].cpu(), source["attention_mask"].cpu())
+            for ids, mask in zip(source["input_ids"].cpu(), source["attention_mask"].cpu(), strict=True)
         ]
         results = translator.translate_batch(
             rows, beam_size=beams, max_decoding_length=max_new_tokens, return_end_token=True

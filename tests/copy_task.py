@@ -7,7 +7,6 @@ from __future__ import annotations
 import random
 
 import torch
-
 from tiny_model import tiny_config
 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
@@ -15,6 +14,7 @@ from vanilla_transformer.data import TranslationCollator, tokenize_pairs
 from vanilla_transformer.tokenization import train_tokenizer
 
 WORDS = "red blue green black white small big old new dog cat bird fish man woman child runs sits eats sees".split()
+
 
 def sentences(count: int, seed: int) -> list[str]:
     rng = random.Random(seed)

@@ -471,7 +471,11 @@ def test_corpus_spec_reads_every_kind_alike(tmp_path):
     (tmp_path / "train.jsonl").write_text('{"en": "one", "de": "eins"}\n{"en": "two", "de": "zwei"}\n')
     for kind in ("text", "tsv", "jsonl"):
         assert load_corpus(CorpusSpec(kind, data_dir=str(tmp_path)), "train") == pairs, kind
-    for files in ([tmp_path / "train.en", tmp_path / "train.de"], [tmp_path / "train.tsv"], [tmp_path / "train.jsonl"]):
+    for files in (
+        [tmp_path / "train.en", tmp_path / "train.de"],
+        [tmp_path / "train.tsv"],
+        [tmp_path / "train.jsonl"],
+    ):
         assert load_corpus(CorpusSpec.from_files({"x": files}), "x") == pairs, files
     reversed_pairs = [(target, source) for source, target in pairs]
     spec = CorpusSpec("jsonl", data_dir=str(tmp_path), src_lang="de", tgt_lang="en")

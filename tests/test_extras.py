@@ -79,7 +79,9 @@ def test_a_missing_extra_is_named_with_its_pip_command(monkeypatch):
     monkeypatch.setitem(sys.modules, "num2words", None)
     with pytest.raises(MissingExtraError, match=r"numbers task needs num2words, from the 'train' extra: pip install"):
         import_optional("num2words", "train", "the numbers task")
-    with pytest.raises(MissingExtraError, match=r'training needs the \'train\' extra \(num2words not installed\): pip'):
+    with pytest.raises(
+        MissingExtraError, match=r"training needs the \'train\' extra \(num2words not installed\): pip"
+    ):
         require("train", "training")
     from vanilla_transformer.data import make_numbers_task
 

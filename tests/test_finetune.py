@@ -2,7 +2,6 @@
 under gradient accumulation), and a whole run of vanilla-transformer finetune checked against independent computations."""
 
 import json
-import shutil
 
 import numpy as np
 import pytest
@@ -140,7 +139,7 @@ def test_finetune_script_improves_the_model_and_keeps_the_best_checkpoint(model_
     summary = json.loads((output_dir / "training_summary.json").read_text())
     model = AutoModelForSeq2SeqLM.from_pretrained(output_dir)
     tokenizer = AutoTokenizer.from_pretrained(output_dir)
-    references, sources = zip(*SPLITS.valid[:8])
+    references, sources = zip(*SPLITS.valid[:8], strict=True)
     inputs = tokenizer(list(sources), padding=True, return_tensors="pt")
     hypotheses = tokenizer.batch_decode(model.generate(**inputs, num_beams=1), skip_special_tokens=True)
     assert summary["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hypotheses, [list(references)]).score)
@@ -236,11 +235,16 @@ def test_an_interrupted_finetune_resumes_to_the_same_weights(model_dir, tmp_path
     finetune(model, tokenizer, train_pairs, eval_pairs, args, callbacks=[StopAt(4)])
     assert sorted(path.name for path in interrupted.glob("checkpoint-*")) == ["checkpoint-4"]
     stopped = load_file(interrupted / "checkpoint-4" / "model.safetensors")
-    assert finetune_script.main(
-        [str(model_dir), "--output-dir", str(interrupted), *options, "--resume-from-checkpoint", "last"]
-    ) == 0
+    assert (
+        finetune_script.main(
+            [str(model_dir), "--output-dir", str(interrupted), *options, "--resume-from-checkpoint", "last"]
+        )
+        == 0
+    )
 
-    whole, resumed = (load_file(tmp_path / run / "checkpoint-8" / "model.safetensors") for run in ("whole", "interrupted"))
+    whole, resumed = (
+        load_file(tmp_path / run / "checkpoint-8" / "model.safetensors") for run in ("whole", "interrupted")
+    )
     assert not all(torch.equal(stopped[name], resumed[name]) for name in stopped)  # it trained on from step 4
     for name, tensor in whole.items():
         torch.testing.assert_close(resumed[name], tensor, rtol=0, atol=1e-6, msg=name)
@@ -248,5 +252,7 @@ def test_an_interrupted_finetune_resumes_to_the_same_weights(model_dir, tmp_path
         json.loads((tmp_path / run / "checkpoint-8" / "trainer_state.json").read_text())
         for run in ("whole", "interrupted")
     )
-    losses = [[entry["loss"] for entry in state["log_history"] if "loss" in entry] for state in (whole_state, resumed_state)]
+    losses = [
+        [entry["loss"] for entry in state["log_history"] if "loss" in entry] for state in (whole_state, resumed_state)
+    ]
     assert losses[0] == pytest.approx(losses[1], abs=1e-6) and len(losses[0]) == 4

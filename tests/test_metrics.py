@@ -115,7 +115,7 @@ def test_shipped_bleu_module_loads_offline_and_matches_sacrebleu(offline, tmp_pa
 def test_shipped_bleu_module_accepts_options_and_batches(offline, tmp_path):
     shouted = [hypothesis.upper() for hypothesis in HYPOTHESES]
     bleu = evaluate.load(str(BLEU_METRIC_PATH), cache_dir=str(tmp_path))
-    for hypothesis, reference in zip(shouted, REFERENCES):
+    for hypothesis, reference in zip(shouted, REFERENCES, strict=True):
         bleu.add(prediction=hypothesis, reference=reference)
 
     result = bleu.compute(lowercase=True)

@@ -688,7 +688,7 @@ def test_gradient_checkpointing_gives_the_same_gradients(reentrant):
     for checkpointing in (False, True):
         model = tiny_model().train()
         if checkpointing:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": reentrant})
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": reentrant})
             if reentrant:
                 model.enable_input_require_grads()
         model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss.backward()

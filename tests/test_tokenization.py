@@ -76,7 +76,7 @@ def test_sources_end_in_eos_and_labels_are_target_ids_plus_eos(tokenizer):
 
     assert set(batch) == {"input_ids", "attention_mask", "labels"}
     for source, target, input_ids, mask, labels in zip(
-        sources, targets, batch["input_ids"], batch["attention_mask"], batch["labels"]
+        sources, targets, batch["input_ids"], batch["attention_mask"], batch["labels"], strict=True
     ):
         assert input_ids == tokenizer.convert_tokens_to_ids(tokenizer.tokenize(source)) + [EOS_ID]
         assert labels == tokenizer.convert_tokens_to_ids(tokenizer.tokenize(target)) + [EOS_ID]

@@ -36,6 +36,7 @@ from vanilla_transformer.training.tracking import read_metrics
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 
+
 class Killed(Exception):
     """Stands for the process being killed."""
 
@@ -181,6 +182,7 @@ def test_run_directory_holds_a_loadable_model_and_the_last_checkpoints(reference
         for (name, first), second in zip(
             load_checkpoint_weights(reference_run / "checkpoints" / "checkpoint-00000006").items(),
             load_checkpoint_weights(reference_run / "checkpoints" / "checkpoint-00000008").values(),
+            strict=True,
         )
     }
     torch.testing.assert_close(model.model.shared.weight, average["model.shared.weight"])

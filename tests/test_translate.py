@@ -14,8 +14,7 @@ from torch.nn import functional as F
 
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
 from vanilla_transformer.export.model_dir import save_model_dir
-from vanilla_transformer.generation import paper_generation_config
-from vanilla_transformer.generation import beam_search, gnmt_length_penalty, translate
+from vanilla_transformer.generation import beam_search, gnmt_length_penalty, paper_generation_config, translate
 from vanilla_transformer.tokenization import EOS_ID, train_tokenizer
 
 
@@ -122,12 +121,13 @@ def test_exhaustive_beam_search_finds_the_best_gnmt_score_by_brute_force():
     for index, source in enumerate(sources):
         outputs = all_outputs(len(source) + offset, vocab_size)
         log_probs = sequence_log_probs(model, source, outputs)
-        best = max(zip(log_probs, outputs), key=lambda pair: pair[0] / ((5 + len(pair[1])) / 6) ** alpha)[1]
+        scored = list(zip(log_probs, outputs, strict=True))
+        best = max(scored, key=lambda pair: pair[0] / ((5 + len(pair[1])) / 6) ** alpha)[1]
         found = result[index, 1:].tolist()
         assert found[: len(best)] == best and all(token == 0 for token in found[len(best) :])
-        hugging_face_best = max(zip(log_probs, outputs), key=lambda pair: pair[0] / len(pair[1]) ** alpha)[1]
+        hugging_face_best = max(scored, key=lambda pair: pair[0] / len(pair[1]) ** alpha)[1]
         differs_from_hugging_face += best != hugging_face_best
-        differs_from_log_prob += best != max(zip(log_probs, outputs))[1]
+        differs_from_log_prob += best != max(zip(log_probs, outputs, strict=True))[1]
     # The setting tells the GNMT penalty from Hugging Face's |Y| ** alpha and from no penalty.
     assert differs_from_hugging_face > 0 and differs_from_log_prob > 0
 
@@ -150,10 +150,10 @@ def reference_beam_search(model, source: list[int], num_beams: int, alpha: float
         ends = [tokens[-1] == EOS_ID or length == max_length for _, tokens in candidates]
         finished += [
             (log_prob / ((5 + length) / 6) ** alpha, tokens)
-            for (log_prob, tokens), end in zip(candidates, ends)
+            for (log_prob, tokens), end in zip(candidates, ends, strict=True)
             if end
         ][: sum(ends[:num_beams])]
-        live = [candidate for candidate, end in zip(candidates, ends) if not end][:num_beams]
+        live = [candidate for candidate, end in zip(candidates, ends, strict=True) if not end][:num_beams]
     return max(finished)[1]
 
 

@@ -274,7 +274,7 @@ def translate(
                 length_penalty=length_penalty,
                 max_length_offset=max_length_offset,
             )
-            for i, text in zip(indices, tokenizer.batch_decode(output, skip_special_tokens=True)):
+            for i, text in zip(indices, tokenizer.batch_decode(output, skip_special_tokens=True), strict=True):
                 translations[i] = text
     finally:
         model.train(was_training)

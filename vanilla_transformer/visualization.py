@@ -250,7 +250,7 @@ def _byte_decoder() -> dict[str, int]:
         if byte not in printable:
             byte_values.append(byte)
             symbols.append(256 + len(symbols) - len(printable))
-    return {chr(symbol): byte for byte, symbol in zip(byte_values, symbols)}
+    return {chr(symbol): byte for byte, symbol in zip(byte_values, symbols, strict=True)}
 
 
 _BYTE_DECODER = _byte_decoder()

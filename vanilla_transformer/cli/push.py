@@ -1,13 +1,13 @@
 """Upload a trained model directory to a Hugging Face Hub repository, with remote code and a model card.
 
 Examples:
-    vanilla-transformer push runs/base my-org/transformer-base-en-de
-    vanilla-transformer push runs/base my-org/transformer-base-en-de --dry-run upload/   # write, do not upload
+    vanilla-transformer push runs/base/model my-org/transformer-base-en-de
+    vanilla-transformer push runs/base/model my-org/transformer-base-en-de --dry-run upload/   # write, do not upload
 
 The repository gets the model saved anew (config.json with auto_map, safetensors weights, the modeling,
 configuration and pipeline code), the tokenizer, generation_config.json, training_summary.json and a README.md model
-card filled from model_card.md with the figures of the run's training_summary.json. Log in first with
-`hf auth login`, or pass --token.
+card built from the package's model_card.md template with the figures of the run's training_summary.json. Log in
+first with `hf auth login`, or pass --token.
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ from vanilla_transformer.export.hub import prepare_upload_folder, push_to_hub
 
 logger = logging.getLogger("push_to_hub")
 
-DEFAULT_TEMPLATE = Path(__file__).resolve().parents[2] / "model_card.md"
-
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model_dir", type=Path, help="trained model directory, with its tokenizer")
     parser.add_argument("repo_id", help="Hub repository, org/name")
-    parser.add_argument("--template", type=Path, default=DEFAULT_TEMPLATE, help="model card template")
+    parser.add_argument(
+        "--template", type=Path, help="model card template, a Jinja file (default: the package's model_card.md)"
+    )
     parser.add_argument("--private", action="store_true", help="create the repository private")
     parser.add_argument("--token", help="Hub token with write access (default: the saved login)")
     parser.add_argument("--commit-message", default="Upload vanilla Transformer", help="message of the upload commit")

@@ -27,11 +27,11 @@ def tokenize_pairs(pairs: Sequence[Pair], tokenizer: PreTrainedTokenizerBase) ->
     """Tokenize pairs into examples with ``input_ids`` (source) and ``labels`` (target)."""
     if not pairs:
         return []
-    sources, targets = zip(*pairs)
+    sources, targets = zip(*pairs, strict=True)
     encoded = tokenizer(list(sources), text_target=list(targets))
     return [
         {"input_ids": input_ids, "labels": labels}
-        for input_ids, labels in zip(encoded["input_ids"], encoded["labels"])
+        for input_ids, labels in zip(encoded["input_ids"], encoded["labels"], strict=True)
     ]
 
 
@@ -168,7 +168,7 @@ class TokenBatchSampler(Sampler[list[int]]):
         """Cut examples, in ``order``, greedily into batches within ``max_tokens``."""
         sizes = []
         size = max_src = max_tgt = 0
-        for src, tgt in zip(self._src_lengths[order].tolist(), self._tgt_lengths[order].tolist()):
+        for src, tgt in zip(self._src_lengths[order].tolist(), self._tgt_lengths[order].tolist(), strict=True):
             max_src, max_tgt = max(max_src, src), max(max_tgt, tgt)
             if size and (size + 1) * (max_src + max_tgt) > self.max_tokens:
                 sizes.append(size)

@@ -38,7 +38,7 @@ def read_parallel_text(src_path: str | os.PathLike[str], tgt_path: str | os.Path
             f"parallel files differ in length: {src_path} has {len(sources)} lines, "
             f"{tgt_path} has {len(targets)} lines"
         )
-    return list(zip(sources, targets))
+    return list(zip(sources, targets, strict=True))
 
 
 def read_tsv(path: str | os.PathLike[str], src_column: int | str = 0, tgt_column: int | str = 1) -> list[Pair]:
@@ -162,7 +162,7 @@ def load_hf_translation(
             )
         columns.append(column)
     table = flat.select_columns(columns).to_dict()
-    return list(zip(table[columns[0]], table[columns[1]]))
+    return list(zip(table[columns[0]], table[columns[1]], strict=True))
 
 
 def read_lines(path: str | os.PathLike[str]) -> list[str]:
@@ -259,11 +259,11 @@ def clean_pairs(
     non_empty = [(src, tgt) for src, tgt in cleaned if src and tgt]
     kept = non_empty
     if max_length is not None and non_empty:
-        sources, targets = zip(*non_empty)
+        sources, targets = zip(*non_empty, strict=True)
         src_lengths, tgt_lengths = _lengths(list(sources), tokenizer), _lengths(list(targets), tokenizer)
         kept = [
             pair
-            for pair, src_length, tgt_length in zip(non_empty, src_lengths, tgt_lengths)
+            for pair, src_length, tgt_length in zip(non_empty, src_lengths, tgt_lengths, strict=True)
             if src_length <= max_length and tgt_length <= max_length
         ]
     stats = CleaningStats(

@@ -168,6 +168,7 @@ def build_model_card(
     ``ffn_dim``, ``vocab_size``) and the saved generation config (``num_beams``, ``length_penalty``).
 
     Raises:
+        FileNotFoundError: If there is no template at `template`.
         ValueError: If the template does not render to a card with a valid metadata header.
     """
     config, generation = model.config, model.generation_config
@@ -187,6 +188,8 @@ def build_model_card(
         length_penalty=generation.length_penalty if generation.length_penalty is not None else 1.0,
     )
     template = Path(template or TEMPLATE)
+    if not template.is_file():
+        raise FileNotFoundError(f"no model card template at {template}")
     try:
         card = ModelCard.from_template(model_card_data(summary, model_name), template_path=str(template), **values)
     except Exception as error:  # jinja2's errors, or the metadata checks of ModelCard

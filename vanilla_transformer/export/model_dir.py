@@ -132,8 +132,7 @@ def load_model_dir(
         tokenizer = AutoTokenizer.from_pretrained(name_or_path, revision=revision)
     except (OSError, ValueError) as error:
         raise ValueError(
-            f"{str(name_or_path)!r} has no loadable tokenizer; save it next to the model with save_model_dir "
-            f"({error})"
+            f"{str(name_or_path)!r} has no loadable tokenizer; save it next to the model with save_model_dir ({error})"
         ) from error
     try:
         model = AutoModelForSeq2SeqLM.from_pretrained(name_or_path, revision=revision)

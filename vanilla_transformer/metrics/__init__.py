@@ -91,7 +91,7 @@ def compute_chrf(
 def exact_match(hypotheses: Sequence[str], references: Sequence[str]) -> float:
     """Percentage (0 to 100) of hypotheses identical to their reference, compared as they are."""
     _check_lengths(hypotheses, references)
-    return 100.0 * sum(hyp == ref for hyp, ref in zip(hypotheses, references)) / len(hypotheses)
+    return 100.0 * sum(hyp == ref for hyp, ref in zip(hypotheses, references, strict=True)) / len(hypotheses)
 
 
 def load_bleu_metric(**kwargs: Any) -> evaluate.EvaluationModule:

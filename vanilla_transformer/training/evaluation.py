@@ -182,7 +182,7 @@ def _test(
             (run_dir / f"test.{suffix}").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
         samples = "".join(
             f"\n  {src}\n    -> {hyp}" + ("" if hyp == ref else f"   (reference: {ref})")
-            for src, hyp, ref in list(zip(sources, hypotheses, references))[: config.num_samples]
+            for src, hyp, ref in list(zip(sources, hypotheses, references, strict=True))[: config.num_samples]
         )
         logger.info(f"sample test translations:{samples}", main_process_only=True)
         logger.info(

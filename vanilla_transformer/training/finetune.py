@@ -44,7 +44,7 @@ from transformers import (
 )
 
 from ..data import Pair, clean_pairs, tokenize_pairs
-from ..export.model_dir import SUMMARY_FILE, save_model_dir
+from ..export.model_dir import save_model_dir
 from ..metrics import compute_chrf, exact_match, load_bleu_metric
 
 logger = logging.getLogger(__name__)
@@ -209,7 +209,9 @@ def finetune(
     # Seq2SeqTrainer's evaluation fills every unset field of the model's generation config with its default
     # (max_length=20 among them), which saving would then write: the model is saved with the original instead.
     generation_config = copy.deepcopy(model.generation_config)
-    trainer = build_trainer(model, tokenizer, train_pairs, eval_pairs, args, max_length=max_length, callbacks=callbacks)
+    trainer = build_trainer(
+        model, tokenizer, train_pairs, eval_pairs, args, max_length=max_length, callbacks=callbacks
+    )
     if resume_from_checkpoint is None:
         resume_from_checkpoint = args.resume_from_checkpoint
     train_output = trainer.train(resume_from_checkpoint=resume_from_checkpoint)

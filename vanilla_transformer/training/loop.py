@@ -46,6 +46,7 @@ from ..data import (
     padding_fraction,
     tokenize_pairs,
 )
+from ..export.model_dir import write_training_summary
 from ..modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
 )
@@ -242,7 +243,9 @@ def train(config: TrainingConfig) -> dict[str, Any]:
             window_steps, window_grad_norm = window_steps + 1, window_grad_norm + grad_norm
 
             if progress.step % config.log_every == 0:
-                totals = dict(zip(window, accelerator.reduce(torch.stack(list(window.values())), "sum").tolist()))
+                totals = dict(
+                    zip(window, accelerator.reduce(torch.stack(list(window.values())), "sum").tolist(), strict=True)
+                )
                 seconds = time.perf_counter() - window_start
                 train_seconds, train_tokens = train_seconds + seconds, train_tokens + totals["tokens"]
                 logs = {

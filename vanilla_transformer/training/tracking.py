@@ -109,11 +109,11 @@ def plot_metrics(jsonl_path: str | Path, png_path: str | Path, *, required: bool
     rows = read_metrics(jsonl_path)
     figure = Figure(figsize=(11, 4), layout="constrained")
     FigureCanvasAgg(figure)
-    for axes, (ylabel, curves) in zip(figure.subplots(1, len(_PANELS)), _PANELS):
+    for axes, (ylabel, curves) in zip(figure.subplots(1, len(_PANELS)), _PANELS, strict=True):
         for key, label in curves.items():
             points = [(row["step"], row[key]) for row in rows if key in row]
             if points:
-                steps, values = zip(*points)
+                steps, values = zip(*points, strict=True)
                 axes.plot(steps, values, marker="." if len(points) < 50 else None, label=label)
         axes.set_xlabel("step")
         axes.set_ylabel(ylabel)
