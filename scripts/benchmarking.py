@@ -715,7 +715,18 @@ def format_report(report: dict[str, Any]) -> str:
         "| measure | ours / MarianMT | ours | MarianMT |",
         "| --- | ---: | ---: | ---: |",
     ]
+    lines += _comparison_rows(report)
+    lines += _mfu_table(report.get("train"))
+    lines += _ctranslate2_table(report)
+    lines += _equality_checks(report.get("generate"))
+    lines += _scaling_table(report.get("scaling"))
+    return "\n".join(lines)
+
+
+def _comparison_rows(report: dict[str, Any]) -> list[str]:
+    """Rows of the ours / MarianMT table: training and generation throughput, peak memory."""
     train, generate, memory = report.get("train"), report.get("generate"), report.get("memory")
+    lines = []
     if train:
         for name, label in (("random", "random batches"), ("bucketed", "token-bucketed batches")):
             row = train[name]
@@ -740,71 +751,91 @@ def format_report(report: dict[str, Any]) -> str:
             ours, marian = memory[f"ours_generate{beams}_bytes"], memory[f"marian_generate{beams}_bytes"]
             label = "greedy" if beams == 1 else f"beam-{beams}"
             lines.append(f"| peak memory, {label} generate() | {ours / marian:.2f}x | {_mib(ours)} | {_mib(marian)} |")
-    if train:
+    return lines
+
+
+def _mfu_table(train: dict[str, Any] | None) -> list[str]:
+    if not train:
+        return []
+    lines = [
+        "",
+        "| our training step | MFU | model GFLOP/s | matmul GFLOP/s (same run) | pairs/batch |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name, label in (("random", "random batches"), ("bucketed", "token-bucketed batches")):
+        row = train[name]
+        lines.append(
+            f"| {label} ({row['padding']:.0%} padding) "
+            f"| **{row['ours_mfu']:.2f}** (Marian {row['marian_mfu']:.2f}) "
+            f"| {row['ours_model_flops_per_s'] / 1e9:,.1f} | {row['matmul_flops_per_s'] / 1e9:,.1f} "
+            f"| {row['pairs_per_batch']:.0f} |"
+        )
+    return lines
+
+
+def _ctranslate2_table(report: dict[str, Any]) -> list[str]:
+    generate = report.get("generate")
+    if not (generate and generate.get("ctranslate2")):
+        return []
+    names = generate["ctranslate2"]
+    lines = [
+        "",
+        "| decoding, tok/s | ours generate() | " + " | ".join(names) + " |",
+        "| --- | ---: | " + " | ".join("---:" for _ in names) + " |",
+    ]
+    for key, label in (("greedy", "greedy"), ("beam4", "beam-4")):
+        if key in generate:
+            row = generate[key]
+            cells = [f"{_rate(row[f'{n}_tokens_per_s'])} (**{row[f'{n}_vs_ours']:.1f}x**)" for n in names]
+            lines.append(f"| {label} | {_rate(row['ours_tokens_per_s'])} | " + " | ".join(cells) + " |")
+    if report["settings"]["device"] == "cpu":
+        mkl = generate.get("ct2_use_mkl")
         lines += [
             "",
-            "| our training step | MFU | model GFLOP/s | matmul GFLOP/s (same run) | pairs/batch |",
-            "| --- | ---: | ---: | ---: | ---: |",
+            f"CTranslate2 CPU backend: CT2_USE_MKL={mkl}"
+            if mkl is not None
+            else "CTranslate2 CPU backend: its default (MKL on Intel CPUs, oneDNN on others).",
         ]
-        for name, label in (("random", "random batches"), ("bucketed", "token-bucketed batches")):
-            row = train[name]
-            lines.append(
-                f"| {label} ({row['padding']:.0%} padding) "
-                f"| **{row['ours_mfu']:.2f}** (Marian {row['marian_mfu']:.2f}) "
-                f"| {row['ours_model_flops_per_s'] / 1e9:,.1f} | {row['matmul_flops_per_s'] / 1e9:,.1f} "
-                f"| {row['pairs_per_batch']:.0f} |"
-            )
-    if generate and generate.get("ctranslate2"):
-        names = generate["ctranslate2"]
-        lines += [
-            "",
-            "| decoding, tok/s | ours generate() | " + " | ".join(names) + " |",
-            "| --- | ---: | " + " | ".join("---:" for _ in names) + " |",
-        ]
-        for key, label in (("greedy", "greedy"), ("beam4", "beam-4")):
-            if key in generate:
-                row = generate[key]
-                cells = [f"{_rate(row[f'{n}_tokens_per_s'])} (**{row[f'{n}_vs_ours']:.1f}x**)" for n in names]
-                lines.append(f"| {label} | {_rate(row['ours_tokens_per_s'])} | " + " | ".join(cells) + " |")
-        if report["settings"]["device"] == "cpu":
-            mkl = generate.get("ct2_use_mkl")
-            lines += [
-                "",
-                f"CTranslate2 CPU backend: CT2_USE_MKL={mkl}"
-                if mkl is not None
-                else "CTranslate2 CPU backend: its default (MKL on Intel CPUs, oneDNN on others).",
-            ]
-    if generate:
-        checks = [
-            f"{key}: {'yes' if row['outputs_equal_marian'] else 'NO'}"
-            for key, row in generate.items()
-            if isinstance(row, dict)
-        ]
-        lines += ["", "Same generated tokens as MarianMT on the first batch: " + ", ".join(checks) + "."]
-        ct2_checks = [
-            f"{key}: {'yes' if value else 'NO'}"
-            for key, row in generate.items()
-            if isinstance(row, dict)
-            for name, value in row.items()
-            if name.endswith("_outputs_equal_ours")
-        ]
-        if ct2_checks:
-            lines.append("Same tokens from CTranslate2 (float) as from our generate(): " + ", ".join(ct2_checks) + ".")
-    scaling = report.get("scaling")
-    if scaling:
-        lines += [
-            "",
-            f"| length (batch {scaling[0]['batch_size']}) | SDPA tok/s | eager tok/s | SDPA memory "
-            "| eager memory | eager - SDPA (attention matrices) |",
-            "| ---: | ---: | ---: | ---: | ---: | ---: |",
-        ]
-        for row in scaling:
-            lines.append(
-                f"| {row['length']} | {_rate(row['sdpa_tokens_per_s'])} | {_rate(row['eager_tokens_per_s'])} "
-                f"| {_mib(row['sdpa_bytes'])} | {_mib(row['eager_bytes'])} "
-                f"| {_mib(row['eager_bytes'] - row['sdpa_bytes'])} |"
-            )
-    return "\n".join(lines)
+    return lines
+
+
+def _equality_checks(generate: dict[str, Any] | None) -> list[str]:
+    if not generate:
+        return []
+    checks = [
+        f"{key}: {'yes' if row['outputs_equal_marian'] else 'NO'}"
+        for key, row in generate.items()
+        if isinstance(row, dict)
+    ]
+    lines = ["", "Same generated tokens as MarianMT on the first batch: " + ", ".join(checks) + "."]
+    ct2_checks = [
+        f"{key}: {'yes' if value else 'NO'}"
+        for key, row in generate.items()
+        if isinstance(row, dict)
+        for name, value in row.items()
+        if name.endswith("_outputs_equal_ours")
+    ]
+    if ct2_checks:
+        lines.append("Same tokens from CTranslate2 (float) as from our generate(): " + ", ".join(ct2_checks) + ".")
+    return lines
+
+
+def _scaling_table(scaling: list[dict[str, Any]] | None) -> list[str]:
+    if not scaling:
+        return []
+    lines = [
+        "",
+        f"| length (batch {scaling[0]['batch_size']}) | SDPA tok/s | eager tok/s | SDPA memory "
+        "| eager memory | eager - SDPA (attention matrices) |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in scaling:
+        lines.append(
+            f"| {row['length']} | {_rate(row['sdpa_tokens_per_s'])} | {_rate(row['eager_tokens_per_s'])} "
+            f"| {_mib(row['sdpa_bytes'])} | {_mib(row['eager_bytes'])} "
+            f"| {_mib(row['eager_bytes'] - row['sdpa_bytes'])} |"
+        )
+    return lines
 
 
 def save_report(report: dict[str, Any], path: str | Path) -> None:
