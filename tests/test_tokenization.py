@@ -156,16 +156,12 @@ def test_check_tokenizer_matches_config_reports_every_mismatch(tokenizer):
     assert "config.eos_token_id=None" in str(error.value)
 
 
-def _load_script():
-    return load_script("train-tokenizer")
-
-
 def test_script_trains_and_saves_a_reloadable_tokenizer(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
     output_dir = tmp_path / "tokenizer"
 
-    status = _load_script().main([str(corpus), "--vocab-size", "300", "--output-dir", str(output_dir)])
+    status = load_script("train-tokenizer").main([str(corpus), "--vocab-size", "300", "--output-dir", str(output_dir)])
 
     assert status == 0
     reloaded = AutoTokenizer.from_pretrained(output_dir)
@@ -184,7 +180,7 @@ def test_script_trains_and_saves_a_reloadable_tokenizer(tmp_path):
 )
 def test_script_requires_exactly_one_complete_corpus(argv):
     with pytest.raises(SystemExit):
-        _load_script().parse_args(argv)
+        load_script("train-tokenizer").parse_args(argv)
 
 
 def test_a_tokenizer_without_bos_starts_the_decoder_from_pad(tokenizer):

@@ -9,10 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from tiny_model import load_script
+from tiny_model import load_script, tiny_config
 from torch.nn import functional as F
 
-from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.export.model_dir import save_model_dir
 from vanilla_transformer.generation import beam_search, gnmt_length_penalty, paper_generation_config, translate
 from vanilla_transformer.tokenization import EOS_ID, train_tokenizer
@@ -21,17 +21,14 @@ from vanilla_transformer.tokenization import EOS_ID, train_tokenizer
 def tiny_model(vocab_size: int, seed: int, head_std: float = 0.5, eos_std: float = 1.5, d_model: int = 16):
     """A random model whose output distributions are neither flat nor one-hot, and whose </s> probability varies."""
     torch.manual_seed(seed)
-    config = VanillaTransformerConfig(
-        vocab_size=vocab_size,
+    config = tiny_config(
+        vocab_size,
         d_model=d_model,
         encoder_layers=1,
-        decoder_layers=2,
         encoder_attention_heads=2,
         decoder_attention_heads=2,
         encoder_ffn_dim=32,
         decoder_ffn_dim=32,
-        max_position_embeddings=64,
-        dropout=0.0,
         tie_word_embeddings=False,
     )
     model = VanillaTransformerForConditionalGeneration(config).eval()
