@@ -24,6 +24,8 @@ OPTIONS = {
     "export-ctranslate2": ["model_dir", "output_dir", "--quantization", "--force"],
     "push": ["model_dir", "repo_id", "--template", "--private", "--token", "--dry-run"],
     "attention": ["model", "source", "--target", "--output-dir", "--layers", "--kinds"],
+    "import-marian": ["SRC", "DST", "--no-tokenizer"],
+    "export-marian": ["SRC", "DST", "--no-tokenizer"],
 }  # fmt: skip
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
 

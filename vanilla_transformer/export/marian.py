@@ -34,6 +34,7 @@ from transformers import AutoConfig, AutoTokenizer, GenerationConfig, MarianConf
 
 from ..configuration_vanilla_transformer import ACTIVATIONS, VanillaTransformerConfig
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration, sinusoidal_table
+from .model_dir import save_model_dir
 
 logger = logging.getLogger(__name__)
 
@@ -228,9 +229,7 @@ def import_marian(
             forced,
         )
     with _fresh_directory(dst) as directory:
-        model.save_pretrained(directory)
-        if tokenizer is not None:
-            tokenizer.save_pretrained(directory)
+        save_model_dir(model, tokenizer, directory)
     return model
 
 

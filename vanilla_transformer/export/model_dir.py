@@ -72,7 +72,7 @@ def add_pipeline_support(model_dir: str | os.PathLike[str]) -> None:
 
 def save_model_dir(
     model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
+    tokenizer: PreTrainedTokenizerBase | None,
     directory: str | os.PathLike[str],
     *,
     generation_config: GenerationConfig | None = None,
@@ -83,7 +83,7 @@ def save_model_dir(
     Args:
         model: The model; saved as safetensors, with its code files and ``auto_map``.
         tokenizer: Its tokenizer; its ``model_max_length`` is set to ``max_position_embeddings``, so that
-            ``truncation=True`` cuts inputs to what the model accepts.
+            ``truncation=True`` cuts inputs to what the model accepts. None saves the model alone.
         directory: Where to write; created if needed.
         generation_config: Replaces the model's generation config (for example
             `vanilla_transformer.generation.paper_generation_config`); by default the model's own is saved.
@@ -92,9 +92,10 @@ def save_model_dir(
     directory = Path(directory)
     if generation_config is not None:
         model.generation_config = generation_config
-    tokenizer.model_max_length = model.config.max_position_embeddings
     model.save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
+    if tokenizer is not None:
+        tokenizer.model_max_length = model.config.max_position_embeddings
+        tokenizer.save_pretrained(directory)
     add_pipeline_support(directory)
     if summary is not None:
         write_training_summary(directory, summary)
