@@ -19,7 +19,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from ..extras import install_hint, missing_modules
+from ..extras import MissingExtraError, require
 
 PROG = "vanilla-transformer"
 
@@ -70,13 +70,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command not in COMMANDS:
         print(f"{PROG}: unknown command {command!r}\n\n{_usage()}", file=sys.stderr)
         return 2
-    extra = COMMAND_EXTRA.get(command)
-    missing = missing_modules(extra) if extra else []
-    if missing:
-        print(
-            f"{PROG} {command} needs the '{extra}' extra ({', '.join(missing)} not installed): {install_hint(extra)}",
-            file=sys.stderr,
-        )
+    try:
+        if command in COMMAND_EXTRA:
+            require(COMMAND_EXTRA[command], f"{PROG} {command}")
+    except MissingExtraError as error:
+        print(error, file=sys.stderr)
         return 2
     module_name, _, function = COMMANDS[command][0].partition(":")
     module = importlib.import_module(f"{__name__}.{module_name}")
