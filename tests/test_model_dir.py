@@ -70,6 +70,24 @@ def test_a_run_folder_or_a_missing_path_is_named(tiny_run_dir, tmp_path):
         load_model_dir(tmp_path / "empty")
 
 
+def test_every_command_taking_a_model_names_the_run_folders_model(tiny_run_dir, tmp_path):
+    """push, export-ctranslate2 and export-marian, given a training run's folder, name <run>/model."""
+    pytest.importorskip("ctranslate2")
+    from vanilla_transformer.export.ctranslate2 import export_ctranslate2
+    from vanilla_transformer.export.hub import prepare_upload_folder
+    from vanilla_transformer.export.marian import export_marian
+
+    calls = [
+        lambda: prepare_upload_folder(tiny_run_dir, tmp_path / "upload", repo_id="org/m"),
+        lambda: export_ctranslate2(tiny_run_dir, tmp_path / "ct2"),
+        lambda: export_marian(tiny_run_dir, tmp_path / "marian"),
+    ]
+    for call in calls:
+        with pytest.raises(FileNotFoundError, match=rf"is a training run.*pass its model, {tiny_run_dir / 'model'}"):
+            call()
+    assert not any(tmp_path.iterdir())  # nothing written
+
+
 def test_load_names_a_missing_tokenizer_or_a_mismatch(saved, tmp_path):
     no_tokenizer = tmp_path / "model-only"
     shutil.copytree(saved, no_tokenizer, ignore=shutil.ignore_patterns("tokenizer*"))

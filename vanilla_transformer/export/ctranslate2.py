@@ -28,6 +28,7 @@ import torch
 
 from ..configuration_vanilla_transformer import VanillaTransformerConfig
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+from .model_dir import check_model_dir
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -182,6 +183,7 @@ def export_ctranslate2(
             raise ValueError(
                 "a saved model directory is converted with its own tokenizer: pass neither tokenizer nor vocabulary"
             )
+        check_model_dir(model)
         converter = ct2.converters.TransformersConverter(str(model))
     else:
         spec = model_spec(model, tokenizer, vocabulary)

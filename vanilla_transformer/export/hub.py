@@ -29,7 +29,7 @@ from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
 from transformers import PreTrainedModel
 
 from ..generation import paper_generation_config
-from .model_dir import SUMMARY_FILE, load_model_dir, save_model_dir
+from .model_dir import SUMMARY_FILE, check_model_dir, load_model_dir, save_model_dir
 
 logger = logging.getLogger(__name__)
 
@@ -222,14 +222,14 @@ def prepare_upload_folder(
         template: The model card template (default: `TEMPLATE`), see `build_model_card`.
 
     Raises:
-        ValueError: If `folder` is not empty, `model_dir` lacks a model or a tokenizer, or the template or the
-            summary is invalid.
+        FileNotFoundError: If `model_dir` is not a model directory (a training run's names its ``model``).
+        ValueError: If `folder` is not empty, `model_dir` lacks a tokenizer, or the template or the summary is
+            invalid.
     """
     model_dir, folder = Path(model_dir), Path(folder)
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise ValueError(f"folder={str(folder)!r} exists and is not an empty directory")
-    if not (model_dir / "config.json").is_file():
-        raise ValueError(f"model_dir={str(model_dir)!r} is not a saved model directory: it has no config.json")
+    check_model_dir(model_dir)
     if not any((model_dir / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
         raise ValueError(
             f"model_dir={str(model_dir)!r} has no tokenizer (tokenizer.json, tokenizer_config.json); "

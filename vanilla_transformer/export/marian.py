@@ -34,7 +34,7 @@ from transformers import AutoConfig, AutoTokenizer, GenerationConfig, MarianConf
 
 from ..configuration_vanilla_transformer import ACTIVATIONS, VanillaTransformerConfig
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration, sinusoidal_table
-from .model_dir import save_model_dir
+from .model_dir import check_model_dir, save_model_dir
 
 logger = logging.getLogger(__name__)
 
@@ -290,6 +290,7 @@ def export_marian(src: str | os.PathLike, dst: str | os.PathLike, *, with_tokeni
         dst: The directory to write; it must not exist or be empty.
         with_tokenizer: False to convert a model saved without its tokenizer.
     """
+    check_model_dir(src)
     config = AutoConfig.from_pretrained(src)
     if not isinstance(config, VanillaTransformerConfig):
         raise MarianConversionError(f"{src} holds model_type={config.model_type!r}, not a vanilla_transformer model")
