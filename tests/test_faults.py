@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from test_training import same_weights, tiny_run
-from tiny_model import load_script, saved_model_dir, tiny_config
+from tiny_model import load_script, tiny_config
 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.data import read_lines, read_parallel_text
@@ -29,8 +29,8 @@ BREAKS = ["\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e"]
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory) -> Path:
-    return saved_model_dir(tmp_path_factory)
+def model_dir(tiny_model_dir) -> Path:
+    return tiny_model_dir
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +154,7 @@ def test_translate_pads_right_whatever_the_tokenizers_padding_side(model_and_tok
 def test_pipeline_pads_right_and_passes_the_mask(model_dir, tmp_path):
     from transformers import pipeline
 
-    from vanilla_transformer.export.hub import add_pipeline_support
+    from vanilla_transformer.export.model_dir import add_pipeline_support
 
     shutil.copytree(model_dir, tmp_path / "model")
     add_pipeline_support(tmp_path / "model")
@@ -313,11 +313,9 @@ class Killed(Exception):
 
 
 @pytest.fixture(scope="module")
-def reference_run(tmp_path_factory) -> Path:
+def reference_run(tiny_run_dir) -> Path:
     """An uninterrupted tiny run of 8 steps with dropout; checkpoints 3, 6 and 8, the last 2 kept."""
-    output_dir = tmp_path_factory.mktemp("reference")
-    train(tiny_run(output_dir))
-    return output_dir
+    return tiny_run_dir
 
 
 def killed_after(monkeypatch, steps: int, output_dir: Path) -> None:

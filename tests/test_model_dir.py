@@ -61,12 +61,14 @@ def test_tokenizer_truncates_to_the_models_positions(saved):
 
 
 def test_a_run_folder_or_a_missing_path_is_named(tiny_run_dir, tmp_path):
-    with pytest.raises(FileNotFoundError, match=rf"{tiny_run_dir} is a training run.*pass its model, .*model"):
+    with pytest.raises(FileNotFoundError, match=rf"{tiny_run_dir} is a training run directory.*pass .*model"):
         load_model_dir(tiny_run_dir)
     with pytest.raises(FileNotFoundError, match="no model directory at .*nowhere"):
         load_model_dir(tmp_path / "nowhere")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(FileNotFoundError, match="empty is not a model directory: it has no config.json"):
+    with pytest.raises(
+        FileNotFoundError, match="empty holds no config.json: it is not a Hugging Face model directory"
+    ):
         load_model_dir(tmp_path / "empty")
 
 
@@ -83,7 +85,7 @@ def test_every_command_taking_a_model_names_the_run_folders_model(tiny_run_dir, 
         lambda: export_marian(tiny_run_dir, tmp_path / "marian"),
     ]
     for call in calls:
-        with pytest.raises(FileNotFoundError, match=rf"is a training run.*pass its model, {tiny_run_dir / 'model'}"):
+        with pytest.raises(FileNotFoundError, match=rf"is a training run directory.*pass {tiny_run_dir / 'model'}"):
             call()
     assert not any(tmp_path.iterdir())  # nothing written
 

@@ -68,7 +68,7 @@ def dropout_is_where_the_paper_puts_it(model, monkeypatch) -> bool:
     differ from the hand computation (a dropout after the residual addition would too)."""
     outputs = outputs_when_everything_is_dropped(model, monkeypatch)
     expected = expected_when_everything_is_dropped(model)
-    return all(torch.allclose(output, want, atol=1e-5) for output, want in zip(outputs, expected))
+    return all(torch.allclose(output, want, atol=1e-5) for output, want in zip(outputs, expected, strict=True))
 
 
 def test_dropout_is_on_every_sublayer_output_and_on_the_embedding_sums(monkeypatch):
@@ -169,11 +169,11 @@ def adam_by_hand(steps, beta1: float, beta2: float, eps: float) -> list[list[tor
     first, second, after = None, None, []
     for t, (before, grads, lr, _) in enumerate(steps, start=1):
         grads = [g.double() for g in grads]
-        first = [beta1 * m + (1 - beta1) * g for m, g in zip(first or [0.0] * len(grads), grads)]
-        second = [beta2 * v + (1 - beta2) * g * g for v, g in zip(second or [0.0] * len(grads), grads)]
+        first = [beta1 * m + (1 - beta1) * g for m, g in zip(first or [0.0] * len(grads), grads, strict=True)]
+        second = [beta2 * v + (1 - beta2) * g * g for v, g in zip(second or [0.0] * len(grads), grads, strict=True)]
         after.append([
             p.double() - lr * (m / (1 - beta1**t)) / ((v / (1 - beta2**t)).sqrt() + eps)
-            for p, m, v in zip(before, first, second)
+            for p, m, v in zip(before, first, second, strict=True)
         ])  # fmt: skip
     return after
 
@@ -181,8 +181,8 @@ def adam_by_hand(steps, beta1: float, beta2: float, eps: float) -> list[list[tor
 def largest_difference(steps, expected) -> float:
     return max(
         (want - got.double()).abs().max().item()
-        for (_, _, _, after), want_step in zip(steps, expected)
-        for got, want in zip(after, want_step)
+        for (_, _, _, after), want_step in zip(steps, expected, strict=True)
+        for got, want in zip(after, want_step, strict=True)
     )
 
 

@@ -65,7 +65,6 @@ from .options import TrainingConfig
 from .preflight import check_training_pairs
 from .results import _export, _training_summary
 from .run_dir import inspect_run_dir, mark_run_started, prepare_run_dir
-from ..export.model_dir import write_training_summary
 from .schedule import noam_schedule
 from .setup import _prepare_tokenizer, build_model_config, load_splits
 from .step import _to_device, accumulate_gradients

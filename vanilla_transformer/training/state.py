@@ -75,7 +75,7 @@ def load_state(file: str | Path) -> dict[str, Any]:
     try:
         with safe_open(str(file), framework="pt") as handle:
             metadata = handle.metadata() or {}
-            tensors = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118 (not a dict)
+            tensors = {name: handle.get_tensor(name) for name in handle.keys()}  # a safetensors handle, not a dict
         return decode(json.loads(metadata[_STATE_KEY]), tensors)
     except Exception as error:  # a damaged file fails in the parser, the JSON or the decoder
         raise CheckpointError(f"{file} is damaged: not a training state file ({error})") from error
