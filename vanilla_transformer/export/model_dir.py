@@ -125,10 +125,10 @@ def load_model_dir(
         FileNotFoundError: If a local path does not exist, or is a directory without a model.
         ValueError: If the model or the tokenizer cannot be loaded, or they do not fit each other.
     """
-    path = Path(name_or_path)
-    looks_local = path.exists() or os.sep in str(name_or_path) and str(name_or_path).count("/") != 1
-    if looks_local:
-        check_model_dir(path)
+    name = str(name_or_path)
+    # A Hub id is "name" or "org/name"; anything else, or anything that exists here, is a local directory.
+    if Path(name).exists() or name.startswith((".", "/", "~")) or name.count("/") > 1:
+        check_model_dir(name)
     try:
         tokenizer = AutoTokenizer.from_pretrained(name_or_path, revision=revision)
     except (OSError, ValueError) as error:
