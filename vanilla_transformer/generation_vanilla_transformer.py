@@ -205,6 +205,26 @@ class IncrementalDecoder:
                 self.memory_mask = self.memory_mask.index_select(0, sentences)
 
 
+def _top(scores: torch.Tensor, n: int, chunk: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+    """``scores.topk(n)`` over the last dimension, several times faster for a vocabulary-sized one on CPU.
+
+    The n largest values lie in the n chunks with the largest maxima (a chunk holding one of them has a maximum at
+    least as large as the n-th value, and at most n chunks do), so the top n of those n * chunk values are exact.
+    """
+    rows, size = scores.shape
+    if size < 8 * n * chunk:
+        return scores.topk(n)
+    full = size // chunk * chunk
+    maxima = scores[:, :full].view(rows, -1, chunk).amax(-1)  # [rows, size / chunk]
+    if full < size:
+        maxima = torch.cat((maxima, scores[:, full:].amax(-1, keepdim=True)), dim=1)
+    starts = maxima.topk(n).indices * chunk  # [rows, n]
+    index = (starts.unsqueeze(-1) + torch.arange(chunk, device=scores.device)).view(rows, -1)  # [rows, n * chunk]
+    values = scores.gather(1, index.clamp(max=size - 1)).masked_fill_(index >= size, -math.inf)
+    values, best = values.topk(n)
+    return values, index.gather(1, best)
+
+
 def _add_norm(x: torch.Tensor, sublayer: torch.Tensor, norm) -> torch.Tensor:
     """The paper's post-norm residual: LayerNorm(x + Sublayer(x))."""
     return F.layer_norm(sublayer.add_(x), norm.normalized_shape, norm.weight, norm.bias, norm.eps)
@@ -285,11 +305,14 @@ def beam_search(
     while index.numel():
         length += 1
         count = index.numel()
-        log_probs = F.log_softmax(decoder.step(live[:, :, length - 1].reshape(-1)).float(), dim=-1)
-        scores = log_probs.view(count, k, -1) + live_scores.unsqueeze(-1)
-        candidate_scores, flat = scores.view(count, -1).topk(2 * k)  # [B, 2k]
+        log_probs = F.log_softmax(decoder.step(live[:, :, length - 1].reshape(-1)).float(), dim=-1)  # [B * k, V]
         vocab_size = log_probs.shape[-1]
-        candidate_beams, candidate_tokens = flat // vocab_size, flat % vocab_size
+        # The 2k best extensions of each sentence are among the 2k best of each of its hypotheses.
+        row_scores, row_tokens = _top(log_probs, 2 * k)
+        row_scores = (row_scores.view(count, k, 2 * k) + live_scores.unsqueeze(-1)).view(count, -1)
+        candidate_scores, flat = row_scores.topk(2 * k)  # [B, 2k]
+        candidate_beams = flat // (2 * k)
+        candidate_tokens = row_tokens.view(count, -1).gather(1, flat)
         ends = (candidate_tokens == eos_id) | (max_lengths <= length).unsqueeze(1)
 
         # The k best extensions that do not end live on.
