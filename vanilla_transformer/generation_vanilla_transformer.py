@@ -337,8 +337,6 @@ def beam_search(
 
         # Those among the k best that end join the finished hypotheses, scored with the length penalty.
         new_scores = candidate_scores[:, :k] / _penalty(length, length_penalty, penalty_type)
-        if early_stopping is True:
-            new_scores = new_scores + is_finished.all(1, keepdim=True).float() * _MASKED
         new_scores = new_scores + (~(ends & first_k)[:, :k]).float() * _MASKED
         new = histories.gather(1, candidate_beams[:, :k].unsqueeze(-1).expand(-1, -1, width))
         new[:, :, length] = candidate_tokens[:, :k]
@@ -419,7 +417,8 @@ def _unserved(model, input_ids, logits_processor, stopping_criteria, config, syn
         (beams > 1 and config._eos_token_tensor.numel() != 1, "several eos_token_id with beam search"),
         (model.training and _has_dropout(model), "the model in training mode, with dropout"),
         (
-            config.max_length - 1 > model.config.max_position_embeddings,
+            getattr(config, MAX_LENGTH_OFFSET, None) is None
+            and config.max_length - 1 > model.config.max_position_embeddings,
             f"max_length beyond max_position_embeddings={model.config.max_position_embeddings}",
         ),
     )
@@ -456,7 +455,11 @@ def fast_generate(model, config, kwargs) -> torch.Tensor:
         pad = config._pad_token_tensor
         return greedy_search(decoder, start, eos, int(pad) if pad is not None else int(eos[0]), max_lengths)
     pad = config._pad_token_tensor
-    fill = int(pad) if pad is not None and int(pad) != 0 else int(eos[0])  # transformers' `pad or eos` choice
+    fill = int(pad) if pad is not None else int(eos[0])
+    if length_penalty_of(config) == "length" and fill == 0:
+        # transformers pads beam search output with </s> when pad_token_id is 0 (its `pad or eos`): the same here.
+        # The paper's search pads with pad_token_id, as `vanilla_transformer.generation.beam_search` does.
+        fill = int(eos[0])
     return beam_search(
         decoder,
         start,
