@@ -5,9 +5,9 @@ import warnings
 
 import pytest
 import torch
+from test_translate import padded_batch, tiny_model
 from transformers import GenerationConfig
 
-from test_translate import padded_batch, tiny_model
 from vanilla_transformer.generation import beam_search, paper_generation_config, translate
 from vanilla_transformer.generation_vanilla_transformer import IncrementalDecoder, _top
 from vanilla_transformer.tokenization import EOS_ID
