@@ -102,7 +102,9 @@ class _LayerWeights:
         self.out = _linear(attn.out_proj)
         self.query = _linear(cross.q_proj)
         self.cross_out = _linear(cross.out_proj)
-        self.fc1, self.fc2, self.activation = _linear(layer.fc1), _linear(layer.fc2), layer.activation_fn
+        self.fc1, self.fc2 = _linear(layer.fc1), _linear(layer.fc2)
+        # ReLU (the paper's) in place, without a module call
+        self.activation = torch.relu_ if isinstance(layer.activation_fn, torch.nn.ReLU) else layer.activation_fn
         self.norms = [
             (norm.normalized_shape, norm.weight, norm.bias, norm.eps)
             for norm in (layer.self_attn_layer_norm, layer.encoder_attn_layer_norm, layer.final_layer_norm)
@@ -194,7 +196,7 @@ class IncrementalDecoder:
             # Masked self-attention: the new key and value join the cache; the query sees positions 0..t.
             qkv = layer.qkv(x).view(rows, 3, heads, head_dim)
             new[:, index] = qkv[:, 1:]
-            keys, values = self.keys[index][:, :, : t + 1], self.values[index][:, :, : t + 1]
+            keys, values = self.keys[index].narrow(2, 0, t + 1), self.values[index].narrow(2, 0, t + 1)
             attended = F.scaled_dot_product_attention(qkv[:, 0].unsqueeze(2), keys, values)  # [rows, H, 1, d_k]
             x = _add_norm(x, layer.out(attended.reshape(rows, d)), layer.norms[0])
             # Encoder-decoder attention: the beams of a sentence are `beams` queries against its memory.
@@ -264,7 +266,8 @@ def greedy_search(
         length += 1
         tokens = decoder.step(tokens).float().max(dim=-1).indices.masked_fill_(finished, pad_id)
         output[index, length] = tokens
-        finished |= torch.isin(tokens, eos_ids) | (max_lengths <= length)
+        ended = tokens == eos_ids[0] if eos_ids.numel() == 1 else torch.isin(tokens, eos_ids)
+        finished |= ended | (max_lengths <= length)
         count = int(finished.sum())
         if count == finished.numel():
             return output[:, : 1 + length]
