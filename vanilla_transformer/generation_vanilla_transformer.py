@@ -112,7 +112,10 @@ class _LayerWeights:
 
 
 class _DecoderWeights:
-    """The decoder's parameters prepared for decoding, kept on the model and rebuilt when a parameter changes."""
+    """The decoder's parameters prepared for decoding, kept on the model and rebuilt when a parameter changes.
+
+    The prepared copies (transposed, fused) take as much memory again as the decoder and the output projection.
+    """
 
     def __init__(self, model):
         decoder = model.get_decoder()
@@ -131,7 +134,9 @@ class _DecoderWeights:
 
     @staticmethod
     def version_key(model) -> tuple:
-        return tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in model.get_decoder().parameters())
+        """Changes when a parameter is replaced, moved, cast or updated in place (an optimizer step)."""
+        parameters = [*model.get_decoder().parameters(), *model.get_output_embeddings().parameters()]
+        return tuple((p.data_ptr(), p.dtype, p.device, None if p.is_inference() else p._version) for p in parameters)
 
     @classmethod
     def of(cls, model) -> _DecoderWeights:
@@ -155,7 +160,7 @@ class IncrementalDecoder:
 
     def __init__(self, weights: _DecoderWeights, memory: torch.Tensor, memory_mask, beams: int, max_steps: int):
         self.w, self.beams, self.step_index = weights, beams, 0
-        sentences, source_length, d = memory.shape
+        sentences, source_length = memory.shape[:2]
         layers, heads, head_dim = len(weights.layers), weights.heads, weights.head_dim
         projected = weights.memory(memory.flatten(0, 1))  # [B * S, L * 2 * d]
         self.memory_mask = None  # [B, 1, 1, S], 0 = attend, -inf = padding; None when nothing is padded
@@ -322,7 +327,6 @@ def beam_search(
         length += 1
         count = index.numel()
         log_probs = F.log_softmax(decoder.step(live[:, :, length - 1].reshape(-1)).float(), dim=-1)  # [B * k, V]
-        vocab_size = log_probs.shape[-1]
         # The 2k best extensions of each sentence are among the 2k best of each of its hypotheses.
         row_scores, row_tokens = _top(log_probs, 2 * k)
         row_scores = (row_scores.view(count, k, 2 * k) + live_scores.unsqueeze(-1)).view(count, -1)
