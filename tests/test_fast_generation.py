@@ -169,6 +169,18 @@ def test_calls_it_does_not_serve_run_transformers_loop(decoder_steps):
     assert decoder_steps
 
 
+def test_outputs_are_ordinary_tensors_usable_as_training_labels():
+    """Not inference-mode tensors: a generated batch can be fed back as labels and trained on (self-training)."""
+    model = tiny_model(vocab_size=12, seed=4, head_std=0.3, eos_std=1.0)
+    input_ids, attention_mask = padded_batch(SOURCES)
+    for num_beams in (1, 2):
+        output = model.generate(
+            input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=5, num_beams=num_beams
+        )
+        assert not output.is_inference()
+        model(input_ids=input_ids, attention_mask=attention_mask, labels=output[:, 1:]).loss.backward()
+
+
 def test_prepared_weights_follow_changes_to_the_model(decoder_steps):
     model = tiny_model(vocab_size=12, seed=3, head_std=0.3, eos_std=1.0)
     input_ids, attention_mask = padded_batch(SOURCES)

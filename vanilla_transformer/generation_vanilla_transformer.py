@@ -255,7 +255,7 @@ def _add_norm(x: torch.Tensor, sublayer: torch.Tensor, norm: tuple) -> torch.Ten
 # --------------------------------------------------------------------------------------------------------------------
 
 
-@torch.inference_mode()
+@torch.no_grad()
 def greedy_search(
     decoder: IncrementalDecoder, start_id: int, eos_ids: torch.Tensor, pad_id: int, max_lengths: torch.Tensor
 ) -> torch.Tensor:
@@ -282,7 +282,7 @@ def greedy_search(
             index, tokens, finished, max_lengths = index[keep], tokens[keep], finished[keep], max_lengths[keep]
 
 
-@torch.inference_mode()
+@torch.no_grad()
 def beam_search(
     decoder: IncrementalDecoder,
     start_id: int,
