@@ -4,7 +4,7 @@
     python scripts/benchmark.py                                  # small model, 2 CPU threads, every section
     python scripts/benchmark.py --size base --sections train generate
     python scripts/benchmark.py --device cuda --dtype bf16 --size base --json results.json
-    python scripts/benchmark.py --sections generate --size small base --threads 1 2 --json docs/results/decoding_benchmark.json
+    python scripts/benchmark.py --sections generate --size small base --threads 1 2 --json decoding.json
 
 Ratios are the result: the contestants run interleaved on the same batches (see `vanilla_transformer.benchmark`).
 """

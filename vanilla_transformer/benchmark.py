@@ -720,7 +720,8 @@ def format_report(report: dict[str, Any]) -> str:
         "",
         *(
             [
-                f"Load average (1 min) at start and end: {report['loadavg_start'][0]:.2f}, {report['loadavg_end'][0]:.2f}.",
+                f"Load average (1 min) at start and end: {report['loadavg_start'][0]:.2f}, "
+                f"{report['loadavg_end'][0]:.2f}.",
                 "",
             ]
             if "loadavg_start" in report

@@ -49,7 +49,7 @@ from torch.nn import functional as F
 from transformers.generation.stopping_criteria import EosTokenCriteria, MaxLengthCriteria
 
 LENGTH_PENALTY_TYPE = "length_penalty_type"
-"""Generation config field: ``"gnmt"`` for ``((5 + |Y|) / 6) ** alpha``; absent or ``"length"`` for ``|Y| ** alpha``."""
+"""Generation config field: ``"gnmt"`` for ``((5 + |Y|) / 6) ** alpha``; absent or ``"length"``: ``|Y| ** alpha``."""
 
 MAX_LENGTH_OFFSET = "max_length_offset"
 """Generation config field: each sentence generates at most its source length + this many tokens."""
