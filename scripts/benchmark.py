@@ -4,8 +4,9 @@
     python scripts/benchmark.py                                  # small model, 2 CPU threads, every section
     python scripts/benchmark.py --size base --sections train generate
     python scripts/benchmark.py --device cuda --dtype bf16 --size base --json results.json
+    python scripts/benchmark.py --sections generate --size small base --threads 1 2 --json decoding.json
 
-Ratios are the result: the contestants run interleaved on the same batches (see `vanilla_transformer.benchmark`).
+Ratios are the result: the contestants run interleaved on the same batches (see `benchmarking.py` beside this script).
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--threads",
         type=int,
-        default=defaults.threads,
-        help="torch CPU threads, fixed for the whole run (default: %(default)s)",
+        nargs="+",
+        default=[defaults.threads],
+        help="torch CPU threads, fixed for each report; one report per size and count (default: %(default)s)",
     )
     parser.add_argument("--attn-implementation", default=defaults.attn_implementation, choices=["sdpa", "eager"])
     parser.add_argument("--vocab-size", type=int, default=defaults.vocab_size)
@@ -67,13 +69,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def settings_for(args: argparse.Namespace, size: str) -> benchmark.Settings:
+def settings_for(args: argparse.Namespace, size: str, threads: int) -> benchmark.Settings:
     return benchmark.Settings(
         size=size,
         vocab_size=args.vocab_size,
         device=args.device,
         dtype=args.dtype,
-        threads=args.threads,
+        threads=threads,
         attn_implementation=args.attn_implementation,
         batch_size=args.batch_size,
         max_tokens=args.max_tokens,
@@ -94,9 +96,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     reports = []
     for size in args.size:
-        report = benchmark.run(settings_for(args, size), args.sections)
-        print(benchmark.format_report(report), end="\n\n", flush=True)
-        reports.append(report)
+        for threads in args.threads:
+            report = benchmark.run(settings_for(args, size, threads), args.sections)
+            print(benchmark.format_report(report), end="\n\n", flush=True)
+            reports.append(report)
     if args.json:
         benchmark.save_report(reports if len(reports) > 1 else reports[0], args.json)
     return 0

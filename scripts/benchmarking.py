@@ -17,7 +17,8 @@ Sections (:func:`run` takes any subset):
   (MFU): FLOPs of the model's matrix products on the real tokens (:func:`forward_flops`) per second, over the
   matmul rate of this device in the same dtype, measured in the same run (a square matmul, as a third contestant).
 * ``generate``: greedy and beam-4 `generate()`, generated tokens per second; CTranslate2 (float32 and int8) on the
-  same batches when it is installed.
+  same batches when it is installed. Our `generate()` runs the incremental decoder of
+  ``generation_vanilla_transformer.py``; MarianMT's runs transformers' loop. Both must return the same tokens.
 * ``memory``: peak memory of a training step and of `generate()`. On CUDA, ``torch.cuda.max_memory_allocated``
   above the memory allocated before; on CPU the same quantity from the PyTorch profiler's allocation events: the
   peak of live tensor bytes allocated during the call. Both exclude allocator caching and non-tensor memory.
@@ -655,6 +656,7 @@ def run(settings: Settings, sections: Sequence[str] = SECTIONS, log: Callable[[s
         config = model_config(settings.size, settings.vocab_size)
         corpus = load_corpus(settings.vocab_size, settings.data_dir, settings.max_pairs, settings.seed)
         report: dict[str, Any] = {
+            "loadavg_start": os.getloadavg(),
             "settings": dataclasses.asdict(settings),
             "device": _device_name(settings.torch_device),
             "threads": torch.get_num_threads() if settings.device == "cpu" else None,
@@ -674,6 +676,7 @@ def run(settings: Settings, sections: Sequence[str] = SECTIONS, log: Callable[[s
                 start = time.perf_counter()
                 report[name] = sections_to_run[name]()
                 log(f"  {name}: {time.perf_counter() - start:.0f} s")
+        report["loadavg_end"] = os.getloadavg()
     return report
 
 
@@ -712,6 +715,15 @@ def format_report(report: dict[str, Any]) -> str:
         "",
         f"Data: {report['data']}.",
         "",
+        *(
+            [
+                f"Load average (1 min) at start and end: {report['loadavg_start'][0]:.2f}, "
+                f"{report['loadavg_end'][0]:.2f}.",
+                "",
+            ]
+            if "loadavg_start" in report
+            else []
+        ),
         "| measure | ours / MarianMT | ours | MarianMT |",
         "| --- | ---: | ---: | ---: |",
     ]

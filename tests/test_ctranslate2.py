@@ -1,7 +1,12 @@
 """Export to CTranslate2: the exported model decodes exactly as our generate(), and int8 keeps the BLEU."""
 
+import json
 import os
 import platform
+import subprocess
+import sys
+import textwrap
+import warnings
 
 import pytest
 import torch
@@ -18,6 +23,7 @@ from tiny_model import load_script  # noqa: E402
 
 from vanilla_transformer import sinusoidal_table  # noqa: E402
 from vanilla_transformer.export.ctranslate2 import (  # noqa: E402
+    cpu_backend,
     export_ctranslate2,
     load_translator,
     model_spec,
@@ -120,3 +126,50 @@ def test_translate_script_decodes_with_the_export(exported, tmp_path):
         ours = model.generate(**source, max_new_tokens=longest + 50, num_beams=1, do_sample=False)
     expected = tokenizer.batch_decode(ours, skip_special_tokens=True)
     assert (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines() == expected
+
+
+def test_int8_export_warns_where_ctranslate2_would_use_onednn(monkeypatch, tmp_path, confident_copy_model):
+    model, tokenizer = confident_copy_model
+    monkeypatch.setenv("CT2_USE_MKL", "0")
+    assert cpu_backend() == "onednn"
+    with pytest.warns(UserWarning, match="CT2_USE_MKL=1"):
+        export_ctranslate2(model, tmp_path / "int8", tokenizer=tokenizer, quantization="int8")
+    monkeypatch.setenv("CT2_USE_MKL", "1")
+    assert cpu_backend() == "mkl"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        export_ctranslate2(model, tmp_path / "int8-mkl", tokenizer=tokenizer, quantization="int8")
+        export_ctranslate2(model, tmp_path / "fp32", tokenizer=tokenizer)
+
+
+def test_int8_bleu_with_ctranslate2s_default_backend(exported, tmp_path):
+    """The int8 export decoded by a process that leaves CT2_USE_MKL unset, as a user's would: it keeps the BLEU of
+    float32, or else its backend is oneDNN, for which the export warns (the test above)."""
+    _, tokenizer, root = exported
+    references = sentences(200, seed=11)
+    (tmp_path / "references.txt").write_text("\n".join(references) + "\n", encoding="utf-8")
+    script = textwrap.dedent(
+        f"""
+        import json, sys
+        import sacrebleu
+        from transformers import AutoTokenizer
+        from vanilla_transformer.export.ctranslate2 import cpu_backend, translate_ctranslate2
+        references = open({str(tmp_path / "references.txt")!r}, encoding="utf-8").read().splitlines()
+        tokenizer = AutoTokenizer.from_pretrained({str(root / "model")!r})
+        bleu = {{}}
+        for kind in ("fp32", "int8"):
+            hypotheses = translate_ctranslate2(
+                {str(root)!r} + "/" + kind, tokenizer, references, beam_size=4, threads=1, max_decoding_length=40
+            )
+            bleu[kind] = sacrebleu.corpus_bleu(hypotheses, [references]).score
+        print(json.dumps({{"backend": cpu_backend(), **bleu}}))
+        """
+    )
+    environment = {key: value for key, value in os.environ.items() if key != "CT2_USE_MKL"}
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=environment, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    scores = json.loads(result.stdout.strip().splitlines()[-1])
+    assert scores["fp32"] > 90
+    assert abs(scores["int8"] - scores["fp32"]) <= 0.5 or scores["backend"] == "onednn", scores

@@ -47,6 +47,7 @@ UPLOADED_FILES = {
     "config.json",
     "configuration_vanilla_transformer.py",
     "generation_config.json",
+    "generation_vanilla_transformer.py",
     "model.safetensors",
     "modeling_vanilla_transformer.py",
     "pipeline_vanilla_transformer.py",

@@ -10,7 +10,14 @@ import pytest
 import torch
 from tiny_model import tiny_config as shared_tiny_config
 from torch.nn import functional as F
-from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, EncoderDecoderCache, GenerationMixin
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForSeq2SeqLM,
+    EncoderDecoderCache,
+    GenerationConfig,
+    GenerationMixin,
+)
 from transformers.modeling_outputs import Seq2SeqLMOutput, Seq2SeqModelOutput
 
 from vanilla_transformer import (
@@ -22,6 +29,7 @@ from vanilla_transformer import (
 )
 
 PAD, BOS, EOS = 0, 2, 3
+GENERATION_FILE = "generation_vanilla_transformer.py"
 
 
 def tiny_config(vocab_size: int = 40, **overrides) -> VanillaTransformerConfig:
@@ -595,13 +603,26 @@ def test_remote_code_loads_without_the_package(tmp_path):
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["auto_map"]["AutoModelForSeq2SeqLM"].startswith("modeling_vanilla_transformer.")
     assert config["auto_map"]["AutoConfig"].startswith("configuration_vanilla_transformer.")
-    for name in ("modeling_vanilla_transformer.py", "configuration_vanilla_transformer.py"):
+    for name in ("modeling_vanilla_transformer.py", "configuration_vanilla_transformer.py", GENERATION_FILE):
         source = (tmp_path / name).read_text()
         imports = {
             line.split()[1].split(".")[0] for line in source.splitlines() if line.startswith(("import ", "from "))
         }
-        assert imports <= {"math", "collections", "torch", "transformers", ""}, (name, imports)
+        assert imports <= {"__future__", "math", "collections", "warnings", "torch", "transformers", ""}, (
+            name,
+            imports,
+        )
     expected = model.generate(input_ids=torch.tensor([[5, 6, 7, EOS]]), max_new_tokens=5).tolist()
+    # The paper's beam search (GNMT penalty, input length + offset) runs in the copied generation file.
+    paper = dict(num_beams=3, length_penalty=0.6, early_stopping="never", max_new_tokens=30)
+    paper.update(length_penalty_type="gnmt", max_length_offset=4, pad_token_id=PAD, eos_token_id=EOS)
+    sources = [[5, 6, 7, 8, 9, EOS], [11, 4, EOS, PAD, PAD, PAD]]
+    masks = [[1] * 6, [1, 1, 1, 0, 0, 0]]
+    paper_output = model.generate(
+        input_ids=torch.tensor(sources),
+        attention_mask=torch.tensor(masks),
+        generation_config=GenerationConfig(**paper),
+    ).tolist()
     script = textwrap.dedent(
         f"""
         import sys
@@ -617,11 +638,23 @@ def test_remote_code_loads_without_the_package(tmp_path):
         model = AutoModelForSeq2SeqLM.from_pretrained({str(tmp_path)!r}, trust_remote_code=True)
         assert "vanilla_transformer" not in type(model).__module__.split(".")[0]
         print(model.generate(input_ids=torch.tensor([[5, 6, 7, 3]]), max_new_tokens=5).tolist())
+        from transformers import GenerationConfig
+        mixin = next(c for c in type(model).__mro__ if c.__name__ == "FastGenerationMixin")
+        assert mixin.__module__.endswith("generation_vanilla_transformer"), mixin.__module__
+        config = GenerationConfig(**{paper!r})
+        ids, mask = torch.tensor({sources!r}), torch.tensor({masks!r})
+        print(model.generate(input_ids=ids, attention_mask=mask, generation_config=config).tolist())
         """
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip().splitlines()[-1] == str(expected)
+    assert result.stdout.strip().splitlines()[-2:] == [str(expected), str(paper_output)]
+    from vanilla_transformer.generation import beam_search
+
+    reference = beam_search(
+        model, torch.tensor(sources), torch.tensor(masks), num_beams=3, length_penalty=0.6, max_length_offset=4
+    )
+    assert paper_output == reference.tolist()
 
 
 def test_builds_on_meta_device_and_init_covers_every_tensor():

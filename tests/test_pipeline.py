@@ -79,3 +79,20 @@ def test_pipeline_needs_trust_remote_code_and_the_shipped_code(model_dir, tmp_pa
         add_pipeline_support(tmp_path / "empty")
     with pytest.raises(ValueError, match="inputs must be a string or a list of strings"):
         pipeline("translation", model=str(model_dir), trust_remote_code=True)([3])
+
+
+def test_translation_pipeline_runs_the_papers_search_from_the_exported_config(model_dir, tmp_path):
+    """A model exported with `paper_generation_config` (GNMT alpha 0.6, input length + 50, exact stop): the
+    pipeline translates exactly as `translate` does (remote code: `test_remote_code_loads_without_the_package`)."""
+    from vanilla_transformer.generation import paper_generation_config, translate
+
+    paper_dir = tmp_path / "paper"
+    shutil.copytree(model_dir, paper_dir)
+    model = AutoModelForSeq2SeqLM.from_pretrained(paper_dir)
+    tokenizer = AutoTokenizer.from_pretrained(paper_dir)
+    paper_generation_config(model.config, max_new_tokens=60).save_pretrained(paper_dir)
+    saved = json.loads((paper_dir / "generation_config.json").read_text())
+    assert saved["length_penalty_type"] == "gnmt" and saved["max_length_offset"] == 50
+    translator = pipeline("translation", model=str(paper_dir), trust_remote_code=True)
+    expected = translate(model, tokenizer, SOURCES)
+    assert translator(SOURCES, batch_size=4) == [{"translation_text": text} for text in expected]

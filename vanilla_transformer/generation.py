@@ -7,10 +7,11 @@ The length penalty is the one of GNMT (Wu et al., 2016, equation 14), which the 
 scores ``log P(Y | X) / lp(Y)`` with ``lp(Y) = ((5 + |Y|) / 6) ** alpha``, where |Y| counts the generated tokens,
 ``</s>`` included. GNMT's coverage penalty is not used (the paper sets no beta).
 
-Why not ``model.generate``: Hugging Face's ``length_penalty`` divides by ``|Y| ** alpha``, a different ranking for
-alpha > 0, and its maximum length is one number for the whole batch. `beam_search` here uses the GNMT penalty and a
-maximum length per sentence (its own input length + 50). Otherwise it follows the same procedure as Hugging Face and
-fairseq, so that at alpha = 0, where both penalties are 1, it returns exactly what
+``model.generate`` runs this same search when the generation config asks for it (`paper_generation_config`: the
+fields ``length_penalty_type="gnmt"`` and ``max_length_offset``), with the incremental decoder of
+``generation_vanilla_transformer.py``, which `translate` uses. `beam_search` here is the reference: written
+plainly, for any Hugging Face encoder-decoder. It follows the same procedure as Hugging Face and fairseq, so that
+at alpha = 0, where both penalties are 1, it returns exactly what
 ``model.generate(num_beams=k, length_penalty=0.0, early_stopping="never", max_new_tokens=input length + 50)``
 returns for each sentence (``tests/test_translate.py`` checks this):
 
@@ -48,6 +49,8 @@ from transformers import (
 from transformers.modeling_outputs import BaseModelOutput
 
 from .export.model_dir import check_model_dir, load_model_dir
+from .generation_vanilla_transformer import LENGTH_PENALTY_TYPE
+from .generation_vanilla_transformer import MAX_LENGTH_OFFSET as MAX_LENGTH_OFFSET_FIELD
 
 NUM_BEAMS = 4
 """Beam size of section 6.1."""
@@ -64,23 +67,33 @@ def paper_generation_config(
     *,
     num_beams: int = NUM_BEAMS,
     length_penalty: float = LENGTH_PENALTY,
+    max_length_offset: int = MAX_LENGTH_OFFSET,
     max_new_tokens: int = 256,
 ) -> GenerationConfig:
-    """A `GenerationConfig` for ``model.generate`` and ``pipeline`` that comes as close to section 6.1 as
-    transformers allows: beam search with `num_beams`, ``length_penalty`` alpha and early stopping, and the model's
-    special token ids. Hugging Face divides by ``|Y| ** alpha``, not by GNMT's penalty, and has one maximum length
-    per batch (`max_new_tokens`, where the paper allows each sentence its input length + 50); `translate` decodes
-    exactly as the paper does."""
+    """The `GenerationConfig` of section 6.1, for ``model.generate`` and ``pipeline``: beam search with `num_beams`,
+    GNMT's length penalty with alpha `length_penalty`, at most each sentence's input length + `max_length_offset`
+    tokens (and never more than `max_new_tokens`), stopping as soon as no sentence can change; and the model's
+    special token ids.
+
+    ``length_penalty_type`` and ``max_length_offset`` are fields of this package's generation code
+    (``generation_vanilla_transformer.py``, shipped with saved models); transformers keeps them in
+    ``generation_config.json`` and its own loop, where a call falls back to it, ignores them with a warning."""
     return GenerationConfig(
         num_beams=num_beams,
         length_penalty=length_penalty,
-        early_stopping=True,
+        early_stopping="never",
         max_new_tokens=max_new_tokens,
         decoder_start_token_id=config.decoder_start_token_id,
         bos_token_id=config.bos_token_id,
         eos_token_id=config.eos_token_id,
         pad_token_id=config.pad_token_id,
+        **{LENGTH_PENALTY_TYPE: "gnmt", MAX_LENGTH_OFFSET_FIELD: max_length_offset},
     )
+
+
+def has_fast_generation(model: PreTrainedModel) -> bool:
+    """Whether ``model.generate`` serves `paper_generation_config` (this package's model, also as remote code)."""
+    return any(cls.__name__ == "FastGenerationMixin" for cls in type(model).__mro__)
 
 
 def gnmt_length_penalty(length: torch.Tensor | int, alpha: float) -> torch.Tensor | float:
@@ -234,7 +247,10 @@ def translate(
     batch_size: int = 32,
     show_progress: bool = False,
 ) -> list[str]:
-    """Translate sentences with `beam_search`, in batches of similar length, on the model's device.
+    """Translate sentences with the paper's beam search, in batches of similar length, on the model's device.
+
+    This package's model decodes with ``model.generate`` and `paper_generation_config` (its fast incremental
+    decoder); other encoder-decoders with `beam_search`. Both run the same search.
 
     Defaults are the paper's: beam 4, GNMT length penalty alpha = 0.6, at most input length + 50 output tokens.
     The model is put in eval mode for the call and given back in the mode it came in.
@@ -257,6 +273,16 @@ def translate(
     # Longest first: similar lengths share a batch (little padding), and memory problems show at once.
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]), reverse=True)
     translations: list[str] = [""] * len(encoded)
+    generation_config = None
+    if has_fast_generation(model):  # the same search, on the fast incremental decoder
+        longest = max(map(len, encoded), default=0)
+        generation_config = paper_generation_config(
+            model.config,
+            num_beams=num_beams,
+            length_penalty=length_penalty,
+            max_length_offset=max_length_offset,
+            max_new_tokens=min(max(1, longest + max_length_offset), model.config.max_position_embeddings),
+        )
     was_training = model.training
     model.eval()
     try:
@@ -266,14 +292,17 @@ def translate(
             batch = tokenizer.pad(
                 {"input_ids": [encoded[i] for i in indices]}, padding_side="right", return_tensors="pt"
             ).to(model.device)
-            output = beam_search(
-                model,
-                batch["input_ids"],
-                batch["attention_mask"],
-                num_beams=num_beams,
-                length_penalty=length_penalty,
-                max_length_offset=max_length_offset,
-            )
+            if generation_config is not None:
+                output = model.generate(**batch, generation_config=generation_config)
+            else:
+                output = beam_search(
+                    model,
+                    batch["input_ids"],
+                    batch["attention_mask"],
+                    num_beams=num_beams,
+                    length_penalty=length_penalty,
+                    max_length_offset=max_length_offset,
+                )
             for i, text in zip(indices, tokenizer.batch_decode(output, skip_special_tokens=True), strict=True):
                 translations[i] = text
     finally:
@@ -319,6 +348,8 @@ __all__ = [
     "beam_search",
     "check_model_dir",
     "gnmt_length_penalty",
+    "has_fast_generation",
     "load_translation_model",
+    "paper_generation_config",
     "translate",
 ]

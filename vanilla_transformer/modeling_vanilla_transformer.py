@@ -42,6 +42,7 @@ from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
+from .generation_vanilla_transformer import FastGenerationMixin
 
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int | None, decoder_start_token_id: int | None):
@@ -630,8 +631,15 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         )
 
 
-class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedModel, GenerationMixin):
-    """The Transformer with its output projection ("pre-softmax linear transformation"), for translation."""
+class VanillaTransformerForConditionalGeneration(
+    VanillaTransformerPreTrainedModel, FastGenerationMixin, GenerationMixin
+):
+    """The Transformer with its output projection ("pre-softmax linear transformation"), for translation.
+
+    ``generate()`` runs greedy and beam search with the incremental decoder of ``generation_vanilla_transformer.py``
+    (`FastGenerationMixin`), and the paper's beam search (GNMT length penalty, input length + 50) when the generation
+    config asks for it; calls that decoder does not serve go to transformers' own loop.
+    """
 
     _tied_weights_keys = {
         "lm_head.weight": "model.shared.weight",

@@ -1,0 +1,201 @@
+"""generate() on the fast incremental decoder (generation_vanilla_transformer.py) against independent searches:
+transformers' own greedy and beam search loops, and `vanilla_transformer.generation.beam_search` (the paper's)."""
+
+import warnings
+
+import pytest
+import torch
+from test_translate import padded_batch, tiny_model
+from transformers import GenerationConfig
+
+from vanilla_transformer.generation import beam_search, paper_generation_config, translate
+from vanilla_transformer.generation_vanilla_transformer import IncrementalDecoder, _top
+from vanilla_transformer.tokenization import EOS_ID
+
+SOURCES = [[5, 6, 7, 8, 9, 10, EOS_ID], [11, 4, 5, EOS_ID], [7, EOS_ID], [4, 4, 9, 10, 6, EOS_ID]]
+
+
+@pytest.fixture
+def decoder_steps(monkeypatch):
+    """Counts the fast decoder's steps, to tell which loop served a call."""
+    calls = []
+    step = IncrementalDecoder.step
+
+    def counting(self, tokens):
+        calls.append(tokens.shape[0])
+        return step(self, tokens)
+
+    monkeypatch.setattr(IncrementalDecoder, "step", counting)
+    return calls
+
+
+def transformers_loop(model, **kwargs) -> torch.Tensor:
+    """transformers' own search: asking for a dict output makes the fast decoder hand the call over."""
+    return model.generate(**kwargs, return_dict_in_generate=True).sequences
+
+
+def hypotheses(sequences: torch.Tensor, fill: int) -> list[list[int]]:
+    """Each row's generated tokens: up to and including the first </s>, else up to the trailing `fill`."""
+    rows = []
+    for row in sequences[:, 1:].tolist():
+        if EOS_ID in row:
+            rows.append(row[: row.index(EOS_ID) + 1])
+        else:
+            while row and row[-1] == fill:
+                row.pop()
+            rows.append(row)
+    return rows
+
+
+SETTINGS = [
+    dict(num_beams=1),
+    dict(num_beams=4, length_penalty=0.0, early_stopping="never"),
+    dict(num_beams=4, length_penalty=1.0),  # transformers' defaults: |Y| ** 1, the early-stopping heuristic
+    dict(num_beams=4, length_penalty=1.0, early_stopping=True),
+    dict(num_beams=4, length_penalty=2.0, early_stopping="never"),
+    dict(num_beams=3, length_penalty=0.6, early_stopping="never", num_return_sequences=2),
+]
+
+
+@pytest.mark.parametrize("settings", SETTINGS, ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()))
+def test_generate_equals_transformers_own_search(settings, decoder_steps):
+    """Greedy and beam search at alpha 0 and with transformers' |Y| ** alpha, with each early-stopping rule: the
+    same tokens, padding included, as transformers' loop on the same model and padded batch."""
+    ended = {"with </s>": 0, "at the maximum length": 0}
+    for seed in range(10):
+        model = tiny_model(vocab_size=12, seed=seed, head_std=0.3, eos_std=1.0)
+        input_ids, attention_mask = padded_batch(SOURCES)
+        kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=9, **settings)
+        decoder_steps.clear()
+        fast = model.generate(**kwargs)
+        assert decoder_steps, "the fast decoder did not run"
+        decoder_steps.clear()
+        expected = transformers_loop(model, **kwargs)
+        assert not decoder_steps
+        assert fast.tolist() == expected.tolist()
+        for row in expected[:, 1:].tolist():
+            ended["with </s>" if EOS_ID in row else "at the maximum length"] += 1
+    assert all(ended.values()), ended
+
+
+@pytest.mark.parametrize("alpha", [0.6, 2.0])
+def test_generate_with_the_paper_config_is_the_papers_beam_search(alpha, decoder_steps):
+    """GNMT's penalty and each sentence's own maximum (input length + offset): `generation.beam_search`'s result,
+    which transformers' search (|Y| ** alpha, one maximum per batch) does not give."""
+    offset, differs_from_transformers = 4, 0
+    for seed in range(4):
+        model = tiny_model(vocab_size=12, seed=seed, head_std=0.3, eos_std=1.0)
+        input_ids, attention_mask = padded_batch(SOURCES)
+        config = paper_generation_config(model.config, length_penalty=alpha, max_length_offset=offset)
+        output = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=config)
+        assert decoder_steps
+        expected = beam_search(
+            model, input_ids, attention_mask, num_beams=4, length_penalty=alpha, max_length_offset=offset
+        )
+        assert output.tolist() == expected.tolist()  # padded with pad_token_id after </s> or the maximum length
+        for row, source in zip(hypotheses(output, 0), SOURCES, strict=True):
+            assert len(row) <= len(source) + offset
+        hugging_face = GenerationConfig(
+            num_beams=4,
+            length_penalty=alpha,
+            early_stopping="never",
+            max_new_tokens=max(map(len, SOURCES)) + offset,
+            pad_token_id=0,
+            eos_token_id=EOS_ID,
+            decoder_start_token_id=model.config.decoder_start_token_id,
+        )
+        other = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=hugging_face)
+        differs_from_transformers += hypotheses(other, EOS_ID) != hypotheses(output, 0)
+    assert differs_from_transformers > 0  # the tests can tell the paper's search from transformers'
+
+
+def test_each_sentence_stops_at_its_own_input_length_plus_offset():
+    model = tiny_model(vocab_size=12, seed=0)
+    with torch.no_grad():  # </s> never wins
+        model.model.decoder.layers[-1].final_layer_norm.bias.fill_(1.0)
+        model.lm_head.weight[[EOS_ID, 0]] = -100.0
+    input_ids, attention_mask = padded_batch(SOURCES)
+    for num_beams in (1, 3):
+        config = paper_generation_config(model.config, num_beams=num_beams, max_length_offset=3)
+        output = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=config)
+        assert [len(row) for row in hypotheses(output, 0)] == [len(source) + 3 for source in SOURCES]
+        assert output.shape[1] == 1 + max(map(len, SOURCES)) + 3
+
+
+def test_translate_runs_the_fast_decoder_and_equals_the_reference_search(decoder_steps):
+    from vanilla_transformer.tokenization import train_tokenizer
+
+    words = "one two three four five six seven eight nine ten eins zwei drei vier fünf sechs sieben acht neun zehn"
+    tokenizer = train_tokenizer(words.split() * 3, vocab_size=300)
+    model = tiny_model(vocab_size=len(tokenizer), seed=2, head_std=0.3, eos_std=1.0)
+    sentences = ["one two", "three four five six seven eight", "nine", "ten ten ten ten"]
+    texts = translate(model, tokenizer, sentences, max_length_offset=5, batch_size=3)
+    assert decoder_steps
+    batch = tokenizer(sentences, return_tensors="pt", padding=True)
+    expected = beam_search(model, batch["input_ids"], batch["attention_mask"], max_length_offset=5)
+    assert texts == tokenizer.batch_decode(expected, skip_special_tokens=True)
+
+
+def test_calls_it_does_not_serve_run_transformers_loop(decoder_steps):
+    model = tiny_model(vocab_size=12, seed=1, head_std=0.3, eos_std=1.0)
+    input_ids, attention_mask = padded_batch(SOURCES)
+    kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=6)
+    for extra in (
+        dict(do_sample=True, top_k=3),
+        dict(no_repeat_ngram_size=2),  # a logits processor
+        dict(num_beams=2, min_new_tokens=3),
+        dict(output_scores=True, return_dict_in_generate=True),
+        dict(decoder_input_ids=torch.tensor([[2, 5]] * 4)),
+    ):
+        decoder_steps.clear()
+        torch.manual_seed(0)
+        model.generate(**kwargs, **extra)
+        assert not decoder_steps, extra
+    # With the paper's fields, a fall-back warns that transformers' loop ignores them.
+    config = paper_generation_config(model.config, max_length_offset=3)
+    with pytest.warns(UserWarning, match="logits processors .* ignores length_penalty_type='gnmt'"):
+        model.generate(input_ids=input_ids, generation_config=config, no_repeat_ngram_size=2)
+    # Dropout in training mode would make the searches differ: transformers' loop runs, with dropout.
+    model.config.dropout = 0.5
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.5
+    decoder_steps.clear()
+    model.train().generate(**kwargs)
+    assert not decoder_steps
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.eval().generate(**kwargs)  # in eval mode the fast decoder serves the call, silently
+    assert decoder_steps
+
+
+def test_outputs_are_ordinary_tensors_usable_as_training_labels():
+    """Not inference-mode tensors: a generated batch can be fed back as labels and trained on (self-training)."""
+    model = tiny_model(vocab_size=12, seed=4, head_std=0.3, eos_std=1.0)
+    input_ids, attention_mask = padded_batch(SOURCES)
+    for num_beams in (1, 2):
+        output = model.generate(
+            input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=5, num_beams=num_beams
+        )
+        assert not output.is_inference()
+        model(input_ids=input_ids, attention_mask=attention_mask, labels=output[:, 1:]).loss.backward()
+
+
+def test_prepared_weights_follow_changes_to_the_model(decoder_steps):
+    model = tiny_model(vocab_size=12, seed=3, head_std=0.3, eos_std=1.0)
+    input_ids, attention_mask = padded_batch(SOURCES)
+    kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=6, num_beams=2)
+    model.generate(**kwargs)
+    with torch.no_grad():
+        model.model.decoder.layers[0].self_attn.k_proj.weight.mul_(3.0)  # in place: a training step does this
+    assert model.generate(**kwargs).tolist() == transformers_loop(model, **kwargs).tolist()
+
+
+@pytest.mark.parametrize("size", [9, 64 * 16, 8000, 8001, 37000])
+def test_top_equals_topk(size):
+    generator = torch.Generator().manual_seed(size)
+    scores = torch.randn(6, size, generator=generator)
+    scores[0, -5:] += 10  # the best values in the last, partial chunk
+    values, indices = _top(scores, 8)
+    expected = scores.topk(8)
+    assert torch.equal(values, expected.values) and torch.equal(indices, expected.indices)

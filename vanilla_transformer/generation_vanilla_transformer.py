@@ -1,0 +1,548 @@
+"""Fast incremental decoding behind ``model.generate()``: greedy and beam search, and the paper's beam search.
+
+Section 6.1: "we used beam search with a beam size of 4 and length penalty alpha = 0.6 ... We set the maximum output
+length during inference to input length + 50, but terminate early when possible." The length penalty is GNMT's
+(Wu et al., 2016): a finished hypothesis Y scores ``log P(Y | X) / ((5 + |Y|) / 6) ** alpha``.
+
+transformers' own beam search divides by ``|Y| ** alpha`` and has one maximum length per batch. Two generation
+config fields, which transformers keeps as they are (`vanilla_transformer.generation.paper_generation_config`
+writes both), select the paper's search:
+
+* ``length_penalty_type="gnmt"``: GNMT's ``((5 + |Y|) / 6) ** length_penalty`` in place of ``|Y| ** length_penalty``;
+* ``max_length_offset=50``: each sentence stops after its own source length + 50 tokens (and never after the
+  batch's ``max_length``).
+
+With ``early_stopping="never"`` the search stops exactly: once no live hypothesis, even at its maximum length, can
+beat the worst of the k finished ones.
+
+How ``generate()`` gets here: transformers prepares a call (configuration, encoder, stopping criteria, logits
+processors) and then calls the model's ``_sample`` (greedy) or ``_beam_search`` method; `FastGenerationMixin`
+overrides both. A call the fast decoder serves exactly (greedy or beam search, no logits processor, the default
+stopping criteria, no streamer, only the output sequences asked for, ...) runs here; any other falls back to
+transformers' loop, which then ignores the two fields above (with a warning when they are set). At the same settings
+both give the same tokens: the search is transformers' step for step (the 2k best extensions, of which those among
+the k best that end finish, the k best others live on; the same early-stopping rules), only computed with less
+overhead. ``tests/test_fast_generation.py`` checks both against transformers and against
+`vanilla_transformer.generation.beam_search`.
+
+Why it is faster (see ``docs/decoding.md`` for measurements): one decoding step of a small model is a hundred-odd
+tiny operations, so their overhead, not the arithmetic, sets the speed. Here
+
+* the cross-attention keys and values of all decoder layers are one matrix product per call, computed once per
+  sentence (not per beam): the k beams of a sentence are k queries against its encoder output;
+* self-attention keys and values go into one preallocated buffer, time-major, so that following the surviving
+  beams is one ``index_select`` for all layers, which also drops the rows of finished sentences;
+* the query, key and value projections of self-attention are one fused matrix product;
+* no masks, position ids or cache objects are built per step.
+
+This file imports only torch and transformers: it is copied next to a saved model with the modeling file, which
+imports it, and runs as remote code.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import torch
+from torch.nn import functional as F
+from transformers.generation.stopping_criteria import EosTokenCriteria, MaxLengthCriteria
+
+LENGTH_PENALTY_TYPE = "length_penalty_type"
+"""Generation config field: ``"gnmt"`` for ``((5 + |Y|) / 6) ** alpha``; absent or ``"length"``: ``|Y| ** alpha``."""
+
+MAX_LENGTH_OFFSET = "max_length_offset"
+"""Generation config field: each sentence generates at most its source length + this many tokens."""
+
+_MASKED = -1.0e9
+"""transformers' beam search marks impossible hypotheses with this score; the same here keeps ties the same."""
+
+
+def length_penalty_of(generation_config) -> str:
+    kind = getattr(generation_config, LENGTH_PENALTY_TYPE, None) or "length"
+    if kind not in ("length", "gnmt"):
+        raise ValueError(f"generation config {LENGTH_PENALTY_TYPE}={kind!r}: choose 'length' or 'gnmt'")
+    return kind
+
+
+def _penalty(length, alpha: float, kind: str):
+    """The denominator of a finished hypothesis's score: ``|Y| ** alpha``, or GNMT's ``((5 + |Y|) / 6) ** alpha``."""
+    return ((5 + length) / 6) ** alpha if kind == "gnmt" else length**alpha
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The decoder, one token at a time
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class _Linear:
+    """``x W^T + b`` as ``addmm(b, x, W^T)`` with ``W^T`` stored contiguous: with the few rows of a decoding step,
+    BLAS multiplies a row-major ``[in, out]`` matrix 1.5 times faster than the transposed ``[out, in]`` one."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
+        self.weight_t, self.bias = weight.t().contiguous(), bias
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.bias is None:
+            return torch.mm(x, self.weight_t)
+        return torch.addmm(self.bias, x, self.weight_t)
+
+
+def _linear(*modules) -> _Linear:
+    """One `_Linear` computing the outputs of `modules` (``nn.Linear`` of the same input) side by side."""
+    return _Linear(torch.cat([m.weight for m in modules]), torch.cat([m.bias for m in modules]))
+
+
+class _LayerWeights:
+    """One decoder layer's parameters in the layout the step uses: fused self-attention Q/K/V."""
+
+    def __init__(self, layer):
+        attn, cross = layer.self_attn, layer.encoder_attn
+        self.qkv = _linear(attn.q_proj, attn.k_proj, attn.v_proj)
+        self.out = _linear(attn.out_proj)
+        self.query = _linear(cross.q_proj)
+        self.cross_out = _linear(cross.out_proj)
+        self.fc1, self.fc2 = _linear(layer.fc1), _linear(layer.fc2)
+        # ReLU (the paper's) in place, without a module call
+        self.activation = torch.relu_ if isinstance(layer.activation_fn, torch.nn.ReLU) else layer.activation_fn
+        self.norms = [
+            (norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+            for norm in (layer.self_attn_layer_norm, layer.encoder_attn_layer_norm, layer.final_layer_norm)
+        ]
+
+
+class _DecoderWeights:
+    """The decoder's parameters prepared for decoding, kept on the model and rebuilt when a parameter changes.
+
+    The prepared copies (transposed, fused) take as much memory again as the decoder and the output projection.
+    """
+
+    def __init__(self, model):
+        decoder = model.get_decoder()
+        self.key = self.version_key(model)
+        self.layers = [_LayerWeights(layer) for layer in decoder.layers]
+        # The cross-attention keys and values of every layer: one [d, L * 2 * d] matrix.
+        self.memory = _linear(
+            *[p for layer in decoder.layers for p in (layer.encoder_attn.k_proj, layer.encoder_attn.v_proj)]
+        )
+        self.embedding = decoder.embed_tokens.weight
+        self.embed_scale = decoder.embed_scale
+        self.positions = decoder.embed_positions.pe.to(self.embedding.dtype)
+        self.lm_head = _Linear(model.get_output_embeddings().weight)
+        self.heads = decoder.layers[0].self_attn.num_heads
+        self.head_dim = decoder.layers[0].self_attn.head_dim
+
+    @staticmethod
+    def version_key(model) -> tuple:
+        """Changes when a parameter is replaced, moved, cast or updated in place (an optimizer step)."""
+        parameters = [*model.get_decoder().parameters(), *model.get_output_embeddings().parameters()]
+        return tuple((p.data_ptr(), p.dtype, p.device, None if p.is_inference() else p._version) for p in parameters)
+
+    @classmethod
+    def of(cls, model) -> _DecoderWeights:
+        weights = getattr(model, "_fast_decoder_weights", None)
+        if weights is None or weights.key != cls.version_key(model):
+            with torch.no_grad():
+                weights = cls(model)
+            model._fast_decoder_weights = weights
+        return weights
+
+
+class IncrementalDecoder:
+    """The decoder of one `generate()` call: rows are hypotheses, ``beams`` consecutive rows per sentence.
+
+    Self-attention keys and values of all layers live in one preallocated buffer ``[T, rows, L, 2, H, d_k]``, time
+    first, so that `select` (follow the surviving beams, drop finished sentences) is one ``index_select`` of its
+    first t steps into a second buffer. Cross-attention keys and values are computed once, per sentence, as one
+    matrix product. Each step then takes about 20 tensor operations per layer: their count, more than their
+    arithmetic, sets the speed of a small model.
+    """
+
+    def __init__(self, weights: _DecoderWeights, memory: torch.Tensor, memory_mask, beams: int, max_steps: int):
+        self.w, self.beams, self.step_index = weights, beams, 0
+        sentences, source_length = memory.shape[:2]
+        layers, heads, head_dim = len(weights.layers), weights.heads, weights.head_dim
+        projected = weights.memory(memory.flatten(0, 1))  # [B * S, L * 2 * d]
+        self.memory_mask = None  # [B, 1, 1, S], 0 = attend, -inf = padding; None when nothing is padded
+        if memory_mask is not None and not bool(memory_mask.all()):
+            additive = torch.zeros(memory_mask.shape, dtype=memory.dtype, device=memory.device)
+            self.memory_mask = additive.masked_fill_(memory_mask == 0, -math.inf)[:, None, None, :]
+        self._set_memory(projected.view(sentences, source_length, layers, 2, heads, head_dim))
+        self.max_steps, self.row_shape = max_steps, (layers, 2, heads, head_dim)
+        rows = sentences * beams
+        self._storage = [memory.new_empty(max_steps * rows * math.prod(self.row_shape)) for _ in range(2)]
+        self._set_cache(self._view(self._storage[0], rows))
+
+    def _view(self, storage: torch.Tensor, rows: int) -> torch.Tensor:
+        return storage[: self.max_steps * rows * math.prod(self.row_shape)].view(self.max_steps, rows, *self.row_shape)
+
+    def _set_cache(self, cache: torch.Tensor) -> None:
+        self.cache = cache  # [T, rows, L, 2, H, d_k]
+        per_layer = cache.permute(2, 3, 1, 4, 0, 5)  # [L, 2, rows, H, T, d_k]
+        self.keys, self.values = per_layer[:, 0].unbind(0), per_layer[:, 1].unbind(0)
+
+    def _set_memory(self, memory: torch.Tensor) -> None:
+        self.memory = memory  # [B, S, L, 2, H, d_k]
+        per_layer = memory.permute(2, 3, 0, 4, 1, 5)  # [L, 2, B, H, S, d_k]
+        self.memory_keys, self.memory_values = per_layer[:, 0].unbind(0), per_layer[:, 1].unbind(0)
+
+    @property
+    def rows(self) -> int:
+        return self.cache.shape[1]
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Logits ``[rows, V]`` of the next token after `tokens` ``[rows]``, the last token of each hypothesis."""
+        w, t = self.w, self.step_index
+        rows, sentences, heads, head_dim = tokens.shape[0], self.memory.shape[0], w.heads, w.head_dim
+        d, mask = heads * head_dim, self.memory_mask
+        x = torch.add(w.positions[t], F.embedding(tokens, w.embedding), alpha=w.embed_scale)
+        new = self.cache[t]  # [rows, L, 2, H, d_k]
+        for index, layer in enumerate(w.layers):
+            # Masked self-attention: the new key and value join the cache; the query sees positions 0..t.
+            qkv = layer.qkv(x).view(rows, 3, heads, head_dim)
+            new[:, index] = qkv[:, 1:]
+            keys, values = self.keys[index].narrow(2, 0, t + 1), self.values[index].narrow(2, 0, t + 1)
+            attended = F.scaled_dot_product_attention(qkv[:, 0].unsqueeze(2), keys, values)  # [rows, H, 1, d_k]
+            x = _add_norm(x, layer.out(attended.reshape(rows, d)), layer.norms[0])
+            # Encoder-decoder attention: the beams of a sentence are `beams` queries against its memory.
+            query = layer.query(x).view(sentences, -1, heads, head_dim).transpose(1, 2)  # [B, H, beams, d_k]
+            keys, values = self.memory_keys[index], self.memory_values[index]
+            attended = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask).transpose(1, 2)
+            x = _add_norm(x, layer.cross_out(attended.reshape(rows, d)), layer.norms[1])
+            x = _add_norm(x, layer.fc2(layer.activation(layer.fc1(x))), layer.norms[2])
+        self.step_index += 1
+        return w.lm_head(x)
+
+    def select(self, rows: torch.Tensor, sentences: torch.Tensor | None = None) -> None:
+        """Keep the cache rows `rows` (in this order), and, when given, only the `sentences` of the memory."""
+        target = self._view(self._storage[1], rows.numel())
+        torch.index_select(self.cache[: self.step_index], 1, rows, out=target[: self.step_index])
+        self._storage.reverse()
+        self._set_cache(target)
+        if sentences is not None:
+            self._set_memory(self.memory.index_select(0, sentences))
+            if self.memory_mask is not None:
+                self.memory_mask = self.memory_mask.index_select(0, sentences)
+
+
+def _top(scores: torch.Tensor, n: int, chunk: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+    """``scores.topk(n)`` over the last dimension, several times faster for a vocabulary-sized one on CPU.
+
+    The n largest values lie in the n chunks with the largest maxima (a chunk holding one of them has a maximum at
+    least as large as the n-th value, and at most n chunks do), so the top n of those n * chunk values are exact.
+    """
+    rows, size = scores.shape
+    if size < 8 * n * chunk:
+        return scores.topk(n)
+    full = size // chunk * chunk
+    maxima = scores[:, :full].view(rows, -1, chunk).amax(-1)  # [rows, size / chunk]
+    if full < size:
+        maxima = torch.cat((maxima, scores[:, full:].amax(-1, keepdim=True)), dim=1)
+    starts = maxima.topk(n).indices * chunk  # [rows, n]
+    index = (starts.unsqueeze(-1) + torch.arange(chunk, device=scores.device)).view(rows, -1)  # [rows, n * chunk]
+    values = scores.gather(1, index.clamp(max=size - 1)).masked_fill_(index >= size, -math.inf)
+    values, best = values.topk(n)
+    return values, index.gather(1, best)
+
+
+def _add_norm(x: torch.Tensor, sublayer: torch.Tensor, norm: tuple) -> torch.Tensor:
+    """The paper's post-norm residual: LayerNorm(x + Sublayer(x)); `norm` is (shape, weight, bias, eps)."""
+    return F.layer_norm(sublayer.add_(x), *norm)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The searches
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def greedy_search(
+    decoder: IncrementalDecoder, start_id: int, eos_ids: torch.Tensor, pad_id: int, max_lengths: torch.Tensor
+) -> torch.Tensor:
+    """transformers' greedy search: the most probable token at each step; a row ends at ``</s>`` or at its own
+    maximum length (`max_lengths`, in generated tokens), and is padded after that. Returns ``[rows, 1 + steps]``."""
+    rows, device = decoder.rows, eos_ids.device
+    output = torch.full((rows, 1 + int(max_lengths.max())), pad_id, dtype=torch.long, device=device)
+    output[:, 0] = start_id
+    index = torch.arange(rows, device=device)  # the output row of each decoder row
+    tokens, finished = output[:, 0], torch.zeros(rows, dtype=torch.bool, device=device)
+    length = 0
+    while True:
+        length += 1
+        tokens = decoder.step(tokens).float().max(dim=-1).indices.masked_fill_(finished, pad_id)
+        output[index, length] = tokens
+        ended = tokens == eos_ids[0] if eos_ids.numel() == 1 else torch.isin(tokens, eos_ids)
+        finished |= ended | (max_lengths <= length)
+        count = int(finished.sum())
+        if count == finished.numel():
+            return output[:, : 1 + length]
+        if 4 * count >= finished.numel():  # a quarter of the rows is done: stop computing them
+            keep = (~finished).nonzero().squeeze(1)
+            decoder.select(keep, keep)
+            index, tokens, finished, max_lengths = index[keep], tokens[keep], finished[keep], max_lengths[keep]
+
+
+@torch.no_grad()
+def beam_search(
+    decoder: IncrementalDecoder,
+    start_id: int,
+    eos_id: int,
+    fill_id: int,
+    max_lengths: torch.Tensor,
+    *,
+    length_penalty: float,
+    penalty_type: str = "length",
+    early_stopping: bool | str = False,
+    num_return_sequences: int = 1,
+) -> torch.Tensor:
+    """transformers' beam search (``_beam_search``), with each sentence's own maximum length and a choice of length
+    penalty (``|Y| ** alpha`` or GNMT's), dropping each sentence from the batch once its result cannot change.
+
+    Every step extends the k live hypotheses of a sentence by every token and keeps the 2k best extensions; those
+    among the k best that end (``</s>``, or the maximum length) join the k best finished hypotheses, scored
+    ``log P / penalty(|Y|)``; the k best others live on. A sentence is done when it holds k finished hypotheses and
+    its best live one cannot beat the worst of them, judged at the current length, or with ``early_stopping="never"``
+    (and alpha > 0) at its maximum length, which is exact; or with ``early_stopping=True`` as soon as it holds k.
+
+    Returns ``[sentences * num_return_sequences, 1 + longest]``: the best hypotheses of each sentence, best first,
+    with `fill_id` after their end.
+    """
+    k, device = decoder.beams, max_lengths.device
+    sentences, width = max_lengths.shape[0], 1 + int(max_lengths.max())
+    result = torch.full((sentences, num_return_sequences, width), fill_id, dtype=torch.long, device=device)
+    result_lengths = torch.zeros(sentences, num_return_sequences, dtype=torch.long, device=device)
+    index = torch.arange(sentences, device=device)  # the output sentence of each live sentence
+
+    live = torch.full((sentences, k, width), fill_id, dtype=torch.long, device=device)
+    live[:, :, 0] = start_id
+    live_scores = torch.zeros(sentences, k, device=device)
+    live_scores[:, 1:] = _MASKED  # the k hypotheses start identical: extend only the first
+    finished = live.clone()
+    finished_scores = torch.full((sentences, k), _MASKED, device=device)
+    finished_lengths = torch.zeros(sentences, k, dtype=torch.long, device=device)
+    is_finished = torch.zeros(sentences, k, dtype=torch.bool, device=device)
+    first_k = (torch.arange(2 * k, device=device) < k).unsqueeze(0)
+    length = 0
+    while index.numel():
+        length += 1
+        count = index.numel()
+        log_probs = F.log_softmax(decoder.step(live[:, :, length - 1].reshape(-1)).float(), dim=-1)  # [B * k, V]
+        # The 2k best extensions of each sentence are among the 2k best of each of its hypotheses.
+        row_scores, row_tokens = _top(log_probs, 2 * k)
+        row_scores = (row_scores.view(count, k, 2 * k) + live_scores.unsqueeze(-1)).view(count, -1)
+        candidate_scores, flat = row_scores.topk(2 * k)  # [B, 2k]
+        candidate_beams = flat // (2 * k)
+        candidate_tokens = row_tokens.view(count, -1).gather(1, flat)
+        ends = (candidate_tokens == eos_id) | (max_lengths <= length).unsqueeze(1)
+
+        # The k best extensions that do not end live on.
+        histories = live
+        live_scores, keep = (candidate_scores + ends.float() * _MASKED).topk(k)
+        parents = candidate_beams.gather(1, keep)
+        live = histories.gather(1, parents.unsqueeze(-1).expand(-1, -1, width))
+        live[:, :, length] = candidate_tokens.gather(1, keep)
+
+        # Those among the k best that end join the finished hypotheses, scored with the length penalty.
+        new_scores = candidate_scores[:, :k] / _penalty(length, length_penalty, penalty_type)
+        new_scores = new_scores + (~(ends & first_k)[:, :k]).float() * _MASKED
+        new = histories.gather(1, candidate_beams[:, :k].unsqueeze(-1).expand(-1, -1, width))
+        new[:, :, length] = candidate_tokens[:, :k]
+        merged_scores = torch.cat((finished_scores, new_scores), dim=1)
+        finished_scores, best = merged_scores.topk(k)
+        finished = torch.cat((finished, new), dim=1).gather(1, best.unsqueeze(-1).expand(-1, -1, width))
+        merged_lengths = torch.cat((finished_lengths, finished_lengths.new_full((count, k), length)), dim=1)
+        finished_lengths = merged_lengths.gather(1, best)
+        merged_finished = torch.cat((is_finished, (ends & first_k)[:, :k]), dim=1)
+        is_finished = merged_finished.gather(1, best)
+
+        # Done: nothing can change any more.
+        full = is_finished.all(1)
+        bound = max_lengths if early_stopping == "never" and length_penalty > 0 else length
+        best_possible = live_scores[:, 0] / _penalty(bound, length_penalty, penalty_type)
+        done = (full & (best_possible <= finished_scores.min(1).values)) | (max_lengths <= length)
+        if early_stopping is True:
+            done |= full
+        rows = (parents + k * torch.arange(count, device=device).unsqueeze(1)).flatten()
+        if bool(done.any()):
+            result[index[done]] = finished[done, :num_return_sequences]
+            result_lengths[index[done]] = finished_lengths[done, :num_return_sequences]
+            going = (~done).nonzero().squeeze(1)
+            index, max_lengths = index[going], max_lengths[going]
+            live, live_scores, finished = live[going], live_scores[going], finished[going]
+            finished_scores, finished_lengths, is_finished = (
+                finished_scores[going],
+                finished_lengths[going],
+                is_finished[going],
+            )
+            rows = rows.view(count, k)[going].flatten()
+            decoder.select(rows, going)
+        else:
+            decoder.select(rows)
+    return result.flatten(0, 1)[:, : 1 + int(result_lengths.max())]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# generate(): the model's decoding hooks
+# --------------------------------------------------------------------------------------------------------------------
+
+_MODEL_KWARGS = {"attention_mask", "encoder_outputs", "past_key_values", "use_cache"}
+"""What transformers passes to a decoding method of a plain call: anything else goes to its own loop."""
+
+
+def _unserved(model, input_ids, logits_processor, stopping_criteria, config, synced_gpus, streamer, kwargs) -> str:
+    """Why the fast decoder cannot serve this call exactly (``""`` when it can)."""
+    beams = config.num_beams or 1
+    checks = (
+        (config.do_sample, "sampling"),
+        (
+            len(logits_processor) > 0,
+            "logits processors (" + ", ".join(type(p).__name__ for p in logits_processor) + ")",
+        ),
+        (
+            any(not isinstance(c, (MaxLengthCriteria, EosTokenCriteria)) for c in stopping_criteria),
+            "stopping criteria other than max_length and eos_token_id",
+        ),
+        (streamer is not None, "a streamer"),
+        (bool(synced_gpus), "synced_gpus"),
+        (
+            config.return_dict_in_generate
+            or config.output_scores
+            or config.output_logits
+            or config.output_attentions
+            or config.output_hidden_states,
+            "outputs besides the sequences",
+        ),
+        (config.num_return_sequences > max(1, beams), "num_return_sequences > num_beams"),
+        (input_ids.shape[1] != 1, "a decoder prompt (decoder_input_ids)"),
+        (not set(kwargs) <= _MODEL_KWARGS, "model arguments " + ", ".join(sorted(set(kwargs) - _MODEL_KWARGS))),
+        (
+            kwargs.get("past_key_values") is not None and kwargs["past_key_values"].get_seq_length() > 0,
+            "a filled cache",
+        ),
+        (kwargs.get("encoder_outputs") is None, "no encoder output"),
+        (config._eos_token_tensor is None, "no eos_token_id"),
+        (beams > 1 and config._eos_token_tensor.numel() != 1, "several eos_token_id with beam search"),
+        (model.training and _has_dropout(model), "the model in training mode, with dropout"),
+        (
+            getattr(config, MAX_LENGTH_OFFSET, None) is None
+            and config.max_length - 1 > model.config.max_position_embeddings,
+            f"max_length beyond max_position_embeddings={model.config.max_position_embeddings}",
+        ),
+    )
+    return next((reason for failed, reason in checks if failed), "")
+
+
+def _has_dropout(model) -> bool:
+    return any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules())
+
+
+def _max_lengths(model, config, attention_mask, memory: torch.Tensor) -> torch.Tensor:
+    """Each sentence's most generated tokens: ``max_length - 1``, and its source length + ``max_length_offset``."""
+    limit = torch.full((memory.shape[0],), config.max_length - 1, device=memory.device)
+    offset = getattr(config, MAX_LENGTH_OFFSET, None)
+    if offset is not None:
+        if not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"generation config {MAX_LENGTH_OFFSET}={offset!r}: expected a non-negative integer")
+        sources = attention_mask.sum(1) if attention_mask is not None else torch.full_like(limit, memory.shape[1])
+        limit = torch.minimum(limit, sources.to(limit.device) + offset)
+    return limit.clamp(max=model.config.max_position_embeddings)
+
+
+def fast_generate(model, config, kwargs) -> torch.Tensor:
+    """Greedy or beam search with the fast decoder, for a call that `_unserved` accepts."""
+    beams = config.num_beams or 1
+    memory = kwargs["encoder_outputs"].last_hidden_state[::beams]  # transformers repeated it for each beam
+    attention_mask = kwargs.get("attention_mask")
+    attention_mask = attention_mask[::beams] if attention_mask is not None else None
+    max_lengths = _max_lengths(model, config, attention_mask, memory)
+    decoder = IncrementalDecoder(_DecoderWeights.of(model), memory, attention_mask, beams, int(max_lengths.max()))
+    start = int(config._decoder_start_token_tensor.flatten()[0])
+    eos = config._eos_token_tensor.flatten().to(memory.device)
+    if beams == 1:
+        pad = config._pad_token_tensor
+        return greedy_search(decoder, start, eos, int(pad) if pad is not None else int(eos[0]), max_lengths)
+    pad = config._pad_token_tensor
+    fill = int(pad) if pad is not None else int(eos[0])
+    if length_penalty_of(config) == "length" and fill == 0:
+        # transformers pads beam search output with </s> when pad_token_id is 0 (its `pad or eos`): the same here.
+        # The paper's search pads with pad_token_id, as `vanilla_transformer.generation.beam_search` does.
+        fill = int(eos[0])
+    return beam_search(
+        decoder,
+        start,
+        int(eos[0]),
+        fill,
+        max_lengths,
+        length_penalty=config.length_penalty,
+        penalty_type=length_penalty_of(config),
+        early_stopping=config.early_stopping,
+        num_return_sequences=config.num_return_sequences,
+    )
+
+
+def _warn_fallback(config, reason: str, search: str) -> None:
+    ignored = [
+        f"{name}={getattr(config, name)!r}"
+        for name in (LENGTH_PENALTY_TYPE, MAX_LENGTH_OFFSET)
+        if getattr(config, name, None) not in (None, "length")
+    ]
+    if ignored:
+        warnings.warn(
+            f"generate(): the fast decoder does not serve {reason}, so transformers' own {search} runs, and it "
+            f"ignores {' and '.join(ignored)} (|Y| ** alpha and one max_length per batch instead)",
+            stacklevel=4,
+        )
+
+
+class FastGenerationMixin:
+    """Routes greedy and beam search of ``generate()`` to the fast decoder, and the calls it cannot serve exactly
+    to transformers' own ``_sample`` and ``_beam_search`` (see the module docstring)."""
+
+    def _sample(
+        self,
+        input_ids,
+        logits_processor,
+        stopping_criteria,
+        generation_config,
+        synced_gpus=False,
+        streamer=None,
+        **model_kwargs,
+    ):
+        reason = _unserved(
+            self,
+            input_ids,
+            logits_processor,
+            stopping_criteria,
+            generation_config,
+            synced_gpus,
+            streamer,
+            model_kwargs,
+        )
+        if not reason:
+            return fast_generate(self, generation_config, model_kwargs)
+        _warn_fallback(generation_config, reason, "greedy search or sampling")
+        return super()._sample(
+            input_ids,
+            logits_processor,
+            stopping_criteria,
+            generation_config,
+            synced_gpus=synced_gpus,
+            streamer=streamer,
+            **model_kwargs,
+        )
+
+    def _beam_search(
+        self, input_ids, logits_processor, stopping_criteria, generation_config, synced_gpus=False, **model_kwargs
+    ):
+        reason = _unserved(
+            self, input_ids, logits_processor, stopping_criteria, generation_config, synced_gpus, None, model_kwargs
+        )
+        if not reason:
+            return fast_generate(self, generation_config, model_kwargs)
+        _warn_fallback(generation_config, reason, "beam search")
+        return super()._beam_search(
+            input_ids, logits_processor, stopping_criteria, generation_config, synced_gpus=synced_gpus, **model_kwargs
+        )
+
+
+__all__ = ["FastGenerationMixin", "IncrementalDecoder", "beam_search", "fast_generate", "greedy_search"]
