@@ -25,7 +25,7 @@ the k best that end finish, the k best others live on; the same early-stopping r
 overhead. ``tests/test_fast_generation.py`` checks both against transformers and against
 `vanilla_transformer.generation.beam_search`.
 
-Why it is faster (see ``docs/decoding.md`` for measurements): one decoding step of a small model is a hundred-odd
+Why it is faster (measurements: the README's section "Decoding"): one decoding step of a small model is a hundred-odd
 tiny operations, so their overhead, not the arithmetic, sets the speed. Here
 
 * the cross-attention keys and values of all decoder layers are one matrix product per call, computed once per
