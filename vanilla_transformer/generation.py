@@ -36,6 +36,8 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch.nn import functional as F
@@ -156,84 +158,142 @@ def beam_search(
     """
     _check_search_arguments(input_ids, attention_mask, num_beams, length_penalty, max_length_offset)
     config = model.config
-    start_id, eos_id, pad_id = config.decoder_start_token_id, config.eos_token_id, config.pad_token_id
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
     if input_ids.shape[0] == 0:  # no sentences: no translations
-        return torch.full((0, 1), start_id, dtype=input_ids.dtype, device=input_ids.device)
-    device = input_ids.device
-    batch_size, k = input_ids.shape[0], num_beams
+        return torch.full((0, 1), config.decoder_start_token_id, dtype=input_ids.dtype, device=input_ids.device)
 
-    max_lengths = attention_mask.sum(dim=1) + max_length_offset  # [B], in output tokens
-    position_limit = getattr(config, "max_position_embeddings", None)
-    if position_limit is not None:
-        max_lengths = max_lengths.clamp(max=position_limit)
-    # Row b * k + j of every decoder tensor is hypothesis j of sentence b.
-    sentence_of_row = torch.arange(batch_size, device=device).repeat_interleave(k)
-    encoder_states = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-    encoder_outputs = BaseModelOutput(last_hidden_state=encoder_states.index_select(0, sentence_of_row))
-    memory_mask = attention_mask.index_select(0, sentence_of_row)
-
-    live = torch.full((batch_size, k, 1), start_id, device=device)  # [B, k, 1 + length]
-    live_scores = torch.zeros(batch_size, k, device=device)  # log P of the live hypotheses
-    live_scores[:, 1:] = -math.inf  # the k hypotheses start identical: extend only the first
-    finished = torch.full((batch_size, k, 1), pad_id, device=device)
-    finished_scores = torch.full((batch_size, k), -math.inf, device=device)  # sorted, best first
-    finished_lengths = torch.zeros(batch_size, k, dtype=torch.long, device=device)
-    done = torch.zeros(batch_size, dtype=torch.bool, device=device)
+    max_lengths = _max_output_lengths(config, attention_mask, max_length_offset)
+    encoder_outputs, memory_mask = _encode_per_hypothesis(model, input_ids, attention_mask, num_beams)
+    beams = _Beams.start(
+        input_ids.shape[0], num_beams, config.decoder_start_token_id, config.pad_token_id, input_ids.device
+    )
     cache = None
     length = 0  # output tokens generated so far, </s> included
-    while not done.all():
+    while not beams.done.all():
         length += 1
         outputs = model(
             encoder_outputs=encoder_outputs,
             attention_mask=memory_mask,
-            decoder_input_ids=live[:, :, -1].reshape(-1, 1),
+            decoder_input_ids=beams.live[:, :, -1].reshape(-1, 1),
             past_key_values=cache,
             use_cache=True,
         )
         cache = outputs.past_key_values
         log_probs = F.log_softmax(outputs.logits[:, -1].float(), dim=-1)  # [B * k, V]
-        vocab_size = log_probs.shape[-1]
-        scores = (live_scores.unsqueeze(-1) + log_probs.view(batch_size, k, vocab_size)).view(batch_size, -1)
+        candidates = beams.best_extensions(log_probs)
+        ends = (candidates.tokens == config.eos_token_id) | (length >= max_lengths).unsqueeze(1)
+        beams.finish(candidates, ends, gnmt_length_penalty(length, length_penalty), config.pad_token_id)
+        source_rows = beams.live_on(candidates, ends)
+        cache.reorder_cache(source_rows)
+        beams.done |= beams.settled(gnmt_length_penalty(max_lengths, length_penalty)) | (length >= max_lengths)
+    return beams.best_finished()
 
-        # 1. The 2k best extensions of the live hypotheses: [B, 2k] scores, source hypotheses and new tokens.
+
+def _max_output_lengths(config: PreTrainedConfig, attention_mask: torch.Tensor, offset: int) -> torch.Tensor:
+    """Each sentence's most output tokens ``[B]``: its source length + `offset`, within the model's positions."""
+    max_lengths = attention_mask.sum(dim=1) + offset
+    position_limit = getattr(config, "max_position_embeddings", None)
+    if position_limit is not None:
+        max_lengths = max_lengths.clamp(max=position_limit)
+    return max_lengths
+
+
+def _encode_per_hypothesis(
+    model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor, k: int
+) -> tuple[BaseModelOutput, torch.Tensor]:
+    """Run the encoder once, and repeat its output and mask for the k hypotheses of each sentence: row ``b * k + j``
+    of every decoder tensor is hypothesis j of sentence b."""
+    sentence_of_row = torch.arange(input_ids.shape[0], device=input_ids.device).repeat_interleave(k)
+    encoder_states = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    encoder_outputs = BaseModelOutput(last_hidden_state=encoder_states.index_select(0, sentence_of_row))
+    return encoder_outputs, attention_mask.index_select(0, sentence_of_row)
+
+
+class _Candidates(NamedTuple):
+    """The 2k best extensions of each sentence's live hypotheses, best first."""
+
+    scores: torch.Tensor  # [B, 2k] log P
+    beams: torch.Tensor  # [B, 2k] the live hypothesis each extends
+    tokens: torch.Tensor  # [B, 2k] the token each adds
+    sequences: torch.Tensor  # [B, 2k, 1 + length] the extended hypotheses
+
+
+@dataclass
+class _Beams:
+    """The search state of a batch: per sentence, k live hypotheses and the k best finished ones."""
+
+    live: torch.Tensor  # [B, k, 1 + length], starting with the decoder start token
+    live_scores: torch.Tensor  # [B, k] log P of the live hypotheses
+    finished: torch.Tensor  # [B, k, 1 + length], padded after their end
+    finished_scores: torch.Tensor  # [B, k] log P / lp, sorted, best first; -inf where none yet
+    finished_lengths: torch.Tensor  # [B, k] output tokens of the finished hypotheses, </s> included
+    done: torch.Tensor  # [B] the sentences whose result can no longer change
+
+    @classmethod
+    def start(cls, batch_size: int, k: int, start_id: int, pad_id: int, device: torch.device) -> _Beams:
+        live_scores = torch.zeros(batch_size, k, device=device)
+        live_scores[:, 1:] = -math.inf  # the k hypotheses start identical: extend only the first
+        return cls(
+            live=torch.full((batch_size, k, 1), start_id, device=device),
+            live_scores=live_scores,
+            finished=torch.full((batch_size, k, 1), pad_id, device=device),
+            finished_scores=torch.full((batch_size, k), -math.inf, device=device),
+            finished_lengths=torch.zeros(batch_size, k, dtype=torch.long, device=device),
+            done=torch.zeros(batch_size, dtype=torch.bool, device=device),
+        )
+
+    def best_extensions(self, log_probs: torch.Tensor) -> _Candidates:
+        """1. The 2k best extensions of the live hypotheses, given the next token's `log_probs` ``[B * k, V]``."""
+        batch_size, k, length = self.live.shape
+        vocab_size = log_probs.shape[-1]
+        scores = (self.live_scores.unsqueeze(-1) + log_probs.view(batch_size, k, vocab_size)).view(batch_size, -1)
         candidate_scores, flat_index = scores.topk(2 * k)
         candidate_beams, candidate_tokens = flat_index // vocab_size, flat_index % vocab_size
-        candidates = torch.cat(
-            (live.gather(1, candidate_beams.unsqueeze(-1).expand(-1, -1, length)), candidate_tokens.unsqueeze(-1)),
+        sequences = torch.cat(
+            (
+                self.live.gather(1, candidate_beams.unsqueeze(-1).expand(-1, -1, length)),
+                candidate_tokens.unsqueeze(-1),
+            ),
             dim=-1,
-        )  # [B, 2k, 1 + length]
-        ends = (candidate_tokens == eos_id) | (length >= max_lengths).unsqueeze(1)
-
-        # 2. Ending extensions among the k best join the k best finished hypotheses, scored with the penalty.
-        may_finish = ends & ~done.unsqueeze(1)
-        may_finish[:, k:] = False
-        new_scores = (candidate_scores / gnmt_length_penalty(length, length_penalty)).masked_fill(
-            ~may_finish, -math.inf
         )
-        finished_scores, best = torch.cat((finished_scores, new_scores), dim=1).topk(k)
-        padded_finished = F.pad(finished, (0, 1), value=pad_id)
-        finished = torch.cat((padded_finished, candidates), dim=1).gather(
+        return _Candidates(candidate_scores, candidate_beams, candidate_tokens, sequences)
+
+    def finish(self, candidates: _Candidates, ends: torch.Tensor, penalty: float, pad_id: int) -> None:
+        """2. The extensions among the k best that `ends` join the k best finished hypotheses, scored
+        ``log P / penalty``."""
+        _, k, length = self.live.shape  # the step's length: the new hypotheses hold 1 + length tokens
+        may_finish = ends & ~self.done.unsqueeze(1)
+        may_finish[:, k:] = False
+        new_scores = (candidates.scores / penalty).masked_fill(~may_finish, -math.inf)
+        self.finished_scores, best = torch.cat((self.finished_scores, new_scores), dim=1).topk(k)
+        padded_finished = F.pad(self.finished, (0, 1), value=pad_id)
+        self.finished = torch.cat((padded_finished, candidates.sequences), dim=1).gather(
             1, best.unsqueeze(-1).expand(-1, -1, length + 1)
         )
-        finished_lengths = torch.cat((finished_lengths, torch.full_like(candidate_tokens, length)), dim=1).gather(
-            1, best
-        )
+        new_lengths = torch.full_like(candidates.tokens, length)
+        self.finished_lengths = torch.cat((self.finished_lengths, new_lengths), dim=1).gather(1, best)
 
-        # 3. The k best extensions that did not end live on; the cache follows their source hypotheses.
-        live_scores, keep = candidate_scores.masked_fill(ends, -math.inf).topk(k)
-        live = candidates.gather(1, keep.unsqueeze(-1).expand(-1, -1, length + 1))
-        source_rows = candidate_beams.gather(1, keep) + k * torch.arange(batch_size, device=device).unsqueeze(1)
-        cache.reorder_cache(source_rows.flatten())
+    def live_on(self, candidates: _Candidates, ends: torch.Tensor) -> torch.Tensor:
+        """3. The k best extensions that did not end become the live hypotheses. Returns the decoder rows they
+        extend, ``[B * k]``, for the cache to follow."""
+        batch_size, k, length = self.live.shape
+        self.live_scores, keep = candidates.scores.masked_fill(ends, -math.inf).topk(k)
+        self.live = candidates.sequences.gather(1, keep.unsqueeze(-1).expand(-1, -1, length + 1))
+        sentence_offsets = k * torch.arange(batch_size, device=keep.device).unsqueeze(1)
+        return (candidates.beams.gather(1, keep) + sentence_offsets).flatten()
 
-        # 4. Done: k finished, and no live hypothesis can beat the worst of them at any length it may still reach.
-        best_reachable = live_scores[:, 0] / gnmt_length_penalty(max_lengths, length_penalty)
-        done |= (finished_scores[:, -1] > -math.inf) & (best_reachable <= finished_scores[:, -1])
-        done |= length >= max_lengths
+    def settled(self, max_length_penalty: torch.Tensor) -> torch.Tensor:
+        """4. The sentences that hold k finished hypotheses of which no live one can beat the worst, at any length it
+        may still reach: its log P only falls, and its penalty is at most `max_length_penalty`, lp(maximum length)."""
+        best_reachable = self.live_scores[:, 0] / max_length_penalty
+        worst_finished = self.finished_scores[:, -1]
+        return (worst_finished > -math.inf) & (best_reachable <= worst_finished)
 
-    output_length = 1 + int(finished_lengths[:, 0].max())
-    return finished[:, 0, :output_length]
+    def best_finished(self) -> torch.Tensor:
+        """The best finished hypothesis of each sentence, ``[B, 1 + longest]``."""
+        output_length = 1 + int(self.finished_lengths[:, 0].max())
+        return self.finished[:, 0, :output_length]
 
 
 def translate(
