@@ -43,6 +43,8 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import dataclass, fields
+from typing import NamedTuple
 
 import torch
 from torch.nn import functional as F
@@ -311,74 +313,116 @@ def beam_search(
     sentences, width = max_lengths.shape[0], 1 + int(max_lengths.max())
     result = torch.full((sentences, num_return_sequences, width), fill_id, dtype=torch.long, device=device)
     result_lengths = torch.zeros(sentences, num_return_sequences, dtype=torch.long, device=device)
-    index = torch.arange(sentences, device=device)  # the output sentence of each live sentence
-
-    live = torch.full((sentences, k, width), fill_id, dtype=torch.long, device=device)
-    live[:, :, 0] = start_id
-    live_scores = torch.zeros(sentences, k, device=device)
-    live_scores[:, 1:] = _MASKED  # the k hypotheses start identical: extend only the first
-    finished = live.clone()
-    finished_scores = torch.full((sentences, k), _MASKED, device=device)
-    finished_lengths = torch.zeros(sentences, k, dtype=torch.long, device=device)
-    is_finished = torch.zeros(sentences, k, dtype=torch.bool, device=device)
-    first_k = (torch.arange(2 * k, device=device) < k).unsqueeze(0)
+    beams = _Beams.start(max_lengths, k, width, start_id, fill_id)
     length = 0
-    while index.numel():
+    while beams.index.numel():
         length += 1
-        count = index.numel()
-        log_probs = F.log_softmax(decoder.step(live[:, :, length - 1].reshape(-1)).float(), dim=-1)  # [B * k, V]
-        # The 2k best extensions of each sentence are among the 2k best of each of its hypotheses.
-        row_scores, row_tokens = _top(log_probs, 2 * k)
-        row_scores = (row_scores.view(count, k, 2 * k) + live_scores.unsqueeze(-1)).view(count, -1)
-        candidate_scores, flat = row_scores.topk(2 * k)  # [B, 2k]
-        candidate_beams = flat // (2 * k)
-        candidate_tokens = row_tokens.view(count, -1).gather(1, flat)
-        ends = (candidate_tokens == eos_id) | (max_lengths <= length).unsqueeze(1)
-
-        # The k best extensions that do not end live on.
-        histories = live
-        live_scores, keep = (candidate_scores + ends.float() * _MASKED).topk(k)
-        parents = candidate_beams.gather(1, keep)
-        live = histories.gather(1, parents.unsqueeze(-1).expand(-1, -1, width))
-        live[:, :, length] = candidate_tokens.gather(1, keep)
-
-        # Those among the k best that end join the finished hypotheses, scored with the length penalty.
-        new_scores = candidate_scores[:, :k] / _penalty(length, length_penalty, penalty_type)
-        new_scores = new_scores + (~(ends & first_k)[:, :k]).float() * _MASKED
-        new = histories.gather(1, candidate_beams[:, :k].unsqueeze(-1).expand(-1, -1, width))
-        new[:, :, length] = candidate_tokens[:, :k]
-        merged_scores = torch.cat((finished_scores, new_scores), dim=1)
-        finished_scores, best = merged_scores.topk(k)
-        finished = torch.cat((finished, new), dim=1).gather(1, best.unsqueeze(-1).expand(-1, -1, width))
-        merged_lengths = torch.cat((finished_lengths, finished_lengths.new_full((count, k), length)), dim=1)
-        finished_lengths = merged_lengths.gather(1, best)
-        merged_finished = torch.cat((is_finished, (ends & first_k)[:, :k]), dim=1)
-        is_finished = merged_finished.gather(1, best)
-
-        # Done: nothing can change any more.
-        full = is_finished.all(1)
-        bound = max_lengths if early_stopping == "never" and length_penalty > 0 else length
-        best_possible = live_scores[:, 0] / _penalty(bound, length_penalty, penalty_type)
-        done = (full & (best_possible <= finished_scores.min(1).values)) | (max_lengths <= length)
-        if early_stopping is True:
-            done |= full
-        rows = (parents + k * torch.arange(count, device=device).unsqueeze(1)).flatten()
+        tokens = beams.live[:, :, length - 1].reshape(-1)
+        log_probs = F.log_softmax(decoder.step(tokens).float(), dim=-1)  # [B * k, V]
+        candidates = beams.best_extensions(log_probs)
+        ends = (candidates.tokens == eos_id) | (beams.max_lengths <= length).unsqueeze(1)
+        beams.finish(candidates, ends, length, _penalty(length, length_penalty, penalty_type))
+        rows = beams.live_on(candidates, ends, length)
+        done = beams.settled(length, length_penalty, penalty_type, early_stopping)
         if bool(done.any()):
-            result[index[done]] = finished[done, :num_return_sequences]
-            result_lengths[index[done]] = finished_lengths[done, :num_return_sequences]
+            result[beams.index[done]] = beams.finished[done, :num_return_sequences]
+            result_lengths[beams.index[done]] = beams.finished_lengths[done, :num_return_sequences]
             going = (~done).nonzero().squeeze(1)
-            index, max_lengths = index[going], max_lengths[going]
-            live, live_scores, finished = live[going], live_scores[going], finished[going]
-            finished_scores, finished_lengths, is_finished = (
-                finished_scores[going],
-                finished_lengths[going],
-                is_finished[going],
-            )
-            rows = rows.view(count, k)[going].flatten()
-            decoder.select(rows, going)
+            decoder.select(rows.view(-1, k)[going].flatten(), going)
+            beams = beams.select(going)
         else:
             decoder.select(rows)
     return result.flatten(0, 1)[:, : 1 + int(result_lengths.max())]
+
+
+class _Candidates(NamedTuple):
+    """The 2k best extensions of each sentence's live hypotheses, ``[B, 2k]`` each, best first."""
+
+    scores: torch.Tensor  # log P
+    beams: torch.Tensor  # the live hypothesis each extends
+    tokens: torch.Tensor  # the token each adds
+
+
+@dataclass
+class _Beams:
+    """The state of the sentences still searched: k live hypotheses each, and the k best finished ones.
+
+    Hypotheses are ``[B, k, width]`` token ids, `fill_id` after their current length."""
+
+    index: torch.Tensor  # [B] the output sentence of each
+    max_lengths: torch.Tensor  # [B] their most generated tokens
+    live: torch.Tensor  # [B, k, width]
+    live_scores: torch.Tensor  # [B, k] log P
+    finished: torch.Tensor  # [B, k, width]
+    finished_scores: torch.Tensor  # [B, k] log P / penalty, sorted, best first; _MASKED where none yet
+    finished_lengths: torch.Tensor  # [B, k] generated tokens, </s> included
+    is_finished: torch.Tensor  # [B, k] False where none yet
+
+    @classmethod
+    def start(cls, max_lengths: torch.Tensor, k: int, width: int, start_id: int, fill_id: int) -> _Beams:
+        sentences, device = max_lengths.shape[0], max_lengths.device
+        live = torch.full((sentences, k, width), fill_id, dtype=torch.long, device=device)
+        live[:, :, 0] = start_id
+        live_scores = torch.zeros(sentences, k, device=device)
+        live_scores[:, 1:] = _MASKED  # the k hypotheses start identical: extend only the first
+        return cls(
+            index=torch.arange(sentences, device=device),
+            max_lengths=max_lengths,
+            live=live,
+            live_scores=live_scores,
+            finished=live.clone(),
+            finished_scores=torch.full((sentences, k), _MASKED, device=device),
+            finished_lengths=torch.zeros(sentences, k, dtype=torch.long, device=device),
+            is_finished=torch.zeros(sentences, k, dtype=torch.bool, device=device),
+        )
+
+    def best_extensions(self, log_probs: torch.Tensor) -> _Candidates:
+        """The 2k best extensions, given the next token's `log_probs` ``[B * k, V]``: they are among the 2k best of
+        each hypothesis."""
+        count, k = self.live_scores.shape
+        row_scores, row_tokens = _top(log_probs, 2 * k)
+        row_scores = (row_scores.view(count, k, 2 * k) + self.live_scores.unsqueeze(-1)).view(count, -1)
+        scores, flat = row_scores.topk(2 * k)
+        return _Candidates(scores, flat // (2 * k), row_tokens.view(count, -1).gather(1, flat))
+
+    def finish(self, candidates: _Candidates, ends: torch.Tensor, length: int, penalty) -> None:
+        """Those among the k best extensions that `ends` join the finished hypotheses, scored ``log P / penalty``.
+        Runs before `live_on`, which replaces the hypotheses they extend."""
+        count, k, width = self.live.shape
+        ending = ends[:, :k]
+        new_scores = candidates.scores[:, :k] / penalty
+        new_scores = new_scores + (~ending).float() * _MASKED
+        new = self.live.gather(1, candidates.beams[:, :k].unsqueeze(-1).expand(-1, -1, width))
+        new[:, :, length] = candidates.tokens[:, :k]
+        self.finished_scores, best = torch.cat((self.finished_scores, new_scores), dim=1).topk(k)
+        self.finished = torch.cat((self.finished, new), dim=1).gather(1, best.unsqueeze(-1).expand(-1, -1, width))
+        new_lengths = self.finished_lengths.new_full((count, k), length)
+        self.finished_lengths = torch.cat((self.finished_lengths, new_lengths), dim=1).gather(1, best)
+        self.is_finished = torch.cat((self.is_finished, ending), dim=1).gather(1, best)
+
+    def live_on(self, candidates: _Candidates, ends: torch.Tensor, length: int) -> torch.Tensor:
+        """The k best extensions that do not end become the live hypotheses. Returns the decoder rows they extend,
+        ``[B * k]``, for the cache to follow."""
+        count, k, width = self.live.shape
+        self.live_scores, keep = (candidates.scores + ends.float() * _MASKED).topk(k)
+        parents = candidates.beams.gather(1, keep)
+        self.live = self.live.gather(1, parents.unsqueeze(-1).expand(-1, -1, width))
+        self.live[:, :, length] = candidates.tokens.gather(1, keep)
+        return (parents + k * torch.arange(count, device=parents.device).unsqueeze(1)).flatten()
+
+    def settled(self, length: int, length_penalty: float, penalty_type: str, early_stopping: bool | str):
+        """The sentences whose result can no longer change: ``[B]``, see `beam_search`."""
+        full = self.is_finished.all(1)
+        bound = self.max_lengths if early_stopping == "never" and length_penalty > 0 else length
+        best_possible = self.live_scores[:, 0] / _penalty(bound, length_penalty, penalty_type)
+        done = (full & (best_possible <= self.finished_scores.min(1).values)) | (self.max_lengths <= length)
+        if early_stopping is True:
+            done |= full
+        return done
+
+    def select(self, sentences: torch.Tensor) -> _Beams:
+        """The state of `sentences` alone."""
+        return _Beams(*(getattr(self, field.name)[sentences] for field in fields(self)))
 
 
 # --------------------------------------------------------------------------------------------------------------------
