@@ -196,7 +196,7 @@ def test_evaluate_checks_line_counts_before_translating(model_dir, tmp_path, mon
     source.write_text("one\ntwo\nthree\n", encoding="utf-8")
     reference.write_text("eins\nzwei\n", encoding="utf-8")
     evaluate = load_script("evaluate")
-    monkeypatch.setattr(evaluate, "translate", lambda *a, **k: pytest.fail("translated before checking"))
+    monkeypatch.setattr(evaluate, "translate_with_options", lambda *a, **k: pytest.fail("translated before checking"))
     with pytest.raises(ValueError, match=r"--source=.*source.en has 3 lines but --reference=.*reference.de has 2"):
         evaluate.main(["--model", str(model_dir), "--source", str(source), "--reference", str(reference)])
     with pytest.raises(ValueError, match=r"--hypotheses=.*source.en has 3 lines"):

@@ -396,6 +396,24 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def translate_with_options(args: argparse.Namespace, sentences: Sequence[str]) -> list[str]:
+    """Translate `sentences` with the model directory ``args.model`` and the options of `add_decoding_arguments`,
+    ``--num-threads`` included, with a progress bar: what the translate and evaluate commands run."""
+    if args.num_threads is not None:
+        torch.set_num_threads(args.num_threads)
+    model, tokenizer = load_model_dir(args.model, args.device)
+    return translate(
+        model,
+        tokenizer,
+        sentences,
+        num_beams=args.num_beams,
+        length_penalty=args.length_penalty,
+        max_length_offset=args.max_length_offset,
+        batch_size=args.batch_size,
+        show_progress=True,
+    )
+
+
 # The one check and the one loader of a model directory live in `vanilla_transformer.export.model_dir`; these names stay
 # for code written against this module.
 load_translation_model = load_model_dir
@@ -412,4 +430,5 @@ __all__ = [
     "load_translation_model",
     "paper_generation_config",
     "translate",
+    "translate_with_options",
 ]

@@ -14,12 +14,9 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-import torch
-
 import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
 from vanilla_transformer.data import read_lines
-from vanilla_transformer.export.model_dir import load_model_dir
-from vanilla_transformer.generation import add_decoding_arguments, translate
+from vanilla_transformer.generation import add_decoding_arguments, translate_with_options
 from vanilla_transformer.training import score_translations
 
 
@@ -57,8 +54,6 @@ def _check_same_length(lines: list[str], references: list[str], option: str, arg
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.num_threads is not None:
-        torch.set_num_threads(args.num_threads)
     references = _read_lines(args.reference, "--reference")
     if args.hypotheses is not None:
         hypotheses = _read_lines(args.hypotheses, "--hypotheses")
@@ -66,17 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         sources = _read_lines(args.source, "--source")
         _check_same_length(sources, references, "--source", args)
-        model, tokenizer = load_model_dir(args.model, args.device)
-        hypotheses = translate(
-            model,
-            tokenizer,
-            sources,
-            num_beams=args.num_beams,
-            length_penalty=args.length_penalty,
-            max_length_offset=args.max_length_offset,
-            batch_size=args.batch_size,
-            show_progress=True,
-        )
+        hypotheses = translate_with_options(args, sources)
         if args.output:
             Path(args.output).write_text("".join(line + "\n" for line in hypotheses), encoding="utf-8")
     scores = score_translations(hypotheses, references)

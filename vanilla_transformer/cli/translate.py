@@ -13,13 +13,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import torch
 from transformers import AutoTokenizer
 
 import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
 from vanilla_transformer.data import read_lines, split_lines
-from vanilla_transformer.export.model_dir import check_model_dir, load_model_dir
-from vanilla_transformer.generation import add_decoding_arguments, translate
+from vanilla_transformer.export.model_dir import check_model_dir
+from vanilla_transformer.generation import add_decoding_arguments, translate_with_options
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -39,8 +38,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.num_threads is not None:
-        torch.set_num_threads(args.num_threads)
     sentences = read_lines(args.input) if args.input else split_lines(sys.stdin.read())
     if args.ctranslate2:
         from vanilla_transformer.export.ctranslate2 import translate_ctranslate2
@@ -60,17 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             threads=args.num_threads or 0,
         )
     else:
-        model, tokenizer = load_model_dir(args.model, args.device)
-        translations = translate(
-            model,
-            tokenizer,
-            sentences,
-            num_beams=args.num_beams,
-            length_penalty=args.length_penalty,
-            max_length_offset=args.max_length_offset,
-            batch_size=args.batch_size,
-            show_progress=True,
-        )
+        translations = translate_with_options(args, sentences)
     output = "".join(line + "\n" for line in translations)
     if args.output:
         Path(args.output).write_text(output, encoding="utf-8")
