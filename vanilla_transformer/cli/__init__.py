@@ -16,6 +16,7 @@ Multi-process training goes through Accelerate's launcher, with the module form 
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 from collections.abc import Sequence
 
@@ -50,6 +51,11 @@ COMMAND_EXTRA: dict[str, str] = {
     "import-marian": "marian",
 }
 """The extra each command needs beyond the core install; translate, push and export-marian need none."""
+
+
+def configure_logging() -> None:
+    """The logging of the commands that report through `logging`: INFO and above, as ``LEVEL logger: message``."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
 
 def _usage() -> str:

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from vanilla_transformer.cli import configure_logging
 from vanilla_transformer.export.model_dir import load_model_dir
 from vanilla_transformer.visualization import KINDS, plot_attention
 
@@ -35,7 +36,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    configure_logging()
     args = parse_args(argv)
     model, tokenizer = load_model_dir(args.model)
     figures = plot_attention(

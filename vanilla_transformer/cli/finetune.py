@@ -31,6 +31,7 @@ from typing import Any
 from transformers import HfArgumentParser, Seq2SeqTrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
+from vanilla_transformer.cli import configure_logging
 from vanilla_transformer.data import CorpusSpec, Pair, load_corpus
 from vanilla_transformer.export.model_dir import load_model_dir
 from vanilla_transformer.training.finetune import FINETUNE_DEFAULTS, finetune
@@ -135,7 +136,7 @@ def load_data(data: DataArguments) -> tuple[list[Pair], list[Pair], dict[str, An
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    configure_logging()
     model_name, data, training_args = parse_args(argv)
     train_pairs, eval_pairs, description = load_data(data)
     model, tokenizer = load_model_dir(model_name)

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from vanilla_transformer.cli import configure_logging
 from vanilla_transformer.export.hub import prepare_upload_folder, push_to_hub
 
 logger = logging.getLogger("push_to_hub")
@@ -42,7 +43,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    configure_logging()
     args = parse_args(argv)
     if args.dry_run is not None:
         folder = prepare_upload_folder(args.model_dir, args.dry_run, repo_id=args.repo_id, template=args.template)

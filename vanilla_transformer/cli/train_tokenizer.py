@@ -18,6 +18,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from vanilla_transformer.cli import configure_logging
 from vanilla_transformer.data import CorpusSpec, clean_pairs, load_corpus
 from vanilla_transformer.tokenization import train_tokenizer
 
@@ -64,7 +65,7 @@ def training_texts(args: argparse.Namespace) -> Sequence[str | Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    configure_logging()
     args = parse_args(argv)
     tokenizer = train_tokenizer(training_texts(args), args.vocab_size, min_frequency=args.min_frequency)
     tokenizer.save_pretrained(args.output_dir)
