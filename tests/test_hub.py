@@ -46,6 +46,7 @@ UPLOADED_FILES = {
     "README.md",
     "config.json",
     "configuration_vanilla_transformer.py",
+    "decoder_vanilla_transformer.py",
     "generation_config.json",
     "generation_vanilla_transformer.py",
     "model.safetensors",

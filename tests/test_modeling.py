@@ -29,7 +29,7 @@ from vanilla_transformer import (
 )
 
 PAD, BOS, EOS = 0, 2, 3
-GENERATION_FILE = "generation_vanilla_transformer.py"
+GENERATION_FILES = ("generation_vanilla_transformer.py", "decoder_vanilla_transformer.py")
 
 
 def tiny_config(vocab_size: int = 40, **overrides) -> VanillaTransformerConfig:
@@ -603,7 +603,7 @@ def test_remote_code_loads_without_the_package(tmp_path):
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["auto_map"]["AutoModelForSeq2SeqLM"].startswith("modeling_vanilla_transformer.")
     assert config["auto_map"]["AutoConfig"].startswith("configuration_vanilla_transformer.")
-    for name in ("modeling_vanilla_transformer.py", "configuration_vanilla_transformer.py", GENERATION_FILE):
+    for name in ("modeling_vanilla_transformer.py", "configuration_vanilla_transformer.py", *GENERATION_FILES):
         source = (tmp_path / name).read_text()
         imports = {
             line.split()[1].split(".")[0] for line in source.splitlines() if line.startswith(("import ", "from "))

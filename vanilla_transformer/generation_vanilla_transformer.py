@@ -25,15 +25,7 @@ the k best that end finish, the k best others live on; the same early-stopping r
 overhead. ``tests/test_fast_generation.py`` checks both against transformers and against
 `vanilla_transformer.generation.beam_search`.
 
-Why it is faster (measurements: the README's section "Decoding"): one decoding step of a small model is a hundred-odd
-tiny operations, so their overhead, not the arithmetic, sets the speed. Here
-
-* the cross-attention keys and values of all decoder layers are one matrix product per call, computed once per
-  sentence (not per beam): the k beams of a sentence are k queries against its encoder output;
-* self-attention keys and values go into one preallocated buffer, time-major, so that following the surviving
-  beams is one ``index_select`` for all layers, which also drops the rows of finished sentences;
-* the query, key and value projections of self-attention are one fused matrix product;
-* no masks, position ids or cache objects are built per step.
+The decoder itself, and why it is faster, are in ``decoder_vanilla_transformer.py``.
 
 This file imports only torch and transformers: it is copied next to a saved model with the modeling file, which
 imports it, and runs as remote code.
@@ -49,6 +41,8 @@ from typing import NamedTuple
 import torch
 from torch.nn import functional as F
 from transformers.generation.stopping_criteria import EosTokenCriteria, MaxLengthCriteria
+
+from .decoder_vanilla_transformer import DecoderWeights, IncrementalDecoder
 
 LENGTH_PENALTY_TYPE = "length_penalty_type"
 """Generation config field: ``"gnmt"`` for ``((5 + |Y|) / 6) ** alpha``; absent or ``"length"``: ``|Y| ** alpha``."""
@@ -73,158 +67,8 @@ def _penalty(length, alpha: float, kind: str):
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# The decoder, one token at a time
+# The searches
 # --------------------------------------------------------------------------------------------------------------------
-
-
-class _Linear:
-    """``x W^T + b`` as ``addmm(b, x, W^T)`` with ``W^T`` stored contiguous: with the few rows of a decoding step,
-    BLAS multiplies a row-major ``[in, out]`` matrix 1.5 times faster than the transposed ``[out, in]`` one."""
-
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
-        self.weight_t, self.bias = weight.t().contiguous(), bias
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if self.bias is None:
-            return torch.mm(x, self.weight_t)
-        return torch.addmm(self.bias, x, self.weight_t)
-
-
-def _linear(*modules) -> _Linear:
-    """One `_Linear` computing the outputs of `modules` (``nn.Linear`` of the same input) side by side."""
-    return _Linear(torch.cat([m.weight for m in modules]), torch.cat([m.bias for m in modules]))
-
-
-class _LayerWeights:
-    """One decoder layer's parameters in the layout the step uses: fused self-attention Q/K/V."""
-
-    def __init__(self, layer):
-        attn, cross = layer.self_attn, layer.encoder_attn
-        self.qkv = _linear(attn.q_proj, attn.k_proj, attn.v_proj)
-        self.out = _linear(attn.out_proj)
-        self.query = _linear(cross.q_proj)
-        self.cross_out = _linear(cross.out_proj)
-        self.fc1, self.fc2 = _linear(layer.fc1), _linear(layer.fc2)
-        # ReLU (the paper's) in place, without a module call
-        self.activation = torch.relu_ if isinstance(layer.activation_fn, torch.nn.ReLU) else layer.activation_fn
-        self.norms = [
-            (norm.normalized_shape, norm.weight, norm.bias, norm.eps)
-            for norm in (layer.self_attn_layer_norm, layer.encoder_attn_layer_norm, layer.final_layer_norm)
-        ]
-
-
-class _DecoderWeights:
-    """The decoder's parameters prepared for decoding, kept on the model and rebuilt when a parameter changes.
-
-    The prepared copies (transposed, fused) take as much memory again as the decoder and the output projection.
-    """
-
-    def __init__(self, model):
-        decoder = model.get_decoder()
-        self.key = self.version_key(model)
-        self.layers = [_LayerWeights(layer) for layer in decoder.layers]
-        # The cross-attention keys and values of every layer: one [d, L * 2 * d] matrix.
-        self.memory = _linear(
-            *[p for layer in decoder.layers for p in (layer.encoder_attn.k_proj, layer.encoder_attn.v_proj)]
-        )
-        self.embedding = decoder.embed_tokens.weight
-        self.embed_scale = decoder.embed_scale
-        self.positions = decoder.embed_positions.pe.to(self.embedding.dtype)
-        self.lm_head = _Linear(model.get_output_embeddings().weight)
-        self.heads = decoder.layers[0].self_attn.num_heads
-        self.head_dim = decoder.layers[0].self_attn.head_dim
-
-    @staticmethod
-    def version_key(model) -> tuple:
-        """Changes when a parameter is replaced, moved, cast or updated in place (an optimizer step)."""
-        parameters = [*model.get_decoder().parameters(), *model.get_output_embeddings().parameters()]
-        return tuple((p.data_ptr(), p.dtype, p.device, None if p.is_inference() else p._version) for p in parameters)
-
-    @classmethod
-    def of(cls, model) -> _DecoderWeights:
-        weights = getattr(model, "_fast_decoder_weights", None)
-        if weights is None or weights.key != cls.version_key(model):
-            with torch.no_grad():
-                weights = cls(model)
-            model._fast_decoder_weights = weights
-        return weights
-
-
-class IncrementalDecoder:
-    """The decoder of one `generate()` call: rows are hypotheses, ``beams`` consecutive rows per sentence.
-
-    Self-attention keys and values of all layers live in one preallocated buffer ``[T, rows, L, 2, H, d_k]``, time
-    first, so that `select` (follow the surviving beams, drop finished sentences) is one ``index_select`` of its
-    first t steps into a second buffer. Cross-attention keys and values are computed once, per sentence, as one
-    matrix product. Each step then takes about 20 tensor operations per layer: their count, more than their
-    arithmetic, sets the speed of a small model.
-    """
-
-    def __init__(self, weights: _DecoderWeights, memory: torch.Tensor, memory_mask, beams: int, max_steps: int):
-        self.w, self.beams, self.step_index = weights, beams, 0
-        sentences, source_length = memory.shape[:2]
-        layers, heads, head_dim = len(weights.layers), weights.heads, weights.head_dim
-        projected = weights.memory(memory.flatten(0, 1))  # [B * S, L * 2 * d]
-        self.memory_mask = None  # [B, 1, 1, S], 0 = attend, -inf = padding; None when nothing is padded
-        if memory_mask is not None and not bool(memory_mask.all()):
-            additive = torch.zeros(memory_mask.shape, dtype=memory.dtype, device=memory.device)
-            self.memory_mask = additive.masked_fill_(memory_mask == 0, -math.inf)[:, None, None, :]
-        self._set_memory(projected.view(sentences, source_length, layers, 2, heads, head_dim))
-        self.max_steps, self.row_shape = max_steps, (layers, 2, heads, head_dim)
-        rows = sentences * beams
-        self._storage = [memory.new_empty(max_steps * rows * math.prod(self.row_shape)) for _ in range(2)]
-        self._set_cache(self._view(self._storage[0], rows))
-
-    def _view(self, storage: torch.Tensor, rows: int) -> torch.Tensor:
-        return storage[: self.max_steps * rows * math.prod(self.row_shape)].view(self.max_steps, rows, *self.row_shape)
-
-    def _set_cache(self, cache: torch.Tensor) -> None:
-        self.cache = cache  # [T, rows, L, 2, H, d_k]
-        per_layer = cache.permute(2, 3, 1, 4, 0, 5)  # [L, 2, rows, H, T, d_k]
-        self.keys, self.values = per_layer[:, 0].unbind(0), per_layer[:, 1].unbind(0)
-
-    def _set_memory(self, memory: torch.Tensor) -> None:
-        self.memory = memory  # [B, S, L, 2, H, d_k]
-        per_layer = memory.permute(2, 3, 0, 4, 1, 5)  # [L, 2, B, H, S, d_k]
-        self.memory_keys, self.memory_values = per_layer[:, 0].unbind(0), per_layer[:, 1].unbind(0)
-
-    @property
-    def rows(self) -> int:
-        return self.cache.shape[1]
-
-    def step(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Logits ``[rows, V]`` of the next token after `tokens` ``[rows]``, the last token of each hypothesis."""
-        w, t = self.w, self.step_index
-        rows, sentences, heads, head_dim = tokens.shape[0], self.memory.shape[0], w.heads, w.head_dim
-        d, mask = heads * head_dim, self.memory_mask
-        x = torch.add(w.positions[t], F.embedding(tokens, w.embedding), alpha=w.embed_scale)
-        new = self.cache[t]  # [rows, L, 2, H, d_k]
-        for index, layer in enumerate(w.layers):
-            # Masked self-attention: the new key and value join the cache; the query sees positions 0..t.
-            qkv = layer.qkv(x).view(rows, 3, heads, head_dim)
-            new[:, index] = qkv[:, 1:]
-            keys, values = self.keys[index].narrow(2, 0, t + 1), self.values[index].narrow(2, 0, t + 1)
-            attended = F.scaled_dot_product_attention(qkv[:, 0].unsqueeze(2), keys, values)  # [rows, H, 1, d_k]
-            x = _add_norm(x, layer.out(attended.reshape(rows, d)), layer.norms[0])
-            # Encoder-decoder attention: the beams of a sentence are `beams` queries against its memory.
-            query = layer.query(x).view(sentences, -1, heads, head_dim).transpose(1, 2)  # [B, H, beams, d_k]
-            keys, values = self.memory_keys[index], self.memory_values[index]
-            attended = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask).transpose(1, 2)
-            x = _add_norm(x, layer.cross_out(attended.reshape(rows, d)), layer.norms[1])
-            x = _add_norm(x, layer.fc2(layer.activation(layer.fc1(x))), layer.norms[2])
-        self.step_index += 1
-        return w.lm_head(x)
-
-    def select(self, rows: torch.Tensor, sentences: torch.Tensor | None = None) -> None:
-        """Keep the cache rows `rows` (in this order), and, when given, only the `sentences` of the memory."""
-        target = self._view(self._storage[1], rows.numel())
-        torch.index_select(self.cache[: self.step_index], 1, rows, out=target[: self.step_index])
-        self._storage.reverse()
-        self._set_cache(target)
-        if sentences is not None:
-            self._set_memory(self.memory.index_select(0, sentences))
-            if self.memory_mask is not None:
-                self.memory_mask = self.memory_mask.index_select(0, sentences)
 
 
 def _top(scores: torch.Tensor, n: int, chunk: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
@@ -245,16 +89,6 @@ def _top(scores: torch.Tensor, n: int, chunk: int = 64) -> tuple[torch.Tensor, t
     values = scores.gather(1, index.clamp(max=size - 1)).masked_fill_(index >= size, -math.inf)
     values, best = values.topk(n)
     return values, index.gather(1, best)
-
-
-def _add_norm(x: torch.Tensor, sublayer: torch.Tensor, norm: tuple) -> torch.Tensor:
-    """The paper's post-norm residual: LayerNorm(x + Sublayer(x)); `norm` is (shape, weight, bias, eps)."""
-    return F.layer_norm(sublayer.add_(x), *norm)
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# The searches
-# --------------------------------------------------------------------------------------------------------------------
 
 
 @torch.no_grad()
@@ -499,7 +333,7 @@ def fast_generate(model, config, kwargs) -> torch.Tensor:
     attention_mask = kwargs.get("attention_mask")
     attention_mask = attention_mask[::beams] if attention_mask is not None else None
     max_lengths = _max_lengths(model, config, attention_mask, memory)
-    decoder = IncrementalDecoder(_DecoderWeights.of(model), memory, attention_mask, beams, int(max_lengths.max()))
+    decoder = IncrementalDecoder(DecoderWeights.of(model), memory, attention_mask, beams, int(max_lengths.max()))
     start = int(config._decoder_start_token_tensor.flatten()[0])
     eos = config._eos_token_tensor.flatten().to(memory.device)
     if beams == 1:
@@ -589,4 +423,4 @@ class FastGenerationMixin:
         )
 
 
-__all__ = ["FastGenerationMixin", "IncrementalDecoder", "beam_search", "fast_generate", "greedy_search"]
+__all__ = ["FastGenerationMixin", "beam_search", "fast_generate", "greedy_search"]
