@@ -49,3 +49,11 @@ def tiny_run_dir(tmp_path_factory) -> Path:
     output_dir = tmp_path_factory.mktemp("tiny-run")
     train(parse_args([*TINY, "--output-dir", str(output_dir)]))
     return output_dir
+
+
+@pytest.fixture(autouse=True, scope="session")
+def data_cache(tmp_path_factory):
+    """Runs cache their tokenizer and tokenized corpus in a directory of the test session, not in ~/.cache."""
+    os.environ["VANILLA_TRANSFORMER_CACHE"] = str(tmp_path_factory.mktemp("data-cache"))
+    yield
+    os.environ.pop("VANILLA_TRANSFORMER_CACHE", None)

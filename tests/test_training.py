@@ -5,6 +5,7 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,7 @@ from vanilla_transformer.training import (
     train,
 )
 from vanilla_transformer.training.checkpoints import list_checkpoints, load_checkpoint_weights, read_training_state
+from vanilla_transformer.training.options import micro_batch_plan
 from vanilla_transformer.training.tracking import read_metrics
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -143,9 +145,10 @@ def test_wmt14_presets_follow_the_paper():
         assert (config.warmup_steps, config.label_smoothing, config.vocab_size) == (4000, 0.1, 37_000)
         assert (config.num_beams, config.length_penalty, config.max_length_offset) == (4, 0.6, 50)
         # About 25,000 source + 25,000 target tokens per step, whatever the number of processes.
-        for processes in (1, 2, 4):
-            tokens = config.max_tokens * gradient_accumulation_steps(config, processes) * processes
-            assert 40_000 <= tokens <= 60_000
+        for processes in (1, 2, 4, 8):  # every count: tests/test_data_cache.py
+            max_tokens, grad_accum = micro_batch_plan(config, processes)
+            assert grad_accum == gradient_accumulation_steps(config, processes)
+            assert 45_000 <= max_tokens * grad_accum * processes <= 55_000
     assert (base.model, base.max_steps, base.average_checkpoints) == ("base", 100_000, 5)
     assert (big.model, big.max_steps, big.average_checkpoints) == ("big", 300_000, 20)
     assert gradient_accumulation_steps(TrainingConfig.from_preset("wmt14-base", grad_accum=3), 4) == 3
@@ -284,20 +287,22 @@ def test_resuming_with_incompatible_settings(reference_run):
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def test_two_processes_equal_one_process_accumulating_two_micro_batches(tmp_path):
-    """`accelerate launch` with 2 CPU processes, one micro-batch each per step, must take the same steps as one
-    process with 2 micro-batches per step: same losses, gradient norms and weights (without dropout).
+TWO_PROCESS_OPTIONS = [*TINY, "--dropout", "0", "--max-steps", "4", "--save-every", "2", "--eval-every", "2"]
+
+
+def launch(output_dir: Path, *options: str, processes: int = 2, launcher: Sequence[str] = (), **env: str):
+    """`accelerate launch` of tests/launch_probe.py (``vanilla-transformer train`` with probes) on the CPU.
 
     `accelerate launch --cpu --num_processes 2` starts one process unless MPI is set up; `--multi_gpu` starts two
     through torch.distributed, and ACCELERATE_USE_CPU makes them use the CPU (gloo) even where GPUs exist."""
-    options = [*TINY, "--dropout", "0", "--max-steps", "4", "--save-every", "2", "--eval-every", "2"]
     with socket.socket() as probe:  # a free port: the default one may be taken by another job on the machine
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    launch = [
-        sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-        "--num_machines", "1", "--main_process_port", str(port), "--mixed_precision", "no", "--dynamo_backend", "no",
-        "-m", "vanilla_transformer", "train", *options, "--grad-accum", "1", "--output-dir", str(tmp_path / "two"),
+    topology = ["--multi_gpu", "--num_processes", str(processes)] if processes > 1 else ["--num_processes", "1"]
+    command = [
+        sys.executable, "-m", "accelerate.commands.launch", *topology, "--num_machines", "1", "--main_process_port",
+        str(port), "--dynamo_backend", "no", *launcher, str(REPOSITORY / "tests" / "launch_probe.py"), "train",
+        *options, "--output-dir", str(output_dir),
     ]  # fmt: skip
     environment = {
         **os.environ,
@@ -305,12 +310,26 @@ def test_two_processes_equal_one_process_accumulating_two_micro_batches(tmp_path
         "CUDA_VISIBLE_DEVICES": "",
         "OMP_NUM_THREADS": "1",
         "TOKENIZERS_PARALLELISM": "false",
+        **env,
     }
-    completed = subprocess.run(launch, env=environment, capture_output=True, text=True, timeout=300)
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    train(parse_args([*options, "--grad-accum", "2", "--output-dir", str(tmp_path / "one")]))
+    return subprocess.run(command, check=False, env=environment, capture_output=True, text=True, timeout=300)
 
-    two, one = tmp_path / "two", tmp_path / "one"
+
+@pytest.fixture(scope="module")
+def two_process_run(tmp_path_factory) -> Path:
+    """4 steps of 2 CPU processes, one micro-batch each per step, without dropout; checkpoints at steps 2 and 4."""
+    output_dir = tmp_path_factory.mktemp("two") / "run"
+    completed = launch(output_dir, *TWO_PROCESS_OPTIONS, "--grad-accum", "1", launcher=["--mixed_precision", "no"])
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return output_dir
+
+
+def test_two_processes_equal_one_process_accumulating_two_micro_batches(two_process_run, tmp_path):
+    """`accelerate launch` with 2 CPU processes, one micro-batch each per step, must take the same steps as one
+    process with 2 micro-batches per step: same losses, gradient norms and weights (without dropout)."""
+    train(parse_args([*TWO_PROCESS_OPTIONS, "--grad-accum", "2", "--output-dir", str(tmp_path / "one")]))
+
+    two, one = two_process_run, tmp_path / "one"
     results = json.loads((two / "results.json").read_text())
     assert (results["step"], results["num_processes"], results["tokens_per_step"]) == (4, 2, 2 * 400)
     summary = read_training_summary(two / "model" / "training_summary.json")
@@ -325,6 +344,23 @@ def test_two_processes_equal_one_process_accumulating_two_micro_batches(tmp_path
     for row_two, row_one in zip(rows_two, rows_one, strict=True):
         assert row_two["train_loss"] == pytest.approx(row_one["train_loss"], rel=1e-6)
         assert row_two["grad_norm"] == pytest.approx(row_one["grad_norm"], rel=1e-6)
+
+
+def test_two_processes_killed_and_resumed_end_with_the_weights_of_an_uninterrupted_run(two_process_run, tmp_path):
+    """Both processes die while writing the checkpoint of step 4; resumed in two processes from step 2, the run must
+    end with the weights of the uninterrupted two-process run, read from the same token cache."""
+    options = [*TWO_PROCESS_OPTIONS, "--grad-accum", "1"]
+    killed = launch(tmp_path / "run", *options, PROBE_KILL_AT="checkpoint-00000004")
+    assert killed.returncode != 0
+    assert [path.name for path in list_checkpoints(tmp_path / "run" / "checkpoints")] == ["checkpoint-00000002"]
+    resumed = launch(tmp_path / "run", "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resumed from" in resumed.stderr
+    for name in ("checkpoint-00000002", "checkpoint-00000004"):
+        assert same_weights(
+            load_checkpoint_weights(tmp_path / "run" / "checkpoints" / name),
+            load_checkpoint_weights(two_process_run / "checkpoints" / name),
+        )
 
 
 def test_average_checkpoints_script(reference_run, tmp_path):

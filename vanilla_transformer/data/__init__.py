@@ -1,9 +1,9 @@
 """Parallel corpora: loading and cleaning (`corpora`), the built-in numbers task (`numbers`), token-based batching
-and collation (`batching`).
+and collation (`batching`), the tokenized corpus on disk (`cache`).
 
 A corpus is named by a :class:`CorpusSpec` (`spec`), the one way every command names its data, and read with
 :func:`load_corpus` or :func:`load_splits`; the result is a list of ``(source, target)`` string pairs, as stored.
-:func:`clean_pairs` then normalizes whitespace and filters. Typical use::
+:func:`clean_pairs` then normalizes whitespace and filters. Typical use, for a corpus that fits in memory::
 
     pairs = load_corpus(CorpusSpec("text", data_dir="data/multi30k"), "train")  # train.en, train.de
     pairs, stats = clean_pairs(pairs, max_length=256, tokenizer=tokenizer)
@@ -14,6 +14,13 @@ A corpus is named by a :class:`CorpusSpec` (`spec`), the one way every command n
         sampler.set_epoch(epoch)
         for batch in loader:
             ...
+
+At any size (training does this), stream the pairs into a token cache on disk once and memory-map it::
+
+    corpus = build_token_cache(iter_parallel_text("train.en", "train.de"), tokenizer, "cache/wmt", max_length=256)
+    sampler = TokenBatchSampler(corpus.lengths, max_tokens=50_000)
+    for indices in sampler:
+        batch = corpus.collate(indices, tokenizer.pad_token_id)
 
 The paper batches by tokens, not sentences: "each training batch contained a set
 of sentence pairs containing approximately 25000 source tokens and 25000 target
@@ -31,13 +38,16 @@ from .batching import (
     padding_fraction,
     tokenize_pairs,
 )
+from .cache import TokenCorpus, build_token_cache
 from .corpora import (
     CleaningStats,
     Pair,
     Splits,
     clean_pairs,
     clean_text,
+    iter_parallel_text,
     load_hf_translation,
+    load_hf_translation_arrow,
     read_jsonl,
     read_lines,
     read_parallel_text,
@@ -48,20 +58,24 @@ from .numbers import make_numbers_task
 from .spec import CorpusSpec, load_corpus, load_splits
 
 __all__ = [
+    "IGNORE_INDEX",
     "CleaningStats",
     "CorpusSpec",
     "Example",
-    "IGNORE_INDEX",
     "Pair",
     "Splits",
     "TokenBatchSampler",
+    "TokenCorpus",
     "TranslationCollator",
+    "build_token_cache",
     "clean_pairs",
     "clean_text",
     "example_lengths",
     "hilbert_index",
+    "iter_parallel_text",
     "load_corpus",
     "load_hf_translation",
+    "load_hf_translation_arrow",
     "load_splits",
     "make_numbers_task",
     "padding_fraction",

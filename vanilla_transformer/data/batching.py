@@ -107,13 +107,15 @@ class TokenBatchSampler(Sampler[list[int]]):
             raise ValueError(f"rank must be in [0, {num_replicas}), got rank={rank}")
         if len(lengths) == 0:
             raise ValueError("lengths is empty")
-        length_array = np.asarray(lengths, dtype=np.int64)
+        length_array = np.asarray(lengths)
         if length_array.ndim != 2 or length_array.shape[1] != 2:
             raise ValueError(f"lengths must be (source, target) pairs, got an array of shape {length_array.shape}")
-        self._src_lengths, self._tgt_lengths = length_array.T
+        # 32-bit arrays: an epoch's index arrays are this sampler's memory, 4 bytes per example each.
+        self._src_lengths, self._tgt_lengths = (np.ascontiguousarray(side, dtype=np.int32) for side in length_array.T)
+        self._index_dtype = np.int32 if len(length_array) < 2**31 else np.int64
         if self._src_lengths.min() < 1 or self._tgt_lengths.min() < 1:
             raise ValueError("every source and target length must be at least 1")
-        longest = int((self._src_lengths + self._tgt_lengths).argmax())
+        longest = int((self._src_lengths.astype(np.int64) + self._tgt_lengths).argmax())
         longest_tokens = int(self._src_lengths[longest] + self._tgt_lengths[longest])
         if max_tokens < longest_tokens:
             raise ValueError(
@@ -128,7 +130,13 @@ class TokenBatchSampler(Sampler[list[int]]):
         self.rank = rank
         self.epoch = 0
         self.start_batch = 0
-        self._curve_index = hilbert_index(self._src_lengths, self._tgt_lengths)
+        # The curve position of every (source, target) length pair there can be, looked up for each example: one
+        # small table instead of the curve computed n times over.
+        max_src, max_tgt = int(self._src_lengths.max()), int(self._tgt_lengths.max())
+        grid_src, grid_tgt = np.meshgrid(np.arange(max_src + 1), np.arange(max_tgt + 1), indexing="ij")
+        table = hilbert_index(grid_src, grid_tgt)
+        table = table.astype(np.int32) if table.max() < 2**31 else table
+        self._curve_index = table[self._src_lengths, self._tgt_lengths]
         self._batch_ends = np.cumsum(self._batch_sizes(self._sorted_order(None)))[:-1]
         num_batches = len(self._batch_ends) + 1
         if num_batches < num_replicas:
@@ -146,36 +154,75 @@ class TokenBatchSampler(Sampler[list[int]]):
 
     def epoch_batches(self, epoch: int) -> list[list[int]]:
         """This process's batches of ``epoch``, as lists of example indices."""
+        return [batch.tolist() for batch in self._epoch_arrays(epoch, 0)]
+
+    def _epoch_arrays(self, epoch: int, start_batch: int) -> Iterator[np.ndarray]:
+        """This process's batches of ``epoch`` from its ``start_batch``-th on, as views of one index array."""
         rng = np.random.default_rng([self.seed, epoch]) if self.shuffle else None
-        batches = np.split(self._sorted_order(rng), self._batch_ends)
+        order = self._sorted_order(rng)
+        starts = np.concatenate([[0], self._batch_ends])
+        ends = np.append(self._batch_ends, len(order))
+        batch_order = np.arange(len(starts))
         if rng is not None:
-            rng.shuffle(batches)
-        kept = batches[: self.batches_per_replica * self.num_replicas]
-        return [batch.tolist() for batch in kept[self.rank :: self.num_replicas]]
+            rng.shuffle(batch_order)
+        kept = batch_order[: self.batches_per_replica * self.num_replicas]
+        for batch in kept[self.rank :: self.num_replicas][start_batch:]:
+            yield order[starts[batch] : ends[batch]]
 
     def __iter__(self) -> Iterator[list[int]]:
-        yield from self.epoch_batches(self.epoch)[self.start_batch :]
+        for batch in self._epoch_arrays(self.epoch, self.start_batch):
+            yield batch.tolist()
 
     def __len__(self) -> int:
         return self.batches_per_replica - self.start_batch
 
     def _sorted_order(self, rng: np.random.Generator | None) -> np.ndarray:
         """Example indices sorted along the curve; equal lengths in random order if ``rng`` is given."""
-        order = rng.permutation(len(self._curve_index)) if rng is not None else np.arange(len(self._curve_index))
+        n = len(self._curve_index)
+        order = (
+            rng.permutation(n).astype(self._index_dtype) if rng is not None else np.arange(n, dtype=self._index_dtype)
+        )
         return order[np.argsort(self._curve_index[order], kind="stable")]
 
-    def _batch_sizes(self, order: np.ndarray) -> list[int]:
+    def _batch_sizes(self, order: np.ndarray) -> np.ndarray:
         """Cut examples, in ``order``, greedily into batches within ``max_tokens``."""
-        sizes = []
-        size = max_src = max_tgt = 0
-        for src, tgt in zip(self._src_lengths[order].tolist(), self._tgt_lengths[order].tolist(), strict=True):
-            max_src, max_tgt = max(max_src, src), max(max_tgt, tgt)
-            if size and (size + 1) * (max_src + max_tgt) > self.max_tokens:
-                sizes.append(size)
-                size, max_src, max_tgt = 0, src, tgt
-            size += 1
+        return greedy_batch_sizes(self._src_lengths[order], self._tgt_lengths[order], self.max_tokens)
+
+    def padding_fraction(self) -> float:
+        """Share of padding in the padded source and target tensors of an epoch's batches (all processes' batches
+        together; the same every epoch, as only examples of equal lengths change places)."""
+        order = self._sorted_order(None)
+        starts = np.concatenate([[0], self._batch_ends])
+        src, tgt = self._src_lengths[order], self._tgt_lengths[order]
+        sizes = np.diff(np.append(starts, len(order)))
+        padded = (sizes * (np.maximum.reduceat(src, starts) + np.maximum.reduceat(tgt, starts))).sum()
+        return 1 - float(src.sum() + tgt.sum()) / float(padded)
+
+
+def greedy_batch_sizes(src: np.ndarray, tgt: np.ndarray, max_tokens: int) -> np.ndarray:
+    """Sizes of the batches that cut the sequence of examples with lengths ``src`` and ``tgt`` greedily: a batch
+    grows while ``size * (max source length + max target length)`` stays within ``max_tokens``.
+
+    Vectorised per batch: the running maxima of a window after the batch's start give the cost of every candidate
+    size at once; the window doubles until it holds the first size that does not fit.
+    """
+    src, tgt = np.asarray(src, dtype=np.int64), np.asarray(tgt, dtype=np.int64)
+    sizes, start, window = [], 0, 64
+    while start < len(src):
+        while True:
+            stop = min(start + window, len(src))
+            cost = np.arange(1, stop - start + 1) * (
+                np.maximum.accumulate(src[start:stop]) + np.maximum.accumulate(tgt[start:stop])
+            )
+            over = np.flatnonzero(cost > max_tokens)
+            if len(over) or stop == len(src):
+                break
+            window *= 2
+        size = max(1, int(over[0])) if len(over) else stop - start
         sizes.append(size)
-        return sizes
+        start += size
+        window = max(64, 2 * size)
+    return np.array(sizes, dtype=np.int64)
 
 
 def hilbert_index(x: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
 
 from transformers import PreTrainedTokenizerBase
 
 from ..extras import import_optional
+
+if TYPE_CHECKING:
+    import datasets
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +44,53 @@ def read_parallel_text(src_path: str | os.PathLike[str], tgt_path: str | os.Path
             f"{tgt_path} has {len(targets)} lines"
         )
     return list(zip(sources, targets, strict=True))
+
+
+def iter_parallel_text(
+    src_path: str | os.PathLike[str], tgt_path: str | os.PathLike[str], chunk_size: int = 50_000
+) -> Iterator[list[Pair]]:
+    """Stream aligned plain-text files as chunks of at most `chunk_size` pairs, read line by line: the streaming
+    form of :func:`read_parallel_text`, with the same splitting on ``"\\n"`` only and the same checks (the length
+    check when the shorter file ends).
+
+    Raises:
+        FileNotFoundError: If a file does not exist.
+        ValueError: If the files have different numbers of lines.
+    """
+    for path in (src_path, tgt_path):
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"no such file: {path}")
+    with open(src_path, "rb") as sources, open(tgt_path, "rb") as targets:
+        chunk: list[Pair] = []
+        for count, (src, tgt) in enumerate(itertools.zip_longest(_decoded_lines(sources), _decoded_lines(targets))):
+            if src is None or tgt is None:
+                counts = [count + sum(1 for _ in _decoded_lines(f)) + 1 for f in (sources, targets)]
+                counts[0 if src is None else 1] -= 1
+                raise ValueError(
+                    f"parallel files differ in length: {src_path} has {counts[0]} lines, "
+                    f"{tgt_path} has {counts[1]} lines"
+                )
+            chunk.append((src, tgt))
+            if len(chunk) == chunk_size:
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
+
+
+def _decoded_lines(file: BinaryIO) -> Iterator[str]:
+    """The lines of a binary file split on ``b"\\n"`` only, decoded as UTF-8, a leading byte-order mark dropped.
+
+    Raises:
+        ValueError: If a line is not UTF-8, naming the file and the line (as `read_lines`).
+    """
+    first = file.tell() == 0
+    for number, line in enumerate(file, start=1):
+        try:
+            text = line.decode("utf-8-sig" if first and number == 1 else "utf-8")
+        except UnicodeDecodeError as error:
+            raise ValueError(f"{file.name}:{number}: not UTF-8 text ({error.reason})") from error
+        yield text.removesuffix("\n")
 
 
 def read_tsv(path: str | os.PathLike[str], src_column: int | str = 0, tgt_column: int | str = 1) -> list[Pair]:
@@ -145,6 +197,21 @@ def load_hf_translation(
         ValueError: If the dataset, configuration or split cannot be found, or
             a language is missing from it.
     """
+    dataset = load_hf_translation_arrow(name, config, split=split, src_lang=src_lang, tgt_lang=tgt_lang, **load_kwargs)
+    return list(zip(dataset["source"], dataset["target"]))
+
+
+def load_hf_translation_arrow(
+    name: str,
+    config: str | None = None,
+    *,
+    split: str = "train",
+    src_lang: str,
+    tgt_lang: str,
+    **load_kwargs: object,
+) -> datasets.Dataset:
+    """Like :func:`load_hf_translation`, but the pairs stay an Arrow dataset (memory-mapped, not read into Python
+    lists), with the two columns ``source`` and ``target``; iterate it with ``dataset.iter(batch_size)``."""
     if src_lang == tgt_lang:
         raise ValueError(f"src_lang and tgt_lang must differ, both are {src_lang!r}")
     datasets = import_optional("datasets", "train", "loading a Hugging Face dataset")
@@ -161,8 +228,7 @@ def load_hf_translation(
                 f"dataset {name!r} (config={config!r}) has no language {lang!r}; columns are {flat.column_names}"
             )
         columns.append(column)
-    table = flat.select_columns(columns).to_dict()
-    return list(zip(table[columns[0]], table[columns[1]], strict=True))
+    return flat.select_columns(columns).rename_columns({columns[0]: "source", columns[1]: "target"})
 
 
 def read_lines(path: str | os.PathLike[str]) -> list[str]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -38,19 +38,12 @@ from accelerate.utils import set_seed
 from tqdm.auto import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from ..data import (
-    TokenBatchSampler,
-    TranslationCollator,
-    clean_pairs,
-    example_lengths,
-    padding_fraction,
-    tokenize_pairs,
-)
+from ..data import Splits, TokenBatchSampler, TranslationCollator
+from ..data.cache import TokenCorpus
 from ..export.model_dir import write_training_summary
 from ..modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
 )
-from ..tokenization import check_tokenizer_matches_config
 from .checkpoints import (
     TrainingState,
     average_checkpoints,
@@ -61,12 +54,11 @@ from .checkpoints import (
     save_checkpoint,
 )
 from .evaluation import _best_validation, _evaluate, _select_on_valid, _test
-from .options import TrainingConfig
-from .preflight import check_training_pairs
+from .options import TRAINING_CONFIG_NAME, TrainingConfig, micro_batch_plan
 from .results import _export, _training_summary
 from .run_dir import inspect_run_dir, mark_run_started, prepare_run_dir
 from .schedule import noam_schedule
-from .setup import _prepare_tokenizer, build_model_config, load_splits
+from .setup import RunData, build_model_config, prepare_data
 from .step import _to_device, accumulate_gradients
 from .tracking import JsonlTracker, plot_metrics
 
@@ -105,7 +97,7 @@ def out_of_time(accelerator: Accelerator, progress: TrainingProgress, max_minute
 
 
 def _training_batches(
-    sampler: TokenBatchSampler, examples: Sequence[dict], collate: TranslationCollator, progress: TrainingProgress
+    sampler: TokenBatchSampler, corpus: TokenCorpus, pad_token_id: int, progress: TrainingProgress
 ) -> Iterator[dict[str, torch.Tensor]]:
     """This process's training batches, from ``progress.epoch`` and ``progress.batch`` on, epoch after epoch.
 
@@ -116,18 +108,244 @@ def _training_batches(
         sampler.set_epoch(progress.epoch, start_batch=progress.batch)
         for indices in sampler:
             progress.batch += 1
-            yield collate([examples[i] for i in indices])
+            yield corpus.collate(indices, pad_token_id)
         progress.epoch, progress.batch = progress.epoch + 1, 0
 
 
 def gradient_accumulation_steps(config: TrainingConfig, num_processes: int) -> int:
-    """``config.grad_accum`` if set, else the micro-batches per process that bring ``max_tokens`` times the number
-    of processes closest to ``tokens_per_step`` (at least 1), else 1."""
-    if config.grad_accum is not None:
-        return config.grad_accum
-    if config.tokens_per_step is not None:
-        return max(1, round(config.tokens_per_step / (config.max_tokens * num_processes)))
-    return 1
+    """The micro-batches per step and process of `micro_batch_plan`."""
+    return micro_batch_plan(config, num_processes)[1]
+
+
+@dataclass
+class _Run:
+    """A started run: its directory, the Accelerator, and the checkpoint it resumes from."""
+
+    config: TrainingConfig
+    accelerator: Accelerator
+    run_dir: Path
+    resume_from: Path | None
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.run_dir / "checkpoints"
+
+
+@dataclass
+class _Trainer:
+    """What the training loop updates, and how it batches."""
+
+    model: Any  # as prepared by the Accelerator (DDP-wrapped with several processes)
+    unwrapped: VanillaTransformerForConditionalGeneration
+    optimizer: Any
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    progress: TrainingProgress
+    state: TrainingState  # what checkpoints hold, pickle-free
+    sampler: TokenBatchSampler
+    grad_accum: int
+
+
+def _start_run(config: TrainingConfig) -> _Run:
+    """Check the run directory (nothing is written yet), start the Accelerator and the JSONL log, seed."""
+    if config.num_threads is not None:
+        torch.set_num_threads(config.num_threads)
+    run_dir = Path(config.output_dir)
+    resume_from = inspect_run_dir(config)
+    jsonl = JsonlTracker(run_dir / "metrics.jsonl", start_step=checkpoint_step(resume_from) if resume_from else 0)
+    extra_trackers = [name for name in config.report_to.split(",") if name]
+    # Without --mixed-precision, Accelerate's own sources decide: accelerate launch --mixed_precision, the accelerate
+    # config file, ACCELERATE_MIXED_PRECISION. Passing mixed_precision="no" here would override all of them.
+    precision = {} if config.mixed_precision is None else {"mixed_precision": config.mixed_precision}
+    accelerator = Accelerator(log_with=[jsonl, *extra_trackers], project_dir=str(run_dir), **precision)
+    set_seed(config.seed, device_specific=True)  # dropout differs between processes; DDP copies rank 0's weights
+    return _Run(config, accelerator, run_dir, resume_from)
+
+
+def _prepare_data(run: _Run) -> RunData:
+    """The run's data (`prepare_data`); then the run directory is made ready (an overwritten run is deleted only
+    now, as the new one's data passed its checks) and receives the tokenizer."""
+    config, accelerator = run.config, run.accelerator
+    tokenizer_dir = run.run_dir / "tokenizer"
+    resumed = config.resume and not config.overwrite and (run.run_dir / TRAINING_CONFIG_NAME).is_file()
+    data = prepare_data(config, accelerator, build_model_config(config), tokenizer_dir if resumed else None)
+    prepare_run_dir(accelerator, config, run.resume_from)
+    if accelerator.is_main_process and not tokenizer_dir.is_dir():
+        data.tokenizer.save_pretrained(tokenizer_dir)
+    accelerator.wait_for_everyone()
+    return data
+
+
+def _build_trainer(run: _Run, data: RunData) -> _Trainer:
+    """The model, the optimizer (section 5.3) and its schedule, the batches; resumed from a checkpoint if any."""
+    config, accelerator = run.config, run.accelerator
+    max_tokens, grad_accum = micro_batch_plan(config, accelerator.num_processes)
+    sampler = TokenBatchSampler(
+        data.train.lengths, max_tokens, seed=config.seed, num_replicas=accelerator.num_processes,
+        rank=accelerator.process_index,
+    )  # fmt: skip
+    model = VanillaTransformerForConditionalGeneration(build_model_config(config))
+    optimizer = torch.optim.Adam(model.parameters(), betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_eps)
+    scheduler = noam_schedule(optimizer, model.config.d_model, config.warmup_steps, config.lr_scale)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    progress = TrainingProgress()
+    # The scheduler is not `prepare`d: Accelerate would step it once per process for every optimizer step.
+    state = TrainingState(accelerator, model, optimizer, scheduler, progress)
+    if run.resume_from is not None:
+        load_checkpoint(state, run.resume_from)
+    mark_run_started(accelerator, config)
+    accelerator.init_trackers("vanilla-transformer", config=asdict(config))
+    unwrapped = accelerator.unwrap_model(model)
+    trainer = _Trainer(model, unwrapped, optimizer, scheduler, progress, state, sampler, grad_accum)
+    tokens_per_step = max_tokens * grad_accum * accelerator.num_processes
+    logger.info(
+        f"{trainer.unwrapped.num_parameters():,} parameters; {len(data.train):,} training pairs; "
+        f"{accelerator.num_processes} process(es) x {grad_accum} micro-batch(es) x at most {max_tokens:,} "
+        f"tokens = {tokens_per_step:,} tokens per step; {sampler.batches_per_replica:,} batches per process and "
+        f"epoch; {sampler.padding_fraction():.2%} padding; precision {accelerator.mixed_precision}",
+        main_process_only=True,
+    )
+    if config.grad_accum is None and config.tokens_per_step and not 0.9 <= tokens_per_step / config.tokens_per_step:
+        logger.warning(
+            f"{tokens_per_step:,} tokens per step exceeds --tokens-per-step={config.tokens_per_step:,}: the "
+            f"{accelerator.num_processes} processes' share is smaller than the longest pair --max-length allows",
+            main_process_only=True,
+        )
+    if run.resume_from is not None:
+        logger.info(
+            f"resumed from {run.resume_from} (epoch {progress.epoch}, batch {progress.batch})", main_process_only=True
+        )
+    return trainer
+
+
+class _LogWindow:
+    """Training statistics summed since the last log (tensors: no device sync per step), and the throughput."""
+
+    def __init__(self) -> None:
+        self.stats: dict[str, torch.Tensor] = {}
+        self.steps, self.grad_norm, self.start = 0, 0.0, time.perf_counter()
+        self.train_seconds = self.train_tokens = 0.0
+
+    def add(self, stats: dict[str, torch.Tensor], grad_norm: torch.Tensor | float) -> None:
+        self.stats = {name: self.stats.get(name, 0) + value for name, value in stats.items()}
+        self.steps, self.grad_norm = self.steps + 1, self.grad_norm + grad_norm
+
+    def restart(self) -> None:
+        """Start timing anew (after an evaluation or a checkpoint, which are not training throughput)."""
+        self.start = time.perf_counter()
+
+    def log(self, accelerator: Accelerator, bar: tqdm, step: int, learning_rate: float, epoch: int) -> None:
+        totals = dict(zip(self.stats, accelerator.reduce(torch.stack(list(self.stats.values())), "sum").tolist()))
+        seconds = time.perf_counter() - self.start
+        self.train_seconds, self.train_tokens = self.train_seconds + seconds, self.train_tokens + totals["tokens"]
+        logs = {
+            "train_loss": totals["loss"] / totals["target_tokens"],
+            "learning_rate": learning_rate,
+            "grad_norm": float(self.grad_norm) / self.steps,
+            "tokens_per_second": totals["tokens"] / seconds,
+            "padding_share": 1 - totals["tokens"] / totals["positions"],
+            "epoch": epoch,
+        }
+        accelerator.log(logs, step=step)
+        bar.set_postfix(
+            loss=f"{logs['train_loss']:.3f}", lr=f"{learning_rate:.2e}", tok_s=f"{logs['tokens_per_second']:,.0f}"
+        )
+        self.stats, self.steps, self.grad_norm = {}, 0, 0.0
+        self.restart()
+
+
+def _train_loop(run: _Run, data: RunData, trainer: _Trainer) -> _LogWindow:
+    """Take optimizer steps until ``max_steps`` or the time budget, logging, evaluating and saving on schedule."""
+    config, accelerator, progress = run.config, run.accelerator, trainer.progress
+    keep_last = max(config.keep_checkpoints, config.average_checkpoints)
+    batches = _training_batches(trainer.sampler, data.train, data.tokenizer.pad_token_id, progress)
+    collate = TranslationCollator(data.tokenizer.pad_token_id)
+    window = _LogWindow()
+    bar = tqdm(total=config.max_steps, initial=progress.step, desc="training", disable=not accelerator.is_main_process)
+    clock = time.perf_counter()
+    with logging_redirect_tqdm():
+        while progress.step < config.max_steps and not out_of_time(accelerator, progress, config.max_train_minutes):
+            micro_batches = [_to_device(next(batches), accelerator.device) for _ in range(trainer.grad_accum)]
+            stats = accumulate_gradients(accelerator, trainer.model, micro_batches, config.label_smoothing)
+            grad_norm = accelerator.clip_grad_norm_(trainer.model.parameters(), config.max_grad_norm or math.inf)
+            learning_rate = trainer.scheduler.get_last_lr()[0]
+            trainer.optimizer.step()
+            trainer.optimizer.zero_grad(set_to_none=True)
+            if accelerator.optimizer_step_was_skipped:  # fp16 overflow: the loss scale drops, the step does not count
+                continue
+            trainer.scheduler.step()
+            progress.step += 1
+            bar.update(1)
+            window.add(stats, grad_norm)
+            if progress.step % config.log_every == 0:
+                window.log(accelerator, bar, progress.step, learning_rate, progress.epoch)
+            if progress.step % config.eval_every == 0 and data.valid_examples:
+                _evaluate(
+                    accelerator, trainer.unwrapped, data.tokenizer, data.valid, data.valid_examples, config, collate,
+                    progress.step,
+                )  # fmt: skip
+                window.restart()
+            progress.seconds, clock = progress.seconds + time.perf_counter() - clock, time.perf_counter()
+            if progress.step % config.save_every == 0:
+                save_checkpoint(trainer.state, run.checkpoint_dir, progress.step, keep_last)
+                window.restart()
+    bar.close()
+    if progress.step < config.max_steps:
+        logger.info(
+            f"stopped at step {progress.step} after --max-train-minutes={config.max_train_minutes}",
+            main_process_only=True,
+        )
+    return window
+
+
+def _finish(run: _Run, data: RunData, trainer: _Trainer, window: _LogWindow) -> dict[str, Any]:
+    """Section 6.1: average the last checkpoints (or keep the better candidate on validation), export the model,
+    translate the test set with beam search; the results."""
+    config, accelerator, progress, unwrapped = run.config, run.accelerator, trainer.progress, trainer.unwrapped
+    checkpoints = list_checkpoints(run.checkpoint_dir)
+    if not checkpoints or checkpoint_step(checkpoints[-1]) != progress.step:
+        keep_last = max(config.keep_checkpoints, config.average_checkpoints)
+        save_checkpoint(trainer.state, run.checkpoint_dir, progress.step, keep_last)
+        checkpoints = list_checkpoints(run.checkpoint_dir)
+    averaged = checkpoints[-config.average_checkpoints :]
+    results: dict[str, Any] = {
+        "step": progress.step,
+        "epochs": progress.epoch + progress.batch / trainer.sampler.batches_per_replica,
+        "train_minutes": progress.seconds / 60,
+        "train_tokens_per_second": window.train_tokens / window.train_seconds if window.train_seconds else None,
+        "padding_share": trainer.sampler.padding_fraction(),
+        "tokens_per_step": trainer.sampler.max_tokens * trainer.grad_accum * accelerator.num_processes,
+        "train_pairs": len(data.train),
+        "num_processes": accelerator.num_processes,
+        "mixed_precision": accelerator.mixed_precision,
+    }
+    candidates = {"averaged": averaged, "last": checkpoints[-1:]}
+    chosen = "averaged"
+    if config.select_on_valid and len(averaged) > 1 and data.valid:
+        splits = Splits([], data.valid, data.test)
+        results.update(_select_on_valid(accelerator, unwrapped, data.tokenizer, splits, candidates, config))
+        chosen = results["selected"]
+    load_weights(unwrapped, average_checkpoints(candidates[chosen]))
+    results["averaged_checkpoints"] = [path.name for path in candidates[chosen]]
+    logger.info(f"final model: the average of {', '.join(results['averaged_checkpoints'])}", main_process_only=True)
+    if accelerator.is_main_process:
+        _export(unwrapped, data.tokenizer, run.run_dir / "model", config)
+    if data.test:
+        results.update(_test(accelerator, unwrapped, data.tokenizer, data.test, config))
+        if "selected" in results:
+            results[f"test_bleu_{chosen}"] = results["test_bleu"]
+    if accelerator.is_main_process:
+        results.update(_best_validation(run.run_dir / "metrics.jsonl"))
+    return results
+
+
+def _write_results(run: _Run, data: RunData, results: dict[str, Any]) -> None:
+    run.accelerator.log(
+        {name: value for name, value in results.items() if isinstance(value, float)}, step=results["step"]
+    )
+    if run.accelerator.is_main_process:
+        (run.run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        write_training_summary(run.run_dir / "model", _training_summary(run.config, results))
+        plot_metrics(run.run_dir / "metrics.jsonl", run.run_dir / "metrics.png", required=False)
 
 
 def train(config: TrainingConfig) -> dict[str, Any]:
@@ -137,192 +355,28 @@ def train(config: TrainingConfig) -> dict[str, Any]:
     ``training_config.json``, ``tokenizer/``, ``checkpoints/checkpoint-<step>/``, ``metrics.jsonl`` and
     ``metrics.png`` (the curves), ``model/`` (the averaged model, a Hugging Face model directory),
     ``test.<src_lang>``, ``test.<tgt_lang>`` and ``test.hyp.<tgt_lang>`` (the test set and its translations), and
-    ``results.json``.
+    ``results.json``. The tokenizer and the tokenized training corpus are also kept in the data cache
+    (``--data-cache-dir``) for later runs on the same corpus.
 
     Returns:
         The contents of ``results.json``: test BLEU (and its sacreBLEU signature), chrF and exact match, training
         throughput and padding share, and the checkpoints averaged.
     """
     started = time.perf_counter()
-    if config.num_threads is not None:
-        torch.set_num_threads(config.num_threads)
-    run_dir = Path(config.output_dir)
-    checkpoint_dir = run_dir / "checkpoints"
-    resume_from = inspect_run_dir(config)
-    jsonl = JsonlTracker(run_dir / "metrics.jsonl", start_step=checkpoint_step(resume_from) if resume_from else 0)
-    extra_trackers = [name for name in config.report_to.split(",") if name]
-    accelerator = Accelerator(
-        mixed_precision=config.mixed_precision, log_with=[jsonl, *extra_trackers], project_dir=str(run_dir)
-    )
-    set_seed(config.seed, device_specific=True)  # dropout differs between processes; DDP copies rank 0's weights
-
-    # Data and tokenizer. The main process goes first: it downloads a Hugging Face dataset, the others read its cache.
-    with accelerator.main_process_first():
-        splits = load_splits(config)
-    train_pairs, _ = clean_pairs(splits.train)
-    check_training_pairs(config, splits.train, train_pairs)
-    model_config = build_model_config(config)
-    prepare_run_dir(accelerator, config, resume_from)  # (deletes an overwritten run only now: the new one is valid)
-    tokenizer = _prepare_tokenizer(config, train_pairs, accelerator, run_dir / "tokenizer")
-    check_tokenizer_matches_config(tokenizer, model_config)
-    train_pairs, _ = clean_pairs(train_pairs, max_length=config.max_length, tokenizer=tokenizer)
-    check_training_pairs(config, splits.train, train_pairs)
-    train_examples = tokenize_pairs(train_pairs, tokenizer)
-    valid_examples = tokenize_pairs(splits.valid, tokenizer)
-    lengths = example_lengths(train_examples)
-    sampler = TokenBatchSampler(
-        lengths,
-        config.max_tokens,
-        seed=config.seed,
-        num_replicas=accelerator.num_processes,
-        rank=accelerator.process_index,
-    )
-    grad_accum = gradient_accumulation_steps(config, accelerator.num_processes)
-    padding_share = padding_fraction(sampler.epoch_batches(0), lengths)
-    collate = TranslationCollator(tokenizer.pad_token_id)
-
-    # Model, optimizer (section 5.3), and what a checkpoint holds besides them.
-    model = VanillaTransformerForConditionalGeneration(model_config)
-    optimizer = torch.optim.Adam(model.parameters(), betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_eps)
-    scheduler = noam_schedule(optimizer, model_config.d_model, config.warmup_steps, config.lr_scale)
-    model, optimizer = accelerator.prepare(model, optimizer)
-    unwrapped = accelerator.unwrap_model(model)
-    progress = TrainingProgress()
-    # The scheduler is not `prepare`d: Accelerate would step it once per process for every optimizer step.
-    state = TrainingState(accelerator, model, optimizer, scheduler, progress)  # what checkpoints hold, pickle-free
-    if resume_from is not None:
-        load_checkpoint(state, resume_from)
-    mark_run_started(accelerator, config)
-    accelerator.init_trackers("vanilla-transformer", config=asdict(config))
-
-    tokens_per_step = config.max_tokens * grad_accum * accelerator.num_processes
-    logger.info(
-        f"{unwrapped.num_parameters():,} parameters; {len(train_examples):,} training pairs; "
-        f"{accelerator.num_processes} process(es) x {grad_accum} micro-batch(es) x at most {config.max_tokens:,} "
-        f"tokens = {tokens_per_step:,} tokens per step; {sampler.batches_per_replica:,} batches per process and "
-        f"epoch; {padding_share:.1%} padding",
-        main_process_only=True,
-    )
-    if (
-        config.grad_accum is None
-        and config.tokens_per_step
-        and not 0.8 <= tokens_per_step / config.tokens_per_step <= 1.25
-    ):
-        logger.warning(
-            f"{tokens_per_step:,} tokens per step is far from --tokens-per-step={config.tokens_per_step:,}: "
-            f"choose --max-tokens so that it times the {accelerator.num_processes} process(es) divides it",
-            main_process_only=True,
-        )
-    if resume_from is not None:
-        logger.info(
-            f"resumed from {resume_from} (epoch {progress.epoch}, batch {progress.batch})", main_process_only=True
-        )
-
-    keep_last = max(config.keep_checkpoints, config.average_checkpoints)
-    batches = _training_batches(sampler, train_examples, collate, progress)
-    window: dict[str, torch.Tensor] = {}  # statistics summed since the last log (tensors: no device sync per step)
-    window_steps, window_grad_norm, window_start = 0, 0.0, time.perf_counter()
-    train_seconds = train_tokens = 0.0
-    bar = tqdm(total=config.max_steps, initial=progress.step, desc="training", disable=not accelerator.is_main_process)
-    clock = time.perf_counter()
-    with logging_redirect_tqdm():
-        while progress.step < config.max_steps and not out_of_time(accelerator, progress, config.max_train_minutes):
-            micro_batches = [_to_device(next(batches), accelerator.device) for _ in range(grad_accum)]
-            stats = accumulate_gradients(accelerator, model, micro_batches, config.label_smoothing)
-            grad_norm = accelerator.clip_grad_norm_(model.parameters(), config.max_grad_norm or math.inf)
-            learning_rate = scheduler.get_last_lr()[0]
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            if accelerator.optimizer_step_was_skipped:  # fp16 overflow: the loss scale drops, the step does not count
-                continue
-            scheduler.step()
-            progress.step += 1
-            bar.update(1)
-            window = {name: window.get(name, 0) + value for name, value in stats.items()}
-            window_steps, window_grad_norm = window_steps + 1, window_grad_norm + grad_norm
-
-            if progress.step % config.log_every == 0:
-                totals = dict(
-                    zip(window, accelerator.reduce(torch.stack(list(window.values())), "sum").tolist(), strict=True)
-                )
-                seconds = time.perf_counter() - window_start
-                train_seconds, train_tokens = train_seconds + seconds, train_tokens + totals["tokens"]
-                logs = {
-                    "train_loss": totals["loss"] / totals["target_tokens"],
-                    "learning_rate": learning_rate,
-                    "grad_norm": float(window_grad_norm) / window_steps,
-                    "tokens_per_second": totals["tokens"] / seconds,
-                    "padding_share": 1 - totals["tokens"] / totals["positions"],
-                    "epoch": progress.epoch,
-                }
-                accelerator.log(logs, step=progress.step)
-                bar.set_postfix(
-                    loss=f"{logs['train_loss']:.3f}",
-                    lr=f"{learning_rate:.2e}",
-                    tok_s=f"{logs['tokens_per_second']:,.0f}",
-                )
-                window, window_steps, window_grad_norm = {}, 0, 0.0
-                window_start = time.perf_counter()
-            if progress.step % config.eval_every == 0 and valid_examples:
-                _evaluate(
-                    accelerator, unwrapped, tokenizer, splits.valid, valid_examples, config, collate, progress.step
-                )
-                window_start = time.perf_counter()
-            progress.seconds, clock = progress.seconds + time.perf_counter() - clock, time.perf_counter()
-            if progress.step % config.save_every == 0:
-                save_checkpoint(state, checkpoint_dir, progress.step, keep_last)
-                window_start = time.perf_counter()
-    bar.close()
-    if progress.step < config.max_steps:
-        logger.info(
-            f"stopped at step {progress.step} after --max-train-minutes={config.max_train_minutes}",
-            main_process_only=True,
-        )
-
-    # Section 6.1: average the last checkpoints, then translate the test set with beam search.
-    checkpoints = list_checkpoints(checkpoint_dir)
-    if not checkpoints or checkpoint_step(checkpoints[-1]) != progress.step:
-        save_checkpoint(state, checkpoint_dir, progress.step, keep_last)
-        checkpoints = list_checkpoints(checkpoint_dir)
-    averaged = checkpoints[-config.average_checkpoints :]
-    results: dict[str, Any] = {
-        "step": progress.step,
-        "epochs": progress.epoch + progress.batch / sampler.batches_per_replica,
-        "train_minutes": progress.seconds / 60,
-        "train_tokens_per_second": train_tokens / train_seconds if train_seconds else None,
-        "padding_share": padding_share,
-        "train_pairs": len(train_examples),
-        "num_processes": accelerator.num_processes,
-        "tokens_per_step": tokens_per_step,
-    }
-    candidates = {"averaged": averaged, "last": checkpoints[-1:]}
-    chosen = "averaged"
-    if config.select_on_valid and len(averaged) > 1 and splits.valid:
-        results.update(_select_on_valid(accelerator, unwrapped, tokenizer, splits, candidates, config))
-        chosen = results["selected"]
-    load_weights(unwrapped, average_checkpoints(candidates[chosen]))
-    results["averaged_checkpoints"] = [path.name for path in candidates[chosen]]
-    logger.info(f"final model: the average of {', '.join(results['averaged_checkpoints'])}", main_process_only=True)
-    if accelerator.is_main_process:
-        _export(unwrapped, tokenizer, run_dir / "model", config)
-    if splits.test:
-        results.update(_test(accelerator, unwrapped, tokenizer, splits.test, config))
-        if "selected" in results:
-            results[f"test_bleu_{chosen}"] = results["test_bleu"]
-    if accelerator.is_main_process:
-        results.update(_best_validation(run_dir / "metrics.jsonl"))
+    run = _start_run(config)
+    data = _prepare_data(run)
+    trainer = _build_trainer(run, data)
+    window = _train_loop(run, data, trainer)
+    results = _finish(run, data, trainer, window)
     results["seconds"] = time.perf_counter() - started
-    accelerator.log({name: value for name, value in results.items() if isinstance(value, float)}, step=progress.step)
-    if accelerator.is_main_process:
-        (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-        write_training_summary(run_dir / "model", _training_summary(config, results))
-        plot_metrics(run_dir / "metrics.jsonl", run_dir / "metrics.png", required=False)
+    _write_results(run, data, results)
     # The DDP wrapper's C++ reducer holds the gloo/NCCL process group. Were it the group's last holder, the group
     # would be destroyed as train() returns, with the GIL held, and wait for its worker threads, which may need the
     # GIL to free the tensors of a finished collective: a deadlock (pytorch/pytorch#56297), seen here in 8 of 30
     # two-process runs on a loaded CPU (0 of 30 since). So the wrapper goes first; destroy_process_group (in
     # end_training) then drops the group through its Python binding, which releases the GIL while the threads finish.
-    del model, optimizer, state
+    accelerator = run.accelerator
+    del trainer
     accelerator.free_memory()
     accelerator.end_training()
     return results

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -64,10 +65,21 @@ class TrainingConfig:
     num_test: int = _option(500, "numbers task: test pairs")
     max_number: int = _option(99_999, "numbers task: the numbers are drawn from 1..max_number")
     max_length: int = _option(256, "drop training pairs with a side longer than this many tokens")
+    data_cache_dir: str | None = _option(
+        None,
+        "where the trained tokenizer and the tokenized training corpus are cached for reruns and resumed runs "
+        "(default: $VANILLA_TRANSFORMER_CACHE, else ~/.cache/vanilla-transformer)",
+        may_change_on_resume=True,
+    )
 
     # Tokenizer and model.
     tokenizer: str | None = _option(None, "directory of an existing tokenizer (default: train a shared BPE)")
     vocab_size: int = _option(37_000, "vocabulary size of the model (and of the tokenizer trained for it)")
+    tokenizer_train_pairs: int | None = _option(
+        500_000,
+        "train the tokenizer on at most this many training pairs (1M sentences), spread evenly over the corpus, "
+        "as SentencePiece's input_sentence_size; 0: all. Keeps the trainer's memory and time flat as the corpus grows",
+    )
     model: str = _option("base", "model preset of Table 3: base or big")
     d_model: int | None = _option(None, "override the preset's d_model")
     layers: int | None = _option(None, "override the number of encoder and of decoder layers (N)")
@@ -76,9 +88,15 @@ class TrainingConfig:
     dropout: float | None = _option(None, "override the preset's dropout (P_drop)")
 
     # Optimization.
-    max_tokens: int = _option(12_500, "padded source + target tokens per micro-batch and process")
+    max_tokens: int = _option(
+        12_500,
+        "padded source + target tokens per micro-batch and process (with --tokens-per-step: the most per "
+        "micro-batch; smaller micro-batches are used where the processes' share of a step is smaller)",
+    )
     tokens_per_step: int | None = _option(
-        50_000, "target padded tokens per optimizer step; sets --grad-accum from --max-tokens and the process count"
+        50_000,
+        "padded tokens per optimizer step over all processes; sets the micro-batch size (at most --max-tokens) "
+        "and --grad-accum from the process count",
     )
     grad_accum: int | None = _option(
         None, "micro-batches per optimizer step and process (overrides --tokens-per-step)"
@@ -97,7 +115,11 @@ class TrainingConfig:
     adam_eps: float = _option(1e-9, "Adam epsilon")
     label_smoothing: float = _option(0.1, "label smoothing epsilon_ls (section 5.4)")
     max_grad_norm: float | None = _option(None, "clip gradients to this norm (the paper does not clip)")
-    mixed_precision: str = _option("no", "no, fp16 or bf16")
+    mixed_precision: str | None = _option(
+        None,
+        "no, fp16 or bf16 (default: what accelerate launch --mixed_precision or the accelerate config file set, "
+        "else no)",
+    )
     seed: int = _option(1, "seed of model initialization, data order and dropout")
     num_threads: int | None = _option(
         None, "CPU threads per process (torch.set_num_threads)", may_change_on_resume=True
@@ -147,6 +169,8 @@ class TrainingConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{_flag(name)} must be positive, got {_flag(name)}={getattr(self, name)}")
+        if self.tokenizer_train_pairs is not None and self.tokenizer_train_pairs < 0:
+            raise ValueError(f"--tokenizer-train-pairs must be 0 or more, got {self.tokenizer_train_pairs}")
         for name in ("tokens_per_step", "grad_accum", "num_threads", "d_model", "layers", "heads", "ffn_dim"):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -155,7 +179,7 @@ class TrainingConfig:
             raise ValueError(f"unknown dataset --dataset={self.dataset!r}; choose one of {', '.join(DATASET_KINDS)}")
         if self.model not in MODEL_PRESETS:
             raise ValueError(f"unknown model --model={self.model!r}; choose one of {', '.join(MODEL_PRESETS)}")
-        if self.mixed_precision not in ("no", "fp16", "bf16"):
+        if self.mixed_precision not in (None, "no", "fp16", "bf16"):
             raise ValueError(
                 f"--mixed-precision must be no, fp16 or bf16, got --mixed-precision={self.mixed_precision!r}"
             )
@@ -200,6 +224,23 @@ class TrainingConfig:
                 f"cannot resume the run in {self.output_dir} with different settings: {'; '.join(differences)}. "
                 f"Only these may change when resuming: {changeable}"
             )
+
+
+def micro_batch_plan(config: TrainingConfig, num_processes: int) -> tuple[int, int]:
+    """The micro-batch size in padded tokens and the micro-batches per step and process (gradient accumulation).
+
+    With ``--grad-accum`` (or without ``--tokens-per-step``): ``--max-tokens`` and ``--grad-accum`` (1) as given.
+    Otherwise each process's share of ``--tokens-per-step``, ``S = tokens_per_step / num_processes``, is cut into the
+    fewest micro-batches of at most ``--max-tokens``: ``ceil(S / max_tokens)`` micro-batches of ``floor(S / that)``
+    tokens. So ``wmt14-base`` (50,000 tokens, at most 12,500) takes 4 micro-batches of 12,500 on one process, 1 of
+    6,250 on 8 and 1 of 781 on 64. A micro-batch never gets smaller than the longest pair ``--max-length`` allows
+    (``2 * max_length``), which exceeds the target when ``S`` is smaller than that.
+    """
+    if config.grad_accum is not None or config.tokens_per_step is None:
+        return config.max_tokens, config.grad_accum or 1
+    share = config.tokens_per_step / num_processes
+    grad_accum = max(1, math.ceil(share / config.max_tokens))
+    return max(2 * config.max_length, min(config.max_tokens, int(share // grad_accum))), grad_accum
 
 
 def _flag(name: str) -> str:

@@ -1,0 +1,162 @@
+"""Data pipeline benchmark: how long until the first optimizer step, and how much memory, as the corpus grows.
+
+Builds a synthetic corpus of ``--pairs`` pairs in a temporary directory: the lines of the shared Multi30k training
+set, over and over, each with a counter appended (so WMT14's 4.5M pairs, with shorter sentences than WMT's). Then
+runs the real training command on it twice, as a user would, and stops each run once its first optimizer step is
+logged:
+
+* cold: nothing cached; the tokenizer is trained (37k BPE, as ``wmt14-base``), the corpus cleaned and tokenized;
+* warm: a rerun into a new run directory; tokenizer and tokenized corpus come from the data cache.
+
+The model is the ``multi30k`` preset's (N=3, d_model=256) with the data settings of ``wmt14-base`` (37k vocabulary,
+pairs up to 256 tokens), at 1,024 tokens per step, so that the step itself is cheap (with a 37k vocabulary the
+logits of a 4,096-token step and their gradients alone take over 1 GB) and the data pipeline is what is measured. Prints::
+
+    DATA pairs=N prepare_s=... warm_start_s=... peak_rss_mb=... padding=...
+
+``peak_rss_mb`` is the largest peak resident size (``VmHWM``) of any process of either run; ``padding`` the share
+of padding in an epoch's batches, as the run logs it. The JSON file also has each run's CPU seconds (user + system,
+which depend less than the wall time on what else the machine runs) and its timestamped log lines. With ``--output`` the figures also go to a JSON file, with the
+machine's load averages. ``--checkout DIR`` runs the package found in ``DIR`` instead (another version of the
+repository, e.g. one extracted with ``git archive``), cold only: how the "before" figure was taken.
+
+Usage::
+
+    python scripts/benchmark_data.py --pairs 450000 --output docs/results/data_benchmark_450000.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MULTI30K = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
+RUN_OPTIONS = [
+    "--preset", "multi30k", "--dataset", "text", "--valid-split", "valid", "--test-split", "test",
+    "--vocab-size", "37000", "--max-length", "256", "--max-tokens", "1024", "--log-every", "1",
+    "--num-threads", "2",
+]  # fmt: skip
+
+
+def write_corpus(directory: Path, pairs: int, source: Path) -> None:
+    """``train.{en,de}`` of `pairs` pairs (Multi30k lines plus a counter), ``valid``/``test`` of 100 pairs each."""
+    lines = {lang: (source / f"train.{lang}").read_text(encoding="utf-8").splitlines() for lang in ("en", "de")}
+    for lang in ("en", "de"):
+        with open(directory / f"train.{lang}", "w", encoding="utf-8") as out:
+            block = 100_000
+            for start in range(0, pairs, block):
+                rows = lines[lang]
+                out.write("".join(f"{rows[i % len(rows)]} {i}\n" for i in range(start, min(start + block, pairs))))
+        for split, stored in (("valid", "valid"), ("test", "test_2016_flickr")):
+            kept = (source / f"{stored}.{lang}").read_text(encoding="utf-8").splitlines()[:100]
+            (directory / f"{split}.{lang}").write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+
+
+def _peak_rss_kb(pid: int) -> int:
+    """``VmHWM``, the peak resident set size of a process, in kB (0 once it is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    match = re.search(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE)
+    return int(match.group(1)) if match else 0
+
+
+def run_to_first_step(command: list[str], env: dict[str, str], metrics: Path, log: Path) -> dict[str, float]:
+    """Start `command`, stop it once `metrics` logs a training step; its seconds, peak RSS and padding share."""
+    import psutil
+
+    started = time.perf_counter()
+    with open(log, "w") as log_file:
+        # Started outside the repository: `python -m` puts the working directory first on sys.path, which would
+        # import this checkout's package over the one of --checkout.
+        process = subprocess.Popen(command, env=env, stdout=log_file, stderr=subprocess.STDOUT, cwd=log.parent)
+        peak_kb, seconds, cpu_seconds = 0, None, 0.0
+        while process.poll() is None:
+            try:
+                processes = [psutil.Process(process.pid)]
+                processes += processes[0].children(recursive=True)
+                peak_kb = max([peak_kb, *(_peak_rss_kb(p.pid) for p in processes)])
+                cpu_seconds = sum(sum(p.cpu_times()[:2]) for p in processes)
+            except psutil.NoSuchProcess:
+                continue
+            if metrics.is_file() and '"train_loss"' in metrics.read_text():
+                seconds = time.perf_counter() - started
+                break
+            time.sleep(0.1)
+        process.terminate()
+        process.wait()
+    text = log.read_text()
+    if seconds is None:
+        raise RuntimeError(f"{' '.join(command)} ended before its first step:\n{text[-3000:]}")
+    padding = re.findall(r"([\d.]+)% padding", text)
+    return {
+        "seconds": seconds,
+        "cpu_seconds": cpu_seconds,
+        "peak_rss_mb": peak_kb / 1024,
+        "padding": float(padding[-1]) / 100 if padding else None,
+        "log": [line[:200] for line in text.splitlines() if re.match(r"\d\d:\d\d:\d\d ", line)],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pairs", type=int, required=True, help="training pairs of the synthetic corpus")
+    parser.add_argument("--multi30k", type=Path, default=MULTI30K, help="directory of the Multi30k files")
+    parser.add_argument("--checkout", type=Path, help="run the package of this directory instead, cold only")
+    parser.add_argument("--output", type=Path, help="also write the figures to this JSON file")
+    parser.add_argument("--logs", type=Path, help="copy the runs' logs into this directory")
+    args = parser.parse_args(argv)
+    if not (args.multi30k / "train.en").is_file():
+        parser.error(f"--multi30k={args.multi30k} has no train.en")
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="benchmark-data-") as temporary:
+        work = Path(temporary)
+        (work / "corpus").mkdir()
+        write_corpus(work / "corpus", args.pairs, args.multi30k)
+        env = {**os.environ, "VANILLA_TRANSFORMER_CACHE": str(work / "cache"), "TOKENIZERS_PARALLELISM": "true"}
+        if args.checkout is not None:
+            env["PYTHONPATH"] = str(args.checkout.resolve())
+        figures = {}
+        for name in ("cold", "warm") if args.checkout is None else ("cold",):
+            run_dir = work / f"run-{name}"
+            command = [sys.executable, "-m", "vanilla_transformer", "train", *RUN_OPTIONS]
+            command += ["--data-dir", str(work / "corpus"), "--output-dir", str(run_dir)]
+            figures[name] = run_to_first_step(command, env, run_dir / "metrics.jsonl", work / f"{name}.log")
+            if args.logs is not None:
+                args.logs.mkdir(parents=True, exist_ok=True)
+                (args.logs / f"{name}.log").write_text((work / f"{name}.log").read_text())
+    result = {
+        "pairs": args.pairs,
+        "prepare_s": round(figures["cold"]["seconds"], 1),
+        "warm_start_s": round(figures["warm"]["seconds"], 1) if "warm" in figures else None,
+        "peak_rss_mb": round(max(run["peak_rss_mb"] for run in figures.values())),
+        "padding": figures["cold"]["padding"],
+        "runs": figures,
+        "load_average_before": load_before,
+        "load_average_after": os.getloadavg(),
+        "cpus": os.cpu_count(),
+        "machine": platform.processor() or platform.machine(),
+        "command": "python scripts/benchmark_data.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "checkout": str(args.checkout) if args.checkout else None,
+    }
+    print(
+        f"DATA pairs={args.pairs} prepare_s={result['prepare_s']} warm_start_s={result['warm_start_s']} "
+        f"peak_rss_mb={result['peak_rss_mb']} padding={result['padding']}"
+    )
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

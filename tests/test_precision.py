@@ -1,0 +1,105 @@
+"""Mixed precision as the user set it: ``--mixed-precision``, else ``accelerate launch --mixed_precision`` (which
+sets ACCELERATE_MIXED_PRECISION), else the accelerate config file; bf16 on CPU; fp16 with loss scaling on CUDA.
+
+The precision is observed where it happens: the dtype of the outputs of the model's linear layers during training
+forward passes (a global forward hook), under whatever autocast the run set up."""
+
+import json
+import math
+
+import pytest
+import torch
+from accelerate.state import AcceleratorState
+from test_training import TINY, launch
+
+from vanilla_transformer.training import loop as loop_module
+from vanilla_transformer.training import parse_args, train
+from vanilla_transformer.training.checkpoints import load_checkpoint_weights
+from vanilla_transformer.training.tracking import read_metrics
+
+SHORT = [*TINY, "--max-steps", "2", "--save-every", "1", "--eval-every", "100", "--num-test", "2"]
+
+
+@pytest.fixture
+def linear_dtypes():
+    """The dtypes of linear-layer outputs in training mode, for the duration of a test; a fresh Accelerate state
+    (it is a process-wide singleton that keeps the first run's precision)."""
+    seen: set[torch.dtype] = set()
+
+    def hook(module, inputs, output):
+        if isinstance(module, torch.nn.Linear) and module.training:
+            seen.add(output.dtype)
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    handle = torch.nn.modules.module.register_module_forward_hook(hook)
+    yield seen
+    handle.remove()
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def test_bf16_flag_trains_in_bf16_on_cpu_with_fp32_weights(tmp_path, linear_dtypes):
+    results = train(parse_args([*SHORT, "--output-dir", str(tmp_path / "bf16"), "--mixed-precision", "bf16"]))
+    assert linear_dtypes == {torch.bfloat16} and results["mixed_precision"] == "bf16"
+    first = load_checkpoint_weights(tmp_path / "bf16" / "checkpoints" / "checkpoint-00000001")
+    second = load_checkpoint_weights(tmp_path / "bf16" / "checkpoints" / "checkpoint-00000002")
+    assert all(weight.dtype == torch.float32 and torch.isfinite(weight).all() for weight in second.values())
+    assert any(not torch.equal(first[name], second[name]) for name in first)  # the bf16 step changed the weights
+    linear_dtypes.clear()
+    AcceleratorState._reset_state(reset_partial_state=True)
+    train(parse_args([*SHORT, "--output-dir", str(tmp_path / "fp32")]))
+    assert linear_dtypes == {torch.float32}
+    # The same function in both precisions: the first step's loss agrees to bf16's precision.
+    bf16_loss, fp32_loss = (
+        next(row["train_loss"] for row in read_metrics(tmp_path / run / "metrics.jsonl") if "train_loss" in row)
+        for run in ("bf16", "fp32")
+    )
+    assert math.isfinite(bf16_loss) and bf16_loss == pytest.approx(fp32_loss, rel=2e-2)
+
+
+def test_launchers_precision_applies_unless_the_flag_is_given(tmp_path, linear_dtypes, monkeypatch):
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "bf16")  # what `accelerate launch --mixed_precision bf16` sets
+    assert train(parse_args([*SHORT, "--output-dir", str(tmp_path / "env")]))["mixed_precision"] == "bf16"
+    assert linear_dtypes == {torch.bfloat16}
+    linear_dtypes.clear()
+    AcceleratorState._reset_state(reset_partial_state=True)
+    flagged = train(parse_args([*SHORT, "--output-dir", str(tmp_path / "flag"), "--mixed-precision", "no"]))
+    assert flagged["mixed_precision"] == "no" and linear_dtypes == {torch.float32}
+
+
+def test_accelerate_config_file_sets_the_precision(tmp_path):
+    config_file = tmp_path / "accelerate.yaml"
+    config_file.write_text(
+        "compute_environment: LOCAL_MACHINE\ndistributed_type: 'NO'\nmixed_precision: bf16\nnum_machines: 1\n"
+        "num_processes: 1\nuse_cpu: true\n"
+    )
+    completed = launch(
+        tmp_path / "run", *SHORT, processes=1, launcher=["--config_file", str(config_file)],
+        PROBE_DTYPES=str(tmp_path / "dtypes"),
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert json.loads((tmp_path / "dtypes.0").read_text()) == ["torch.bfloat16"]
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["mixed_precision"] == "bf16"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="fp16 with loss scaling needs CUDA")
+def test_fp16_on_cuda_skips_overflowing_steps_without_counting_them(tmp_path, linear_dtypes, monkeypatch):
+    """The first step's gradients are made infinite: the loss scaler must skip it, and the run must still take
+    all its steps, logged once each."""
+    real = loop_module.accumulate_gradients
+    calls = []
+
+    def overflow_once(accelerator, model, micro_batches, label_smoothing):
+        stats = real(accelerator, model, micro_batches, label_smoothing)
+        calls.append(1)
+        if len(calls) == 1:
+            next(model.parameters()).grad.fill_(math.inf)
+        return stats
+
+    monkeypatch.setattr(loop_module, "accumulate_gradients", overflow_once)
+    results = train(parse_args([*SHORT, "--output-dir", str(tmp_path / "fp16"), "--mixed-precision", "fp16"]))
+    assert linear_dtypes == {torch.float16} and results["mixed_precision"] == "fp16"
+    assert results["step"] == 2 and len(calls) == 3
+    rows = [row for row in read_metrics(tmp_path / "fp16" / "metrics.jsonl") if "train_loss" in row]
+    assert [row["step"] for row in rows] == [1, 2]
+    weights = load_checkpoint_weights(tmp_path / "fp16" / "checkpoints" / "checkpoint-00000002")
+    assert all(torch.isfinite(weight).all() for weight in weights.values())
