@@ -208,7 +208,7 @@ def test_hf_dataset_stays_arrow_and_streams_in_batches(offline, local_hub_datase
 def reference_batch_sizes(src, tgt, max_tokens):
     """The greedy cut, one example at a time: a batch grows until one more example would exceed max_tokens."""
     sizes, size, max_src, max_tgt = [], 0, 0, 0
-    for s, t in zip(src, tgt):
+    for s, t in zip(src, tgt, strict=True):
         max_src, max_tgt = max(max_src, s), max(max_tgt, t)
         if size and (size + 1) * (max_src + max_tgt) > max_tokens:
             sizes.append(size)

@@ -98,8 +98,8 @@ class _SideWriter:
 
     def __init__(self, directory: Path, side: str, dtype: np.dtype) -> None:
         self.dtype = dtype
-        self.tokens = open(directory / f"{side}.tokens.bin", "wb")  # noqa: SIM115 (closed by close())
-        self.offsets = open(directory / f"{side}.offsets.bin", "wb")  # noqa: SIM115
+        self.tokens = open(directory / f"{side}.tokens.bin", "wb")
+        self.offsets = open(directory / f"{side}.offsets.bin", "wb")
         self.end = 0
         self.offsets.write(np.zeros(1, dtype=np.int64).tobytes())
 
@@ -148,14 +148,18 @@ def build_token_cache(
             total, empty = total + len(cleaned), empty + len(cleaned) - len(non_empty)
             if not non_empty:
                 continue
-            sources, targets = (list(side) for side in zip(*non_empty))
+            sources, targets = (list(side) for side in zip(*non_empty, strict=True))
             encoded = [_encode(tokenizer, sources, target=False), _encode(tokenizer, targets, target=True)]
             if max_length is not None:
-                keep = [i for i, (s, t) in enumerate(zip(*encoded)) if len(s) <= max_length and len(t) <= max_length]
+                keep = [
+                    i
+                    for i, (s, t) in enumerate(zip(*encoded, strict=True))
+                    if len(s) <= max_length and len(t) <= max_length
+                ]
                 too_long += len(non_empty) - len(keep)
                 encoded = [[side[i] for i in keep] for side in encoded]
             kept += len(encoded[0])
-            for writer, side in zip(writers, encoded):
+            for writer, side in zip(writers, encoded, strict=True):
                 writer.append(side)
         for writer in writers:
             writer.close()

@@ -198,7 +198,7 @@ def load_hf_translation(
             a language is missing from it.
     """
     dataset = load_hf_translation_arrow(name, config, split=split, src_lang=src_lang, tgt_lang=tgt_lang, **load_kwargs)
-    return list(zip(dataset["source"], dataset["target"]))
+    return list(zip(dataset["source"], dataset["target"], strict=True))
 
 
 def load_hf_translation_arrow(

@@ -234,7 +234,9 @@ class _LogWindow:
         self.start = time.perf_counter()
 
     def log(self, accelerator: Accelerator, bar: tqdm, step: int, learning_rate: float, epoch: int) -> None:
-        totals = dict(zip(self.stats, accelerator.reduce(torch.stack(list(self.stats.values())), "sum").tolist()))
+        totals = dict(
+            zip(self.stats, accelerator.reduce(torch.stack(list(self.stats.values())), "sum").tolist(), strict=True)
+        )
         seconds = time.perf_counter() - self.start
         self.train_seconds, self.train_tokens = self.train_seconds + seconds, self.train_tokens + totals["tokens"]
         logs = {
