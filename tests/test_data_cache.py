@@ -151,7 +151,7 @@ def test_data_is_prepared_once_and_rebuilt_when_its_key_changes(tmp_path, monkey
     accelerator = Accelerator(cpu=True)
 
     def prepare(config):
-        return data_setup.prepare_data(config, accelerator, tmp_path / config.output_dir, build_model_config(config))
+        return data_setup.prepare_data(config, accelerator, build_model_config(config), None)
 
     first = prepare(run_config(tmp_path))
     assert (builds, trainings) == ([1], [1])
@@ -260,7 +260,7 @@ def test_results_record_the_cache_used(tmp_path):
     write_corpus(tmp_path / "data", 40)
     accelerator = Accelerator(cpu=True)
     config = run_config(tmp_path)
-    data = data_setup.prepare_data(config, accelerator, tmp_path / "run", build_model_config(config))
+    data = data_setup.prepare_data(config, accelerator, build_model_config(config), None)
     meta = json.loads((data.train.directory / "meta.json").read_text())
     assert meta["key"]["max_length"] == 20 and meta["key"]["corpus"]["files"][0][0].endswith("train.en")
     assert meta["pairs"] == len(data.train) == meta["stats"]["kept"]
