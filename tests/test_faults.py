@@ -6,6 +6,7 @@ result, never in a silent wrong one. Kept fast: tiny models, runs of a few steps
 
 import json
 import logging
+import os
 import re
 import shutil
 from pathlib import Path
@@ -20,7 +21,6 @@ from vanilla_transformer.data import read_lines, read_parallel_text
 from vanilla_transformer.generation import beam_search, load_translation_model, translate
 from vanilla_transformer.training import parse_args, train
 from vanilla_transformer.training.checkpoints import list_checkpoints, load_checkpoint_weights
-from vanilla_transformer.training.run_dir import RUN_MARKER
 from vanilla_transformer.training.state import CheckpointError
 from vanilla_transformer.training.tracking import read_metrics
 
@@ -274,17 +274,19 @@ def test_a_run_that_failed_at_start_up_does_not_block_the_corrected_command(tmp_
     with pytest.raises(ValueError, match="no training pairs"):
         train(tiny_run(run, *aligned_files(tmp_path / "empty", "", "")))
     assert not (run / "training_config.json").exists()
-    # Fails after its tokenizer was trained and saved: the folder is ours (marker), that tokenizer must not be reused.
+    # Fails after its tokenizer was trained (into the data cache): that tokenizer must not be reused.
     long_en, long_de = " ".join(["seven hundred"] * 30), " ".join(["siebenhundert"] * 30)
+    cache = Path(os.environ["VANILLA_TRANSFORMER_CACHE"])
+    cached_before = set(cache.glob("tokenizer-*"))
     with pytest.raises(ValueError, match="--max-length=8"):
         train(
             tiny_run(
                 run, *aligned_files(tmp_path / "long", f"{long_en}\n" * 40, f"{long_de}\n" * 40), "--max-length", "8"
             )
         )
-    assert (run / RUN_MARKER).is_file() and (run / "tokenizer").is_dir()
     assert not (run / "training_config.json").exists()
-    failed_tokenizer = (run / "tokenizer" / "tokenizer.json").read_text()
+    (failed,) = set(cache.glob("tokenizer-*")) - cached_before
+    failed_tokenizer = (failed / "tokenizer.json").read_text()
     results = train(tiny_run(run, "--max-steps", "2", "--save-every", "2"))  # no --overwrite needed
     assert results["step"] == 2 and (run / "training_config.json").is_file()
     assert (run / "tokenizer" / "tokenizer.json").read_text() != failed_tokenizer

@@ -10,7 +10,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
-from vanilla_transformer.data import TranslationCollator
+from vanilla_transformer.data import TokenCorpus
 from vanilla_transformer.modeling_vanilla_transformer import (
     VanillaTransformerDecoderLayer,
     VanillaTransformerEncoderLayer,
@@ -141,10 +141,10 @@ def recorded_run(tmp_path_factory) -> dict:
             record["steps"].append((before, grads, lr, [p.detach().clone() for p in params]))
             return result
 
-    collate, forward = TranslationCollator.__call__, VanillaTransformerForConditionalGeneration.forward
+    collate, forward = TokenCorpus.collate, VanillaTransformerForConditionalGeneration.forward
 
-    def recording_collate(self, examples):
-        batch = collate(self, examples)
+    def recording_collate(self, indices, pad_token_id):  # training batches come from the token cache
+        batch = collate(self, indices, pad_token_id)
         record["batches"].append(batch)
         return batch
 
@@ -156,7 +156,7 @@ def recorded_run(tmp_path_factory) -> dict:
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(torch.optim, "Adam", RecordingAdam)
-        patch.setattr(TranslationCollator, "__call__", recording_collate)
+        patch.setattr(TokenCorpus, "collate", recording_collate)
         patch.setattr(VanillaTransformerForConditionalGeneration, "forward", recording_forward)
         output_dir = tmp_path_factory.mktemp("recorded")
         train(tiny_run(output_dir, "--max-steps", "3", "--grad-accum", "1", "--eval-every", "100"))

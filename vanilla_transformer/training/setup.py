@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
 import shutil
 import tempfile
@@ -178,6 +179,8 @@ def prepare_data(
     # the machines share --data-cache-dir, else builds its own); then all the others, which open it.
     with accelerator.main_process_first(), accelerator.local_main_process_first():
         identity, chunks = train_chunks(config)
+        if not next(iter(chunks()), None):
+            check_training_pairs(config, [])  # an empty training split, named before anything is trained on it
         tokenizer = _prepare_tokenizer(config, identity, chunks, resumed_tokenizer, cache_root)
         check_tokenizer_matches_config(tokenizer, model_config)
         key = {"corpus": identity, "tokenizer": tokenizer_fingerprint(tokenizer), "max_length": config.max_length}
@@ -238,7 +241,11 @@ def _prepare_tokenizer(
     cached = cache_root / f"tokenizer-{cache_key(corpus=identity, vocab_size=config.vocab_size, pairs=limit)}"
     if not cached.is_dir():
         logger.info(f"training the tokenizer; it goes to {cached}", main_process_only=True)
-        trained = train_tokenizer(_cleaned_texts(chunks, limit), config.vocab_size)
+        texts = _cleaned_texts(chunks, limit)
+        first = next(texts, None)
+        if first is None:  # every pair has an empty side
+            check_training_pairs(config, range(sum(len(chunk) for chunk in chunks())), [])
+        trained = train_tokenizer(itertools.chain([first], texts), config.vocab_size)
         release_freed_memory()  # the trainer's word and pair counts, freed but still held by malloc
         cached.parent.mkdir(parents=True, exist_ok=True)
         building = tempfile.mkdtemp(prefix=f".{cached.name}.", dir=cached.parent)
