@@ -88,7 +88,7 @@ def load_corpus(spec: CorpusSpec, split: str) -> list[Pair]:
         return load_hf_translation(
             spec.hub_dataset, spec.dataset_config, split=split, src_lang=spec.src_lang, tgt_lang=spec.tgt_lang
         )
-    data_dir = _data_dir(spec)
+    data_dir = corpus_data_dir(spec)
     names = {"text": [f"{split}.{spec.src_lang}", f"{split}.{spec.tgt_lang}"], "tsv": [f"{split}.tsv"]}
     paths = [data_dir / name for name in names.get(spec.kind, [f"{split}.jsonl"])]
     missing = [path.name for path in paths if not path.is_file()]
@@ -107,7 +107,8 @@ def load_splits(spec: CorpusSpec, names: Sequence[str] = ("train", "valid", "tes
     return Splits(*(load_corpus(spec, name) for name in names))
 
 
-def _data_dir(spec: CorpusSpec) -> Path:
+def corpus_data_dir(spec: CorpusSpec) -> Path:
+    """``spec.data_dir``, checked; the errors name the option that sets it."""
     if spec.data_dir is None:
         raise ValueError(f"a {spec.kind} corpus is read from {spec.option}, which is not set")
     data_dir = Path(spec.data_dir)
@@ -138,4 +139,4 @@ def _read_files(paths: tuple[str, ...], spec: CorpusSpec) -> list[Pair]:
     return read_jsonl(paths[0], spec.src_lang, spec.tgt_lang)
 
 
-__all__ = ["KINDS", "CorpusSpec", "load_corpus", "load_splits"]
+__all__ = ["KINDS", "CorpusSpec", "corpus_data_dir", "load_corpus", "load_splits"]

@@ -29,6 +29,7 @@ from ..data import (
 )
 from ..data import load_splits as load_corpus_splits
 from ..data.cache import TokenCorpus, build_token_cache, cache_key, default_cache_dir, tokenizer_fingerprint
+from ..data.spec import corpus_data_dir
 from ..tokenization import check_tokenizer_matches_config, train_tokenizer
 from .options import TrainingConfig
 from .preflight import check_training_pairs
@@ -94,7 +95,7 @@ def train_chunks(config: TrainingConfig, chunk_size: int = 20_000) -> tuple[dict
     spec, name = corpus_spec(config), _split_name(corpus_spec(config), config, "train")
     files = spec.files.get("train")
     if files is None and spec.kind == "text":
-        files = tuple(str(_data_dir(spec) / f"{name}.{lang}") for lang in (spec.src_lang, spec.tgt_lang))
+        files = tuple(str(corpus_data_dir(spec) / f"{name}.{lang}") for lang in (spec.src_lang, spec.tgt_lang))
     if files is not None and len(files) == 2:
         return {"files": [_file_identity(path) for path in files]}, lambda: iter_parallel_text(*files, chunk_size)
     if spec.hub_dataset is not None:
@@ -107,7 +108,9 @@ def train_chunks(config: TrainingConfig, chunk_size: int = 20_000) -> tuple[dict
     if spec.kind == "numbers" and not spec.files:
         identity: dict[str, Any] = {"numbers": [*spec.numbers, spec.max_number]}
     else:
-        identity = {"files": [_file_identity(path) for path in files or [_data_dir(spec) / f"{name}.{spec.kind}"]]}
+        identity = {
+            "files": [_file_identity(path) for path in files or [corpus_data_dir(spec) / f"{name}.{spec.kind}"]]
+        }
     return identity, lambda: (pairs[i : i + chunk_size] for i in range(0, len(pairs), chunk_size))
 
 
@@ -116,18 +119,6 @@ def _file_identity(path: str | Path) -> list[Any]:
         raise FileNotFoundError(f"no such file: {path}")
     stat = Path(path).stat()
     return [str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns]
-
-
-def _data_dir(spec: CorpusSpec) -> Path:
-    """``spec.data_dir``, checked; the errors name ``--data-dir``."""
-    if spec.data_dir is None:
-        raise ValueError(f"--dataset={spec.kind} reads its files from {spec.option}, which is not set")
-    data_dir = Path(spec.data_dir)
-    if not data_dir.is_dir():
-        raise FileNotFoundError(
-            f"{spec.option}={spec.data_dir} is not a directory: pass {spec.option} with the corpus's files"
-        )
-    return data_dir
 
 
 def build_model_config(config: TrainingConfig) -> VanillaTransformerConfig:
