@@ -78,6 +78,20 @@ def test_generate_equals_transformers_own_search(settings, decoder_steps):
     assert all(ended.values()), ended
 
 
+@pytest.mark.parametrize("num_beams", [1, 4])
+def test_a_model_without_attention_biases_decodes_on_the_fast_decoder(num_beams, decoder_steps):
+    """``attention_bias=False`` (the paper's equations): the fused projections have no bias to concatenate, and the
+    tokens are transformers' own."""
+    for seed in range(3):
+        model = tiny_model(vocab_size=12, seed=seed, head_std=0.3, eos_std=1.0, attention_bias=False)
+        input_ids, attention_mask = padded_batch(SOURCES)
+        kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=9, num_beams=num_beams)
+        decoder_steps.clear()
+        fast = model.generate(**kwargs)
+        assert decoder_steps, "the fast decoder did not run"
+        assert fast.tolist() == transformers_loop(model, **kwargs).tolist()
+
+
 @pytest.mark.parametrize("alpha", [0.6, 2.0])
 def test_generate_with_the_paper_config_is_the_papers_beam_search(alpha, decoder_steps):
     """GNMT's penalty and each sentence's own maximum (input length + offset): `generation.beam_search`'s result,

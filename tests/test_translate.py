@@ -18,7 +18,9 @@ from vanilla_transformer.generation import beam_search, gnmt_length_penalty, pap
 from vanilla_transformer.tokenization import EOS_ID, train_tokenizer
 
 
-def tiny_model(vocab_size: int, seed: int, head_std: float = 0.5, eos_std: float = 1.5, d_model: int = 16):
+def tiny_model(
+    vocab_size: int, seed: int, head_std: float = 0.5, eos_std: float = 1.5, d_model: int = 16, **overrides
+):
     """A random model whose output distributions are neither flat nor one-hot, and whose </s> probability varies."""
     torch.manual_seed(seed)
     config = tiny_config(
@@ -30,6 +32,7 @@ def tiny_model(vocab_size: int, seed: int, head_std: float = 0.5, eos_std: float
         encoder_ffn_dim=32,
         decoder_ffn_dim=32,
         tie_word_embeddings=False,
+        **overrides,
     )
     model = VanillaTransformerForConditionalGeneration(config).eval()
     with torch.no_grad():

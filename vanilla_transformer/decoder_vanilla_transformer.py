@@ -38,7 +38,9 @@ class _Linear:
 
 def _linear(*modules) -> _Linear:
     """One `_Linear` computing the outputs of `modules` (``nn.Linear`` of the same input) side by side."""
-    return _Linear(torch.cat([m.weight for m in modules]), torch.cat([m.bias for m in modules]))
+    biases = [m.bias for m in modules]
+    bias = None if biases[0] is None else torch.cat(biases)  # attention_bias=False: none of them has one
+    return _Linear(torch.cat([m.weight for m in modules]), bias)
 
 
 class _LayerWeights:
