@@ -172,4 +172,8 @@ def test_int8_bleu_with_ctranslate2s_default_backend(exported, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     scores = json.loads(result.stdout.strip().splitlines()[-1])
     assert scores["fp32"] > 90
-    assert abs(scores["int8"] - scores["fp32"]) <= 0.5 or scores["backend"] == "onednn", scores
+    if scores["backend"] == "onednn":
+        pytest.skip(
+            "CTranslate2's default backend here is oneDNN, whose int8 loses BLEU: the export warns (test above)"
+        )
+    assert abs(scores["int8"] - scores["fp32"]) <= 0.5, scores
