@@ -264,3 +264,22 @@ def test_results_record_the_cache_used(tmp_path):
     meta = json.loads((data.train.directory / "meta.json").read_text())
     assert meta["key"]["max_length"] == 20 and meta["key"]["corpus"]["files"][0][0].endswith("train.en")
     assert meta["pairs"] == len(data.train) == meta["stats"]["kept"]
+
+
+def test_a_saved_tokenizer_that_truncates_or_pads_does_not_change_the_cache(tmp_path, tokenizer):
+    """A tokenizer.json saved with truncation or padding switched on (``tokenizer(..., truncation=True)`` before
+    saving leaves it there): the cache holds the ids ``tokenizer(...)`` gives, untruncated and unpadded."""
+    from transformers import AutoTokenizer
+
+    write_corpus(tmp_path / "data", 60)
+    tokenizer.backend_tokenizer.enable_truncation(max_length=3)
+    tokenizer.backend_tokenizer.enable_padding(length=40, pad_id=tokenizer.pad_token_id)
+    tokenizer.save_pretrained(tmp_path / "tokenizer")
+    saved = AutoTokenizer.from_pretrained(tmp_path / "tokenizer")
+    assert saved.backend_tokenizer.truncation is not None  # the setting travelled with the file
+    chunks = iter_parallel_text(tmp_path / "data" / "train.en", tmp_path / "data" / "train.de", chunk_size=16)
+    corpus = build_token_cache(chunks, saved, tmp_path / "cache" / "tokens", max_length=20)
+    pairs = read_parallel_text(tmp_path / "data" / "train.en", tmp_path / "data" / "train.de")
+    expected = tokenize_pairs(clean_pairs(pairs, max_length=20, tokenizer=saved)[0], saved)
+    assert max(len(e["input_ids"]) for e in expected) > 3
+    assert [corpus[i]["input_ids"].tolist() for i in range(len(corpus))] == [e["input_ids"] for e in expected]

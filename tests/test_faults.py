@@ -262,10 +262,13 @@ def test_overwrite_deletes_the_run_and_keeps_what_it_did_not_write(tmp_path, cap
     run = tmp_path / "run"
     train(tiny_run(run, "--max-steps", "3"))
     (run / "notes.txt").write_text("mine")
+    (run / "average-notes.txt").write_text("mine too")  # named like an average, but not what average_run writes
+    (run / "average-3").mkdir()  # what average_run writes
     with caplog.at_level(logging.WARNING):
         results = train(tiny_run(run, "--overwrite", "--max-steps", "2", "--save-every", "2"))
     assert results["step"] == 2
     assert (run / "notes.txt").read_text() == "mine" and "notes.txt" in caplog.text
+    assert (run / "average-notes.txt").read_text() == "mine too" and not (run / "average-3").exists()
     assert [path.name for path in list_checkpoints(run / "checkpoints")] == ["checkpoint-00000002"]
 
 

@@ -26,6 +26,7 @@ and the cleaning settings, so a changed input builds a new cache and an unchange
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -84,10 +85,12 @@ def _encode(tokenizer: PreTrainedTokenizerBase, texts: list[str], target: bool) 
 
     A plain `PreTrainedTokenizerFast` (as `train_tokenizer` makes) encodes sources and targets alike, so its Rust
     backend encodes the batch directly, on all cores, a third faster than through ``tokenizer(...)``; subclasses
-    may switch to target mode, so they go through ``tokenizer(text_target=...)``.
+    may switch to target mode, so they go through ``tokenizer(text_target=...)``, and so does a tokenizer whose saved
+    ``tokenizer.json`` truncates or pads (``tokenizer(...)`` turns both off for each call; the backend would not).
     """
-    if type(tokenizer) is PreTrainedTokenizerFast:
-        return [encoding.ids for encoding in tokenizer.backend_tokenizer.encode_batch(texts)]
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if type(tokenizer) is PreTrainedTokenizerFast and backend.truncation is None and backend.padding is None:
+        return [encoding.ids for encoding in backend.encode_batch(texts)]
     if target:
         return tokenizer(text_target=texts, return_attention_mask=False)["input_ids"]
     return tokenizer(texts, return_attention_mask=False)["input_ids"]
@@ -216,7 +219,7 @@ class TokenCorpus:
     def __len__(self) -> int:
         return self.meta["pairs"]
 
-    @property
+    @functools.cached_property
     def lengths(self) -> np.ndarray:
         """``[n, 2]``: the source and target length of every example, ``</s>`` included (read from ``lengths.npy``,
         2 bytes per length, rather than from the offsets, 8 bytes)."""

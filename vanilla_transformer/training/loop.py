@@ -204,7 +204,7 @@ def _build_trainer(run: _Run, data: RunData) -> _Trainer:
         f"epoch; {sampler.padding_fraction():.2%} padding; precision {accelerator.mixed_precision}",
         main_process_only=True,
     )
-    if config.grad_accum is None and config.tokens_per_step and not 0.9 <= tokens_per_step / config.tokens_per_step:
+    if config.grad_accum is None and config.tokens_per_step and tokens_per_step > 1.1 * config.tokens_per_step:
         logger.warning(
             f"{tokens_per_step:,} tokens per step exceeds --tokens-per-step={config.tokens_per_step:,}: the "
             f"{accelerator.num_processes} processes' share is smaller than the longest pair --max-length allows",
@@ -316,6 +316,7 @@ def _finish(run: _Run, data: RunData, trainer: _Trainer, window: _LogWindow) -> 
         "train_tokens_per_second": window.train_tokens / window.train_seconds if window.train_seconds else None,
         "padding_share": trainer.sampler.padding_fraction(),
         "tokens_per_step": trainer.sampler.max_tokens * trainer.grad_accum * accelerator.num_processes,
+        "tokens_per_micro_batch": trainer.sampler.max_tokens,
         "train_pairs": len(data.train),
         "num_processes": accelerator.num_processes,
         "mixed_precision": accelerator.mixed_precision,

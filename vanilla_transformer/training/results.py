@@ -58,7 +58,7 @@ def _training_summary(config: TrainingConfig, results: dict[str, Any]) -> dict[s
         "exact_match": results.get("test_exact_match"),
         "recipe": {
             "preset": config.preset,
-            "tokens per micro-batch and process": config.max_tokens,
+            "tokens per micro-batch and process": results.get("tokens_per_micro_batch", config.max_tokens),
             "warmup steps": config.warmup_steps,
             "learning-rate scale": config.lr_scale,
             "label smoothing": config.label_smoothing,

@@ -121,7 +121,8 @@ def mark_run_started(accelerator: Accelerator, config: TrainingConfig) -> None:
 
 def _delete_outputs(run_dir: Path, config: TrainingConfig) -> None:
     """Delete what a run of `config` writes in `run_dir`, and nothing else (what else is there is listed)."""
-    names = set(_run_outputs(config)) | {path.name for path in run_dir.glob("average-*")}
+    averages = {path.name for path in run_dir.glob("average-*") if path.is_dir() and path.name[8:].isdigit()}
+    names = set(_run_outputs(config)) | averages
     for name in sorted(names):
         path = run_dir / name
         if path.is_dir() and not path.is_symlink():
