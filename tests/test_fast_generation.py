@@ -181,6 +181,11 @@ def test_calls_it_does_not_serve_run_transformers_loop(decoder_steps):
         warnings.simplefilter("error")
         model.eval().generate(**kwargs)  # in eval mode the fast decoder serves the call, silently
     assert decoder_steps
+    # Attention dropout alone (a rate the attention function applies, no nn.Dropout module): the same.
+    only_attention = tiny_model(vocab_size=12, seed=1, head_std=0.3, eos_std=1.0, dropout=0.0, attention_dropout=0.5)
+    decoder_steps.clear()
+    only_attention.train().generate(**kwargs)
+    assert not decoder_steps
 
 
 def test_outputs_are_ordinary_tensors_usable_as_training_labels():

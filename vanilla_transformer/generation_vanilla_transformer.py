@@ -311,7 +311,11 @@ def _unserved(model, input_ids, logits_processor, stopping_criteria, config, syn
 
 
 def _has_dropout(model) -> bool:
-    return any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules())
+    """Whether a forward pass in training mode drops anything: attention dropout is a rate the attention function
+    applies, not an ``nn.Dropout`` module, so the configuration's rates are what tell."""
+    config = model.config
+    rates = (getattr(config, name, 0.0) for name in ("dropout", "attention_dropout", "activation_dropout"))
+    return any(rate > 0 for rate in rates) or any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules())
 
 
 def _max_lengths(model, config, attention_mask, memory: torch.Tensor) -> torch.Tensor:
