@@ -1,13 +1,19 @@
 """bf16 against fp32 training on the CPU, at the ``multi30k`` preset: tokens/s, then BLEU after the same steps.
 
-Two copies of the preset's model (N=3, d_model=256; same initial weights, same dropout seeds) train side by side on
-the same Multi30k batches (4,096 tokens, the preset's): for every batch, one step in fp32, then one step under
-``torch.autocast("cpu", dtype=torch.bfloat16)`` (float32 weights and Adam, bf16 matmuls: what Accelerate's
-``mixed_precision="bf16"`` sets up), interleaved, on a fixed number of threads. After ``--steps`` steps each model
-translates the first ``--test-sentences`` sentences of test_2016_flickr (beam 4, length penalty 0.6, in fp32 for
-both, so that only the training precision differs), scored with sacreBLEU. Prints one line::
+Three copies of the preset's model (N=3, d_model=256; same initial weights, same dropout seeds) train side by side
+on the same Multi30k batches (4,096 tokens, the preset's), interleaved, on a fixed number of threads: for every batch
+one step of each of
 
-    PRECISION steps=... fp32_tokens_per_s=... bf16_tokens_per_s=... speedup=... fp32_bleu=... bf16_bleu=...
+- ``fp32``: float32 with transformers' SDPA attention (the model's default);
+- ``bf16_sdpa``: under ``torch.autocast("cpu", dtype=torch.bfloat16)`` (float32 weights and Adam, bf16 matmuls:
+  what Accelerate's ``mixed_precision="bf16"`` sets up), SDPA attention;
+- ``bf16``: the same autocast with eager attention (``--attn-implementation eager``, the preset's choice).
+
+After ``--steps`` steps each model translates the first ``--test-sentences`` sentences of test_2016_flickr (beam 4,
+length penalty 0.6, in fp32 for all, so that only the training precision differs), scored with sacreBLEU. Prints
+one line::
+
+    PRECISION steps=... fp32_tokens_per_s=... bf16_sdpa_tokens_per_s=... bf16_tokens_per_s=... speedup=... ...
 
 Usage::
 
@@ -64,7 +70,10 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.manual_seed(config.seed)
     models = {"fp32": VanillaTransformerForConditionalGeneration(build_model_config(config))}
+    models["fp32"].set_attn_implementation("sdpa")
+    models["bf16_sdpa"] = copy.deepcopy(models["fp32"])
     models["bf16"] = copy.deepcopy(models["fp32"])
+    models["bf16"].set_attn_implementation("eager")
     optimizers, schedules, seconds, tokens = {}, {}, dict.fromkeys(models, 0.0), 0
     for name, model in models.items():
         optimizers[name] = torch.optim.Adam(model.parameters(), betas=(0.9, 0.98), eps=1e-9)
@@ -75,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         tokens += int(batch["attention_mask"].sum() + (batch["labels"] != -100).sum())
         for name, model in models.items():
             torch.manual_seed(step)  # the same dropout masks for both
-            autocast = torch.autocast("cpu", dtype=torch.bfloat16) if name == "bf16" else nullcontext()
+            autocast = torch.autocast("cpu", dtype=torch.bfloat16) if name != "fp32" else nullcontext()
             started = time.perf_counter()
             with autocast:
                 logits = _forward(model, batch)
@@ -101,19 +110,19 @@ def main(argv: list[str] | None = None) -> int:
         "steps": args.steps,
         "tokens_per_step": config.max_tokens,
         "threads": args.threads,
-        "fp32_tokens_per_s": tokens / seconds["fp32"],
-        "bf16_tokens_per_s": tokens / seconds["bf16"],
+        **{f"{name}_tokens_per_s": tokens / seconds[name] for name in models},
         "speedup": seconds["fp32"] / seconds["bf16"],
-        "fp32_bleu": bleu["fp32"],
-        "bf16_bleu": bleu["bf16"],
+        "speedup_bf16_sdpa": seconds["fp32"] / seconds["bf16_sdpa"],
+        **{f"{name}_bleu": bleu[name] for name in models},
         "test_sentences": len(sources),
         "load_average_after": os.getloadavg(),
         "command": "python scripts/benchmark_precision.py " + " ".join(argv if argv is not None else sys.argv[1:]),
     }
     print(
-        f"PRECISION steps={args.steps} fp32_tokens_per_s={result['fp32_tokens_per_s']:.0f} "
-        f"bf16_tokens_per_s={result['bf16_tokens_per_s']:.0f} speedup={result['speedup']:.2f} "
-        f"fp32_bleu={bleu['fp32']:.2f} bf16_bleu={bleu['bf16']:.2f}"
+        f"PRECISION steps={args.steps} "
+        + " ".join(f"{name}_tokens_per_s={result[f'{name}_tokens_per_s']:.0f}" for name in models)
+        + f" speedup={result['speedup']:.2f} speedup_bf16_sdpa={result['speedup_bf16_sdpa']:.2f} "
+        + " ".join(f"{name}_bleu={bleu[name]:.2f}" for name in models)
     )
     if args.output is not None:
         args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -103,3 +103,42 @@ def test_fp16_on_cuda_skips_overflowing_steps_without_counting_them(tmp_path, li
     assert [row["step"] for row in rows] == [1, 2]
     weights = load_checkpoint_weights(tmp_path / "fp16" / "checkpoints" / "checkpoint-00000002")
     assert all(torch.isfinite(weight).all() for weight in weights.values())
+
+
+@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+def test_attn_implementation_flag_picks_the_attention_that_training_runs(
+    tmp_path, linear_dtypes, monkeypatch, implementation
+):
+    """--attn-implementation eager (the multi30k preset's, with bf16) runs the eager attention in the training
+    forward passes, on bf16 queries; sdpa runs transformers' SDPA function instead. Observed in the attention
+    functions themselves."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    from vanilla_transformer import modeling_vanilla_transformer as modeling
+
+    calls: dict[str, set[torch.dtype]] = {"eager": set(), "sdpa": set()}
+
+    def spy(name, function):
+        def wrapped(module, query, *args, **kwargs):
+            if module.training:
+                calls[name].add(query.dtype)
+            return function(module, query, *args, **kwargs)
+
+        return wrapped
+
+    monkeypatch.setattr(modeling, "eager_attention_forward", spy("eager", modeling.eager_attention_forward))
+    monkeypatch.setitem(
+        ALL_ATTENTION_FUNCTIONS._global_mapping, "sdpa", spy("sdpa", ALL_ATTENTION_FUNCTIONS._global_mapping["sdpa"])
+    )
+    options = ["--mixed-precision", "bf16", "--attn-implementation", implementation]
+    train(parse_args([*SHORT, *options, "--output-dir", str(tmp_path)]))
+    other = "sdpa" if implementation == "eager" else "eager"
+    assert calls[implementation] == {torch.bfloat16} and not calls[other]
+    assert torch.bfloat16 in linear_dtypes
+    config = json.loads((tmp_path / "model" / "config.json").read_text(encoding="utf-8"))
+    assert "eager" not in json.dumps(config)  # a training setting: the exported model keeps transformers' default
+
+
+def test_bad_attn_implementation_is_rejected_naming_the_option():
+    with pytest.raises(ValueError, match=r"--attn-implementation must be eager or sdpa, got .*'flash'"):
+        parse_args([*SHORT, "--attn-implementation", "flash"])

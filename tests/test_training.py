@@ -32,7 +32,12 @@ from vanilla_transformer.training import (
     parse_args,
     train,
 )
-from vanilla_transformer.training.checkpoints import list_checkpoints, load_checkpoint_weights, read_training_state
+from vanilla_transformer.training.checkpoints import (
+    average_checkpoints,
+    list_checkpoints,
+    load_checkpoint_weights,
+    read_training_state,
+)
 from vanilla_transformer.training.options import micro_batch_plan
 from vanilla_transformer.training.tracking import read_metrics
 
@@ -424,26 +429,39 @@ def test_progress_of_checkpoints_without_training_time_loads_with_zero_seconds()
     assert (progress.step, progress.epoch, progress.batch, progress.seconds) == (5, 1, 2, 0.0)
 
 
-def test_select_on_valid_keeps_the_candidate_with_the_higher_validation_bleu(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("last_bleu", "margin", "selected"),
+    [(20.0, "0.5", "last"), (10.4, "0.5", "averaged"), (10.4, "0", "last"), (9.0, "0", "averaged")],
+)
+def test_select_on_valid_keeps_the_average_unless_the_last_checkpoint_beats_it_by_the_margin(
+    tmp_path, monkeypatch, last_bleu, margin, selected
+):
     """The tiny run's BLEU is 0 for every candidate, so the selection's validation scores are forced: 10 for the
-    average, 20 for the last checkpoint (the order `_select_on_valid` scores them). The last checkpoint must then be
-    exported and scored on the test set, and the average scored on the test set as well."""
+    average, then `last_bleu` for the last checkpoint (the order `_select_on_valid` scores them). The last
+    checkpoint wins only when it is better by more than --select-margin; the selected weights are then exported and
+    scored on the test set, and the other candidate is scored on the test set as well."""
     from vanilla_transformer.training import evaluation
 
-    forced, real = iter([10.0, 20.0]), evaluation.compute_bleu
+    forced, real = iter([10.0, last_bleu]), evaluation.compute_bleu
 
     def compute_bleu(hypotheses, references):
         score = next(forced, None) if sys._getframe(1).f_code.co_name == "_select_on_valid" else None
         return real(hypotheses, references) if score is None else {"score": score, "signature": "forced"}
 
     monkeypatch.setattr(evaluation, "compute_bleu", compute_bleu)
-    results = train(tiny_run(tmp_path, "--select-on-valid"))
-    assert (results["valid_bleu_averaged"], results["valid_bleu_last"], results["selected"]) == (10.0, 20.0, "last")
-    assert results["averaged_checkpoints"] == ["checkpoint-00000008"]
-    assert results["test_bleu_last"] == results["test_bleu"] and "test_bleu_averaged" in results
+    results = train(tiny_run(tmp_path, "--select-on-valid", "--select-margin", margin))
+    assert (results["valid_bleu_averaged"], results["valid_bleu_last"]) == (10.0, last_bleu)
+    assert results["selected"] == selected
+    other = "averaged" if selected == "last" else "last"
+    assert results[f"test_bleu_{selected}"] == results["test_bleu"] and f"test_bleu_{other}" in results
+    checkpoints = sorted(path.name for path in (tmp_path / "checkpoints").iterdir())
+    assert results["averaged_checkpoints"] == (checkpoints[-1:] if selected == "last" else checkpoints[-2:])
     model = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "model")
-    last = load_checkpoint_weights(tmp_path / "checkpoints" / "checkpoint-00000008")
-    torch.testing.assert_close(model.model.shared.weight, last["model.shared.weight"], rtol=0, atol=0)
+    expected = average_checkpoints([tmp_path / "checkpoints" / name for name in results["averaged_checkpoints"]])
+    torch.testing.assert_close(model.model.shared.weight, expected["model.shared.weight"], rtol=0, atol=0)
+    if selected == "averaged":  # the average of several checkpoints differs from the last one
+        last = load_checkpoint_weights(tmp_path / "checkpoints" / checkpoints[-1])
+        assert not torch.equal(model.model.shared.weight, last["model.shared.weight"])
     rows = [row for row in read_metrics(tmp_path / "metrics.jsonl") if "valid_bleu" in row]
     best = max(rows, key=lambda row: row["valid_bleu"])
     assert (results["best_valid_bleu"], results["best_valid_step"]) == (best["valid_bleu"], best["step"])

@@ -7,6 +7,7 @@ import math
 import sys
 from types import SimpleNamespace
 
+import copy_task
 import pytest
 import torch
 from tiny_model import load_script, tiny_config
@@ -296,3 +297,32 @@ def test_translate_and_evaluate_scripts(tokenizer, tmp_path, monkeypatch, capsys
     assert scores["bleu"] == pytest.approx(100 * math.exp((math.log(5 / 6) + 3 * math.log(1.0)) / 4), abs=0.01)
     with pytest.raises(FileNotFoundError, match="--reference="):
         evaluate_script.main(["--hypotheses", str(hypotheses), "--reference", str(tmp_path / "missing.de")])
+
+
+def test_translate_script_decodes_in_the_dtype_asked_for(confident_copy_model, tmp_path, monkeypatch):
+    """--dtype bf16 decodes with bf16 weights (observed on the model the script loaded), and on the confident copy
+    model gives the fp32 translations; an unknown dtype is refused by name."""
+    from vanilla_transformer import generation
+
+    model, tokenizer = confident_copy_model
+    model_dir = save_model_dir(model, tokenizer, tmp_path / "model")
+    sentences = copy_task.sentences(6, seed=7)
+    source = tmp_path / "source.txt"
+    source.write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    loaded, real_load = [], generation.load_model_dir
+
+    def load(*args, **kwargs):
+        loaded.append(real_load(*args, **kwargs))
+        return loaded[-1]
+
+    monkeypatch.setattr(generation, "load_model_dir", load)
+    translate_script, outputs = load_script("translate"), {}
+    for dtype in ("fp32", "bf16"):
+        output = tmp_path / f"{dtype}.txt"
+        common = ["--model", str(model_dir), "--device", "cpu", "--input", str(source), "--output", str(output)]
+        assert translate_script.main([*common, "--dtype", dtype]) == 0
+        outputs[dtype] = output.read_text(encoding="utf-8")
+        assert {parameter.dtype for parameter in loaded[-1][0].parameters()} == {generation.DECODING_DTYPES[dtype]}
+    assert outputs["bf16"] == outputs["fp32"] and outputs["fp32"].strip()
+    with pytest.raises(SystemExit):
+        translate_script.main(["--model", str(model_dir), "--dtype", "int4"])

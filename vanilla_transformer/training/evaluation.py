@@ -132,9 +132,11 @@ def _select_on_valid(
 ) -> dict[str, Any]:
     """Choose between the candidate weights (each the average of its checkpoints) by validation BLEU.
 
-    Returns the validation BLEU of each candidate (``valid_bleu_<name>``), the ``selected`` name (the first one
-    on a tie) and the test BLEU of the candidates not selected (``test_bleu_<name>``; the caller scores the
-    selected one), so that the effect of checkpoint averaging is measured on both sets.
+    The first candidate (the average) is kept unless another is better on validation by more than
+    ``config.select_margin`` BLEU points, the noise of the score. Returns the validation BLEU of each candidate
+    (``valid_bleu_<name>``), the ``selected`` name and the test BLEU of the candidates not selected
+    (``test_bleu_<name>``; the caller scores the selected one), so that the effect of checkpoint averaging is
+    measured on both sets.
     """
     sources, references = [src for src, _ in splits.valid], [tgt for _, tgt in splits.valid]
     results: dict[str, Any] = {}
@@ -142,7 +144,9 @@ def _select_on_valid(
         load_weights(model, average_checkpoints(paths))
         hypotheses = _translate_across_processes(accelerator, model, tokenizer, sources, config)
         results[f"valid_bleu_{name}"] = compute_bleu(hypotheses, references)["score"]
-    results["selected"] = max(candidates, key=lambda name: results[f"valid_bleu_{name}"])
+    preferred, best = next(iter(candidates)), max(candidates, key=lambda name: results[f"valid_bleu_{name}"])
+    better = results[f"valid_bleu_{best}"] > results[f"valid_bleu_{preferred}"] + config.select_margin
+    results["selected"] = best if better else preferred
     for name, paths in candidates.items():
         if name != results["selected"] and splits.test:
             load_weights(model, average_checkpoints(paths))

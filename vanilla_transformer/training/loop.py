@@ -184,6 +184,8 @@ def _build_trainer(run: _Run, data: RunData) -> _Trainer:
         rank=accelerator.process_index,
     )  # fmt: skip
     model = VanillaTransformerForConditionalGeneration(build_model_config(config))
+    if config.attn_implementation is not None:
+        model.set_attn_implementation(config.attn_implementation)
     optimizer = torch.optim.Adam(model.parameters(), betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_eps)
     scheduler = noam_schedule(optimizer, model.config.d_model, config.warmup_steps, config.lr_scale)
     model, optimizer = accelerator.prepare(model, optimizer)

@@ -1,0 +1,90 @@
+#!/usr/bin/env python
+"""Decoding a trained model in bf16 against fp32 on the CPU: tokens/s side by side, and BLEU on real test data.
+
+The same model directory is loaded twice, once in float32 and once cast to bfloat16 (what ``vanilla-transformer
+translate --dtype bf16`` does). Both translate the same sentences with the paper's search (beam 4, GNMT alpha 0.6,
+input + 50; ``translate``, which runs the fast decoder behind ``generate()``), interleaved, ``--repeats`` times each,
+on a fixed number of threads. Tokens/s counts the output tokens of the fp32 translations for both. BLEU is sacreBLEU
+(13a, cased) of each precision's translations. Prints one line::
+
+    DTYPE sentences=... fp32_tokens_per_s=... bf16_tokens_per_s=... speedup=... fp32_bleu=... bf16_bleu=...
+    same_translations=...
+
+Usage (a model of ``vanilla-transformer train --preset multi30k``)::
+
+    python scripts/benchmark_decoding_dtype.py --model runs/multi30k/model --output docs/results/dtype.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from vanilla_transformer.export.model_dir import load_model_dir
+from vanilla_transformer.generation import translate
+from vanilla_transformer.metrics import compute_bleu
+
+MULTI30K = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "multi30k"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True, help="model directory (e.g. runs/multi30k/model)")
+    parser.add_argument("--source", type=Path, default=MULTI30K / "test_2016_flickr.en", help="source sentences")
+    parser.add_argument("--reference", type=Path, default=MULTI30K / "test_2016_flickr.de", help="references")
+    parser.add_argument("--sentences", type=int, default=1000, help="first this many sentences (default: all 1,000)")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: %(default)s)")
+    parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default: %(default)s)")
+    parser.add_argument("--repeats", type=int, default=2, help="timed translations per precision")
+    parser.add_argument("--output", type=Path, help="also write the figures to this JSON file")
+    args = parser.parse_args(argv)
+    for flag, path in (("--source", args.source), ("--reference", args.reference)):
+        if not path.is_file():
+            parser.error(f"{flag}={path} is not a file")
+    torch.set_num_threads(args.threads)
+    sources = args.source.read_text(encoding="utf-8").splitlines()[: args.sentences]
+    references = args.reference.read_text(encoding="utf-8").splitlines()[: args.sentences]
+    model, tokenizer = load_model_dir(args.model)
+    models = {"fp32": model, "bf16": copy.deepcopy(model).to(torch.bfloat16)}
+    seconds, translations = dict.fromkeys(models, 0.0), {}
+    for _ in range(args.repeats):
+        for name, candidate in models.items():
+            started = time.perf_counter()
+            translations[name] = translate(candidate, tokenizer, sources, batch_size=args.batch_size)
+            seconds[name] += time.perf_counter() - started
+    tokens = args.repeats * sum(len(tokenizer(line)["input_ids"]) for line in translations["fp32"])
+    result = {
+        "model": str(args.model),
+        "sentences": len(sources),
+        "threads": args.threads,
+        "batch_size": args.batch_size,
+        "repeats": args.repeats,
+        **{f"{name}_tokens_per_s": tokens / seconds[name] for name in models},
+        "speedup": seconds["fp32"] / seconds["bf16"],
+        **{f"{name}_bleu": compute_bleu(translations[name], references)["score"] for name in models},
+        "same_translations": sum(a == b for a, b in zip(translations["fp32"], translations["bf16"], strict=True)),
+        "load_average_after": os.getloadavg(),
+        "command": "python scripts/benchmark_decoding_dtype.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
+    }
+    print(
+        f"DTYPE sentences={len(sources)} fp32_tokens_per_s={result['fp32_tokens_per_s']:.0f} "
+        f"bf16_tokens_per_s={result['bf16_tokens_per_s']:.0f} speedup={result['speedup']:.2f} "
+        f"fp32_bleu={result['fp32_bleu']:.2f} bf16_bleu={result['bf16_bleu']:.2f} "
+        f"same_translations={result['same_translations']}"
+    )
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

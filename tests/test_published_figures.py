@@ -1,0 +1,38 @@
+"""The Multi30k figures in the README and the model card are those of the committed runs in docs/results/multi30k.
+
+Each run folder holds the run's own ``results.json``, ``metrics.jsonl`` and ``training_config.json``, copied from its
+run directory, and a ``run.json`` with the command, its wall time and the machine load. The README must quote each
+run's test BLEU as written there (the model card those of the recipe's runs, ``role`` "recipe"), and the runs must
+be what the README says they are: the ``multi30k`` preset, the whole command within the hour, logged up to the step
+they stopped at.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = sorted(path.parent for path in (ROOT / "docs" / "results" / "multi30k").glob("*/results.json"))
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_there_are_committed_multi30k_runs():
+    assert RUNS
+
+
+@pytest.mark.parametrize("run", RUNS, ids=[run.name for run in RUNS])
+def test_committed_multi30k_runs_are_the_published_figures(run):
+    results, config, about = (read_json(run / name) for name in ("results.json", "training_config.json", "run.json"))
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert config["preset"] == "multi30k" and results["seconds"] < 60 * 60
+    assert config["max_train_minutes"] * 60 <= results["seconds"]
+    assert max(row["step"] for row in rows) == results["step"]
+    assert about["command"].startswith("vanilla-transformer train --preset multi30k")
+    bleu = f"{results['test_bleu']:.2f}"
+    assert bleu in (ROOT / "README.md").read_text(encoding="utf-8")
+    if about["role"] == "recipe":
+        assert bleu in (ROOT / "model_card.md").read_text(encoding="utf-8")
