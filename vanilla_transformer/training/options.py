@@ -300,7 +300,7 @@ TRAINING_PRESETS: dict[str, dict[str, Any]] = {
     # Multi30k English-German (29k captions), the raw files of ../shared/data/multi30k next to the repository, in
     # 60 minutes of two CPU cores: 57 minutes of training (evaluations included), then the final selection and test
     # (under a minute). A small base model (N=3, d_model=256, h=4, d_ff=512; 6.0M parameters) at 4,096 tokens per
-    # step, in bf16 autocast with eager attention: this CPU (AVX-512 BF16) trains it 1.4 times faster than fp32
+    # step, in bf16 autocast with eager attention: this CPU (AVX-512 BF16) trains it 1.33 times faster than fp32
     # with SDPA, whose CPU kernel with a padding mask gains nothing from bf16 (scripts/benchmark_precision.py);
     # about 28 epochs. P_drop 0.2: at 0.1 validation loss stopped falling after ~20 epochs, and 0.2 gave 38.99
     # validation BLEU against 37.58 (docs/results/multi30k). Equation (3) scaled by 0.45 after 500 warmup steps
