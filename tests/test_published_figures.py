@@ -36,3 +36,22 @@ def test_committed_multi30k_runs_are_the_published_figures(run):
     assert bleu in (ROOT / "README.md").read_text(encoding="utf-8")
     if about["role"] == "recipe":
         assert bleu in (ROOT / "model_card.md").read_text(encoding="utf-8")
+
+
+STOPPED = sorted(
+    path.parent
+    for path in (ROOT / "docs" / "results" / "multi30k").glob("*/run.json")
+    if read_json(path)["role"] == "stopped"
+)
+
+
+@pytest.mark.parametrize("run", STOPPED, ids=[run.name for run in STOPPED])
+def test_stopped_multi30k_runs_are_quoted_from_their_metrics(run):
+    """A selection run stopped early has no results.json; the README quotes its last validation BLEU and loss."""
+    config, about = read_json(run / "training_config.json"), read_json(run / "run.json")
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    last = max((row for row in rows if "valid_bleu" in row), key=lambda row: row["step"])
+    assert config["preset"] == "multi30k" and not (run / "results.json").exists()
+    assert about["command"].startswith("vanilla-transformer train --preset multi30k")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"{last['valid_bleu']:.2f}" in readme and f"{last['valid_loss']:.2f}" in readme
