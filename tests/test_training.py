@@ -13,7 +13,7 @@ import torch
 from accelerate import Accelerator
 from tiny_model import TINY, load_script
 from torch.nn import functional as F
-from transformers import AutoModelForSeq2SeqLM
+from transformers import AutoModelForSeq2SeqLM, GenerationConfig
 
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
 from vanilla_transformer.data import TranslationCollator
@@ -421,6 +421,26 @@ def test_time_budget_stops_training_and_carries_over_to_a_resumed_run(tmp_path):
     # The spent time is in the checkpoint: the same budget takes no further step, a larger one continues to the end.
     assert train(parse_args(["--resume", "--output-dir", str(tmp_path)]))["step"] == 1
     assert train(parse_args(["--resume", "--output-dir", str(tmp_path), "--max-train-minutes", "60"]))["step"] == 8
+
+
+def test_a_finished_run_resumed_with_another_search_scores_again_without_training(tmp_path):
+    """Resuming a finished run takes no step and changes no weight: it redoes section 6.1's final stage with the
+    search now asked for (the exported generation config carries it), and the log keeps one results row, the new
+    one, after the same training rows."""
+    first = train(tiny_run(tmp_path, "--max-train-minutes", "1e-5"))
+    checkpoint = tmp_path / "checkpoints" / "checkpoint-00000001"
+    weights, rows = load_checkpoint_weights(checkpoint), read_metrics(tmp_path / "metrics.jsonl")
+    assert GenerationConfig.from_pretrained(tmp_path / "model").length_penalty == 0.6
+    again = train(
+        parse_args(["--resume", "--output-dir", str(tmp_path), "--num-beams", "2", "--length-penalty", "1.5"])
+    )
+    assert again["step"] == first["step"] == 1 and same_weights(load_checkpoint_weights(checkpoint), weights)
+    generation = GenerationConfig.from_pretrained(tmp_path / "model")
+    assert (generation.num_beams, generation.length_penalty) == (2, 1.5)
+    rescored = read_metrics(tmp_path / "metrics.jsonl")
+    assert [row for row in rescored if "seconds" not in row] == [row for row in rows if "seconds" not in row]
+    assert [row["seconds"] for row in rescored if "seconds" in row] == [again["seconds"]] != [first["seconds"]]
+    assert json.loads((tmp_path / "results.json").read_text())["seconds"] == again["seconds"]
 
 
 def test_progress_of_checkpoints_without_training_time_loads_with_zero_seconds():

@@ -299,6 +299,75 @@ def test_translate_and_evaluate_scripts(tokenizer, tmp_path, monkeypatch, capsys
         evaluate_script.main(["--hypotheses", str(hypotheses), "--reference", str(tmp_path / "missing.de")])
 
 
+def test_translate_and_evaluate_scripts_search_as_the_model_directory_asks(tokenizer, tmp_path, capsys):
+    """A trained model's generation_config.json (the run's beam size, alpha and offset, which model.generate() uses)
+    is the scripts' default search; the options override it; a generation config that does not ask for GNMT's
+    penalty (its |Y|^alpha is another search) leaves section 6.1's defaults."""
+    from transformers import GenerationConfig
+
+    model = tiny_model(vocab_size=len(tokenizer), seed=1)
+    sentences = ["one two three", "four", "five six seven eight nine", "ten ten", "eleven twelve thirteen"]
+    source = tmp_path / "test.en"
+    source.write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    search = dict(num_beams=3, length_penalty=3.0, max_length_offset=4)
+    own, paper = translate(model, tokenizer, sentences, **search), translate(model, tokenizer, sentences)
+    assert own != paper  # the settings change this model's translations
+    trained = paper_generation_config(model.config, **search)
+    foreign = GenerationConfig(num_beams=3, length_penalty=3.0, max_new_tokens=20, decoder_start_token_id=2)
+    translate_script, evaluate_script = load_script("translate"), load_script("evaluate")
+    for name, generation_config, expected in (("trained", trained, own), ("foreign", foreign, paper)):
+        model_dir = save_model_dir(model, tokenizer, tmp_path / name, generation_config=generation_config)
+        output = tmp_path / f"{name}.de"
+        assert translate_script.main(["--model", str(model_dir), "--input", str(source), "--output", str(output)]) == 0
+        assert output.read_text(encoding="utf-8").splitlines() == expected
+    overridden = ["--num-beams", "4", "--length-penalty", "0.6", "--max-length-offset", "50"]
+    capsys.readouterr()
+    assert translate_script.main(["--model", str(tmp_path / "trained"), "--input", str(source), *overridden]) == 0
+    assert capsys.readouterr().out.splitlines() == paper
+    reference = tmp_path / "test.de"
+    reference.write_text("\n".join(own) + "\n", encoding="utf-8")
+    results = tmp_path / "scores.json"
+    arguments = ["--model", str(tmp_path / "trained"), "--source", str(source), "--reference", str(reference)]
+    assert evaluate_script.main([*arguments, "--results", str(results)]) == 0
+    assert "search: beam 3, GNMT alpha 3.0, at most input length + 4" in capsys.readouterr().out
+    assert json.loads(results.read_text())["exact_match"] == 100.0
+
+
+def test_length_penalty_sweep_scores_each_alpha_as_the_evaluate_command_does(tiny_run_dir, tmp_path, monkeypatch):
+    """scripts/sweep_length_penalty.py: per alpha, the chrF, length ratio and longest translation of the run's final
+    model on its validation split equal those of ``vanilla-transformer evaluate --length-penalty alpha`` on the same
+    split written to files. (The tiny run's one-word targets give BLEU 0, so chrF carries the comparison.)"""
+    import sweep_length_penalty
+
+    from vanilla_transformer.data.spec import load_corpus
+    from vanilla_transformer.metrics import compute_bleu
+    from vanilla_transformer.training.options import TrainingConfig
+    from vanilla_transformer.training.setup import corpus_spec
+
+    config = TrainingConfig.load(tiny_run_dir / "training_config.json")
+    pairs = load_corpus(corpus_spec(config), config.valid_split)[:60]
+    source, reference = tmp_path / "valid.en", tmp_path / "valid.de"
+    for path, lines in ((source, [pair[0] for pair in pairs]), (reference, [pair[1] for pair in pairs])):
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    output = tmp_path / "sweep.json"
+    arguments = ["--run", str(tiny_run_dir), "--alphas", "0.0", "3.0", "--threads", "1", "--output", str(output)]
+    monkeypatch.setattr(sweep_length_penalty, "load_corpus", lambda spec, split: load_corpus(spec, split)[:60])
+    assert sweep_length_penalty.main(arguments) == 0
+    sweep = json.loads(output.read_text())
+    scores = sweep["runs"][tiny_run_dir.name]["scores"]
+    for alpha in ("0.0", "3.0"):
+        hypotheses, results = tmp_path / f"hyp-{alpha}.de", tmp_path / f"scores-{alpha}.json"
+        common = ["--model", str(tiny_run_dir / "model"), "--source", str(source), "--reference", str(reference)]
+        assert load_script("evaluate").main([*common, "--length-penalty", alpha, "--output", str(hypotheses),
+                                             "--results", str(results)]) == 0  # fmt: skip
+        translations = hypotheses.read_text(encoding="utf-8").splitlines()
+        bleu = compute_bleu(translations, [pair[1] for pair in pairs])
+        assert scores[alpha]["chrf"] == pytest.approx(json.loads(results.read_text())["chrf"])
+        assert scores[alpha]["length_ratio"] == pytest.approx(bleu["sys_len"] / bleu["ref_len"])
+        assert scores[alpha]["longest_translation_words"] == max(len(line.split()) for line in translations)
+        assert sweep["mean_bleu"][alpha] == scores[alpha]["bleu"]  # one run: its own
+
+
 def test_translate_script_decodes_in_the_dtype_asked_for(confident_copy_model, tmp_path, monkeypatch):
     """--dtype bf16 decodes with bf16 weights (observed on the model the script loaded), and on the confident copy
     model gives the fp32 translations; an unknown dtype is refused by name."""

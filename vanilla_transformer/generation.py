@@ -386,11 +386,12 @@ DECODING_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.
 
 def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     """The decoding options the translate and evaluate scripts share: section 6.1's search, batching, device."""
-    parser.add_argument("--num-beams", type=int, default=NUM_BEAMS, help="beam size (default: %(default)s)")
+    model_default = "default: the model's generation_config.json, else section 6.1's"
+    parser.add_argument("--num-beams", type=int, help=f"beam size ({model_default}: {NUM_BEAMS})")
+    parser.add_argument("--length-penalty", type=float, help=f"GNMT alpha ({model_default}: {LENGTH_PENALTY})")
     parser.add_argument(
-        "--length-penalty", type=float, default=LENGTH_PENALTY, help="GNMT alpha (default: %(default)s)"
+        "--max-length-offset", type=int, help=f"at most input length + this ({model_default}: {MAX_LENGTH_OFFSET})"
     )
-    parser.add_argument("--max-length-offset", type=int, default=MAX_LENGTH_OFFSET, help="at most input length + this")
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default: %(default)s)")
     parser.add_argument(
         "--device", default="cuda" if torch.cuda.is_available() else "cpu", help="default: %(default)s"
@@ -407,12 +408,30 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def resolve_search_arguments(args: argparse.Namespace, generation_config: GenerationConfig | None) -> None:
+    """Fill in the search options of `add_decoding_arguments` that were not given (None), in place: from
+    `generation_config` when it asks for section 6.1's search (`paper_generation_config`, which ``train`` exports
+    with the run's beam size and alpha), else section 6.1's beam 4, alpha 0.6 and input length + 50. So the command
+    line translates with the search ``model.generate()`` runs and the training run scored."""
+    gnmt = generation_config is not None and getattr(generation_config, LENGTH_PENALTY_TYPE, None) == "gnmt"
+    # (option, generation config field, section 6.1's value)
+    for name, field, default in (
+        ("num_beams", "num_beams", NUM_BEAMS),
+        ("length_penalty", "length_penalty", LENGTH_PENALTY),
+        ("max_length_offset", MAX_LENGTH_OFFSET_FIELD, MAX_LENGTH_OFFSET),
+    ):
+        if getattr(args, name) is None:
+            setattr(args, name, getattr(generation_config, field, default) if gnmt else default)
+
+
 def translate_with_options(args: argparse.Namespace, sentences: Sequence[str]) -> list[str]:
     """Translate `sentences` with the model directory ``args.model`` and the options of `add_decoding_arguments`,
-    ``--num-threads`` included, with a progress bar: what the translate and evaluate commands run."""
+    ``--num-threads`` included, with a progress bar: what the translate and evaluate commands run. Search options
+    not given are the model's (`resolve_search_arguments`) and are filled into `args`."""
     if args.num_threads is not None:
         torch.set_num_threads(args.num_threads)
     model, tokenizer = load_model_dir(args.model, args.device)
+    resolve_search_arguments(args, model.generation_config)
     model.to(DECODING_DTYPES[args.dtype])
     return translate(
         model,
@@ -441,6 +460,7 @@ __all__ = [
     "has_fast_generation",
     "load_translation_model",
     "paper_generation_config",
+    "resolve_search_arguments",
     "translate",
     "translate_with_options",
 ]

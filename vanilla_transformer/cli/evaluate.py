@@ -4,7 +4,8 @@
         --source runs/numbers/test.en --reference runs/numbers/test.de
     vanilla-transformer evaluate --hypotheses output.de --reference newstest2014.de   # existing output
 
-With --model the sources are first translated with the paper's beam search (as vanilla-transformer translate does).
+With --model the sources are first translated with the paper's beam search, as vanilla-transformer translate does: with
+the model's own beam size and alpha (its generation_config.json) unless the options say otherwise.
 """
 
 from __future__ import annotations
@@ -62,6 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sources = _read_lines(args.source, "--source")
         _check_same_length(sources, references, "--source", args)
         hypotheses = translate_with_options(args, sources)
+        print(
+            f"search: beam {args.num_beams}, GNMT alpha {args.length_penalty}, "
+            f"at most input length + {args.max_length_offset}"
+        )
         if args.output:
             Path(args.output).write_text("".join(line + "\n" for line in hypotheses), encoding="utf-8")
     scores = score_translations(hypotheses, references)

@@ -3,7 +3,8 @@
     vanilla-transformer translate --model runs/numbers/model --input sentences.en --output sentences.de
     echo "three hundred and twenty-one" | vanilla-transformer translate --model runs/numbers/model
 
-Defaults are section 6.1's: beam 4, GNMT length penalty alpha = 0.6, at most input length + 50 tokens.
+The search is the one the model's generation_config.json asks for (a trained model's: the run's beam size and alpha),
+else section 6.1's: beam 4, GNMT length penalty alpha = 0.6, at most input length + 50 tokens. The options override it.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from transformers import AutoTokenizer
+from transformers import AutoTokenizer, GenerationConfig
+from transformers.utils import GENERATION_CONFIG_NAME
 
 import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
 from vanilla_transformer.data import read_lines, split_lines
 from vanilla_transformer.export.model_dir import check_model_dir
-from vanilla_transformer.generation import add_decoding_arguments, translate_with_options
+from vanilla_transformer.generation import add_decoding_arguments, resolve_search_arguments, translate_with_options
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -44,6 +46,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         check_model_dir(args.model)
         tokenizer = AutoTokenizer.from_pretrained(args.model)
+        saved = Path(args.model, GENERATION_CONFIG_NAME).is_file()
+        resolve_search_arguments(args, GenerationConfig.from_pretrained(args.model) if saved else None)
         longest = max((len(ids) for ids in tokenizer(sentences)["input_ids"]), default=0)
         translations = translate_ctranslate2(
             args.ctranslate2,

@@ -23,7 +23,8 @@ class JsonlTracker(GeneralTracker):
         path: The ``.jsonl`` file.
         start_step: The step training starts from: 0, or the step of the checkpoint a run resumes from. Lines of
             later steps already in the file (written by an interrupted run after its last checkpoint) are removed,
-            so that no step is logged twice.
+            so that no step is logged twice; so is the results row of `start_step` (a finished run resumed, for
+            example with another beam search, scores its final model again and logs the new results).
     """
 
     name = "jsonl"
@@ -39,7 +40,11 @@ class JsonlTracker(GeneralTracker):
     @on_main_process
     def start(self) -> None:
         if self.path.exists():
-            kept = [row for row in read_metrics(self.path) if row["step"] <= self.start_step]
+            kept = [
+                row
+                for row in read_metrics(self.path)
+                if row["step"] < self.start_step or (row["step"] == self.start_step and not is_results_row(row))
+            ]
             temporary = self.path.with_name(self.path.name + ".tmp")
             temporary.write_text("".join(json.dumps(row) + "\n" for row in kept), encoding="utf-8")
             os.replace(temporary, self.path)  # a kill here leaves the old log whole
@@ -58,6 +63,12 @@ class JsonlTracker(GeneralTracker):
     @on_main_process
     def finish(self) -> None:
         self._file.close()
+
+
+def is_results_row(row: Mapping[str, Any]) -> bool:
+    """Whether a metrics row is the final results of a run (``train`` logs them, with the run's total "seconds",
+    after its last checkpoint), not a training or validation row."""
+    return "seconds" in row
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
@@ -124,4 +135,4 @@ def plot_metrics(jsonl_path: str | Path, png_path: str | Path, *, required: bool
     return True
 
 
-__all__ = ["JsonlTracker", "plot_metrics", "read_metrics"]
+__all__ = ["JsonlTracker", "is_results_row", "plot_metrics", "read_metrics"]

@@ -1,0 +1,105 @@
+#!/usr/bin/env python
+"""Choose GNMT's length penalty alpha on the validation set, as section 6.1 did: BLEU of trained models per alpha.
+
+Section 6.1 chose beam 4 and alpha 0.6 "after experimentation on the development set" of WMT14. A model trained on
+other data may want another alpha. For each run directory of ``vanilla-transformer train`` given, this translates the
+run's validation split (the corpus and split of its ``training_config.json``) with its final model (``model/``) at
+each alpha, with the run's beam size and input length + 50, and scores sacreBLEU (13a, cased) and chrF. It also
+records what the penalty does to length: the ratio of translation to reference length (BLEU's brevity penalty
+applies below 1) and the longest translation in words, which shows a too-large alpha letting translations run on.
+Nothing is timed. Prints one line per alpha, with the mean over the runs::
+
+    ALPHA 1.2 mean_bleu=... run_name=BLEU/ratio/longest ...
+
+Usage (runs of the multi30k preset)::
+
+    python scripts/sweep_length_penalty.py --run runs/en-de --run runs/de-en \
+        --output docs/results/multi30k/length-penalty-sweep.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+from vanilla_transformer.data.spec import load_corpus
+from vanilla_transformer.export.model_dir import load_model_dir
+from vanilla_transformer.generation import translate
+from vanilla_transformer.metrics import compute_bleu, compute_chrf
+from vanilla_transformer.training.options import TRAINING_CONFIG_NAME, TrainingConfig
+from vanilla_transformer.training.setup import corpus_spec
+
+ALPHAS = (0.0, 0.6, 0.8, 1.0, 1.2, 1.5, 2.0)
+
+
+def sweep_run(run_dir: Path, alphas: list[float], batch_size: int) -> dict[str, object]:
+    """The validation scores of one run's final model at each alpha."""
+    config = TrainingConfig.load(run_dir / TRAINING_CONFIG_NAME)
+    pairs = load_corpus(corpus_spec(config), config.valid_split)
+    sources, references = [source for source, _ in pairs], [target for _, target in pairs]
+    model, tokenizer = load_model_dir(run_dir / "model")
+    scores = {}
+    for alpha in alphas:
+        hypotheses = translate(
+            model, tokenizer, sources, num_beams=config.num_beams, length_penalty=alpha, batch_size=batch_size
+        )
+        bleu = compute_bleu(hypotheses, references)
+        scores[str(alpha)] = {
+            "bleu": bleu["score"],
+            "chrf": compute_chrf(hypotheses, references)["score"],
+            "length_ratio": bleu["sys_len"] / bleu["ref_len"],
+            "longest_translation_words": max(len(line.split()) for line in hypotheses),
+        }
+    return {
+        "direction": f"{config.src_lang}-{config.tgt_lang}",
+        "seed": config.seed,
+        "split": config.valid_split,
+        "sentences": len(sources),
+        "num_beams": config.num_beams,
+        "longest_reference_words": max(len(line.split()) for line in references),
+        "scores": scores,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run", type=Path, action="append", required=True, help="a run directory (repeatable)")
+    parser.add_argument("--alphas", type=float, nargs="+", default=list(ALPHAS), help="default: %(default)s")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: %(default)s)")
+    parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default: %(default)s)")
+    parser.add_argument("--output", type=Path, help="also write the figures to this JSON file")
+    args = parser.parse_args(argv)
+    for run_dir in args.run:
+        if not (run_dir / TRAINING_CONFIG_NAME).is_file() or not (run_dir / "model").is_dir():
+            parser.error(f"--run={run_dir} is not a finished run directory (training_config.json and model/)")
+    torch.set_num_threads(args.threads)
+    runs = {run_dir.name: sweep_run(run_dir, args.alphas, args.batch_size) for run_dir in args.run}
+    mean_bleu = {}
+    for alpha in map(str, args.alphas):
+        mean_bleu[alpha] = statistics.mean(run["scores"][alpha]["bleu"] for run in runs.values())
+        cells = " ".join(
+            f"{name}={run['scores'][alpha]['bleu']:.2f}/{run['scores'][alpha]['length_ratio']:.3f}/"
+            f"{run['scores'][alpha]['longest_translation_words']}"
+            for name, run in runs.items()
+        )
+        print(f"ALPHA {alpha} mean_bleu={mean_bleu[alpha]:.2f} {cells}")
+    result = {
+        "runs": runs,
+        "mean_bleu": mean_bleu,
+        "load_average_after": os.getloadavg(),
+        "command": "python scripts/sweep_length_penalty.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+    }
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
