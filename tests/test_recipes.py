@@ -33,10 +33,8 @@ def test_multi30k_preset_reads_the_shared_corpus_in_both_directions():
     de_en = load_splits(parse_args(["--preset", "multi30k", "--src-lang", "de", "--tgt-lang", "en"]))
     assert tuple(de_en.test[0]) == (first_de, first_en)
     assert (
-        en_de.select_on_valid
-        and en_de.max_train_minutes is not None
-        and (en_de.num_beams, en_de.length_penalty) == (4, 0.6)
-    )
+        en_de.select_on_valid and en_de.max_train_minutes is not None and en_de.num_beams == 4
+    )  # its alpha, chosen on validation, is checked against the committed sweep in test_published_figures.py
 
 
 @pytest.mark.skipif(not (NEWSTEST2014 / "newstest2014.en").is_file(), reason=f"newstest2014 is not in {NEWSTEST2014}")
