@@ -31,6 +31,30 @@ def copy_model():
 
 
 @pytest.fixture(scope="session")
+def copy_batch(copy_model):
+    """12 sentences of the copy task, tokenized and padded for `copy_model`."""
+    from copy_task import sentences
+
+    return copy_model[1](sentences(12, seed=11), padding=True, return_tensors="pt")
+
+
+@pytest.fixture
+def decoder_steps(monkeypatch):
+    """Counts the fast decoder's steps, to tell which loop served a call."""
+    from vanilla_transformer.generation_vanilla_transformer import IncrementalDecoder
+
+    calls = []
+    step = IncrementalDecoder.step
+
+    def counting(self, tokens):
+        calls.append(tokens.shape[0])
+        return step(self, tokens)
+
+    monkeypatch.setattr(IncrementalDecoder, "step", counting)
+    return calls
+
+
+@pytest.fixture(scope="session")
 def confident_copy_model():
     """The copy-task model after 400 steps: confident enough that int8 rounding flips no decision."""
     from copy_task import train_copy_model

@@ -40,3 +40,30 @@ def train_copy_model(d_model: int = 64, steps: int = 200, lr: float = 3e-3, seed
         optimizer.zero_grad()
         schedule.step()
     return model.eval(), tokenizer
+
+
+MAX_NEW_TOKENS = 16
+
+
+def greedy_by_forward_passes(model, batch, steps: int = MAX_NEW_TOKENS, start: torch.Tensor | None = None):
+    """Greedy decoding the slow, obvious way: the whole prefix through the model at every step, no cache. Rows
+    start from `start` ``[rows, 1]`` (default: the decoder start token), and are padded after their </s>."""
+    config = model.config
+    rows = batch["input_ids"].shape[0]
+    prefix = start if start is not None else torch.full((rows, 1), config.decoder_start_token_id)
+    done = torch.zeros(rows, dtype=torch.bool)
+    with torch.no_grad():
+        for _ in range(steps):
+            logits = model(**batch, decoder_input_ids=prefix, use_cache=False).logits[:, -1]
+            token = logits.argmax(-1).masked_fill(done, config.pad_token_id)
+            prefix = torch.cat((prefix, token[:, None]), dim=1)
+            done |= token == config.eos_token_id
+            if done.all():
+                break
+    return prefix
+
+
+def generate(model, batch, **kwargs) -> torch.Tensor:
+    """``model.generate`` of `batch`, `MAX_NEW_TOKENS` at most."""
+    with torch.no_grad():
+        return model.generate(**batch, max_new_tokens=MAX_NEW_TOKENS, **kwargs)

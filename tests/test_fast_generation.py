@@ -9,24 +9,10 @@ from test_translate import padded_batch, tiny_model
 from transformers import GenerationConfig
 
 from vanilla_transformer.generation import beam_search, paper_generation_config, translate
-from vanilla_transformer.generation_vanilla_transformer import IncrementalDecoder, _top
+from vanilla_transformer.generation_vanilla_transformer import _top
 from vanilla_transformer.tokenization import EOS_ID
 
 SOURCES = [[5, 6, 7, 8, 9, 10, EOS_ID], [11, 4, 5, EOS_ID], [7, EOS_ID], [4, 4, 9, 10, 6, EOS_ID]]
-
-
-@pytest.fixture
-def decoder_steps(monkeypatch):
-    """Counts the fast decoder's steps, to tell which loop served a call."""
-    calls = []
-    step = IncrementalDecoder.step
-
-    def counting(self, tokens):
-        calls.append(tokens.shape[0])
-        return step(self, tokens)
-
-    monkeypatch.setattr(IncrementalDecoder, "step", counting)
-    return calls
 
 
 def transformers_loop(model, **kwargs) -> torch.Tensor:

@@ -27,6 +27,7 @@ from vanilla_transformer import (
     shift_tokens_right,
     sinusoidal_table,
 )
+from vanilla_transformer.generation_vanilla_transformer import CACHE_NAMES, cache_field
 
 PAD, BOS, EOS = 0, 2, 3
 GENERATION_FILES = ("generation_vanilla_transformer.py", "decoder_vanilla_transformer.py")
@@ -212,8 +213,9 @@ def test_all_padding_row_gives_no_nan():
         assert torch.isfinite(logits).all(), impl
 
 
+@pytest.mark.parametrize("name", CACHE_NAMES)  # transformers >= 5.24 passes `cache`; earlier, `past_key_values`
 @pytest.mark.parametrize("impl", ["eager", "sdpa"])
-def test_cache_matches_full_recompute(impl):
+def test_cache_matches_full_recompute(impl, name):
     model = tiny_model(attn_implementation=impl)
     input_ids, attention_mask, dec = random_batch(tgt_len=6)
     full = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=dec).logits
@@ -224,10 +226,10 @@ def test_cache_matches_full_recompute(impl):
             encoder_outputs=encoder_outputs,
             attention_mask=attention_mask,
             decoder_input_ids=dec[:, t : t + 1],
-            past_key_values=cache,
             use_cache=True,
+            **{name: cache},
         )
-        cache = out.past_key_values
+        cache = getattr(out, cache_field())  # where generation reads it back
         steps.append(out.logits)
     assert isinstance(cache, EncoderDecoderCache)
     assert len(cache.self_attention_cache.layers) == model.config.decoder_layers
@@ -243,8 +245,8 @@ def test_generation_continues_from_a_returned_cache():
         input_ids=input_ids,
         attention_mask=attention_mask,
         decoder_input_ids=dec[:, 3:],
-        past_key_values=first.past_key_values,
         use_cache=True,
+        **{cache_field(): getattr(first, cache_field())},
     )
     full = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=dec).logits
     torch.testing.assert_close(second.logits[:, 0], full[:, 3], atol=1e-5, rtol=1e-5)
@@ -608,8 +610,7 @@ def test_remote_code_loads_without_the_package(tmp_path):
         imports = {
             line.split()[1].split(".")[0] for line in source.splitlines() if line.startswith(("import ", "from "))
         }
-        standard_library = {"__future__", "collections", "dataclasses", "math", "typing", "warnings"}
-        assert imports <= standard_library | {"torch", "transformers", ""}, (name, imports)
+        assert imports <= set(sys.stdlib_module_names) | {"torch", "transformers", ""}, (name, imports)
     expected = model.generate(input_ids=torch.tensor([[5, 6, 7, EOS]]), max_new_tokens=5).tolist()
     # The paper's beam search (GNMT penalty, input length + offset) runs in the copied generation file.
     paper = dict(num_beams=3, length_penalty=0.6, early_stopping="never", max_new_tokens=30)

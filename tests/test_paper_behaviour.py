@@ -93,10 +93,8 @@ def sa_block_without_dropout(self, x, mask, **kwargs):
     return self.self_attn(x, attention_mask=mask, **kwargs)[0]
 
 
-def mha_block_without_dropout(self, x, memory, memory_mask, past_key_values, **kwargs):
-    return self.encoder_attn(
-        x, attention_mask=memory_mask, key_value_states=memory, past_key_values=past_key_values, **kwargs
-    )[0]
+def mha_block_without_dropout(self, x, memory, memory_mask, cache, **kwargs):
+    return self.encoder_attn(x, attention_mask=memory_mask, key_value_states=memory, cache=cache, **kwargs)[0]
 
 
 def dropout_after_the_residual_addition(self, x, mask, **kwargs):

@@ -195,15 +195,14 @@ class ToyTranslator(torch.nn.Module):
     def get_encoder(self):
         return lambda input_ids, attention_mask: SimpleNamespace(last_hidden_state=torch.zeros(len(input_ids), 1, 1))
 
-    def forward(self, encoder_outputs, attention_mask, decoder_input_ids, past_key_values, use_cache):
-        tokens = (
-            decoder_input_ids if past_key_values is None else torch.cat((past_key_values.tokens, decoder_input_ids), 1)
-        )
+    def forward(self, encoder_outputs, attention_mask, decoder_input_ids, use_cache, **cache):
+        (past,) = cache.values()  # under transformers' name for it (`cache` from 5.24, `past_key_values` before)
+        tokens = decoder_input_ids if past is None else torch.cat((past.tokens, decoder_input_ids), 1)
         probabilities = torch.full((len(tokens), 5), 1e-9)
         after_start = tokens[:, -1] == 2
         probabilities[after_start, EOS_ID], probabilities[after_start, 4] = 0.6, 0.4
         probabilities[~after_start, EOS_ID], probabilities[~after_start, 4] = 0.01, 0.99
-        return SimpleNamespace(logits=probabilities.log()[:, None], past_key_values=ToyCache(tokens))
+        return SimpleNamespace(logits=probabilities.log()[:, None], **dict.fromkeys(cache, ToyCache(tokens)))
 
 
 @pytest.mark.parametrize("alpha, expected", [(0.0, [EOS_ID]), (0.6, [EOS_ID]), (2.0, [4] * 7)])

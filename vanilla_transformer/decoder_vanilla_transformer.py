@@ -22,6 +22,51 @@ import math
 import torch
 from torch.nn import functional as F
 
+_PLAIN = {
+    "q_proj": torch.nn.Linear,
+    "k_proj": torch.nn.Linear,
+    "v_proj": torch.nn.Linear,
+    "out_proj": torch.nn.Linear,
+    "fc1": torch.nn.Linear,
+    "fc2": torch.nn.Linear,
+    "self_attn_layer_norm": torch.nn.LayerNorm,
+    "encoder_attn_layer_norm": torch.nn.LayerNorm,
+    "final_layer_norm": torch.nn.LayerNorm,
+}
+"""The modules whose parameters `DecoderWeights` copies, by name within a decoder layer, and the one type each must
+have exactly: a subclass (a LoRA or other PEFT layer, a quantized linear layer) computes something else from the
+same ``.weight``."""
+
+
+def unsupported_modules(model) -> str:
+    """Why the decoder's copied weights would not compute what the model's modules do (``""`` when they would):
+    every module `DecoderWeights` copies is exactly ``nn.Linear``, ``nn.LayerNorm`` or ``nn.Embedding``, and no
+    module of the decoder or the output projection has a forward hook, a pre-hook or an Accelerate hook."""
+    decoder, head = model.get_decoder(), model.get_output_embeddings()
+    copied = [("embed_tokens", torch.nn.Embedding, decoder.embed_tokens), ("lm_head", torch.nn.Linear, head)]
+    for name, module in decoder.layers.named_modules():
+        if name.rpartition(".")[2] in _PLAIN:
+            copied.append((f"layers.{name}", _PLAIN[name.rpartition(".")[2]], module))
+    for name, kind, module in copied:
+        if type(module) is not kind:
+            return f"{name} is a {type(module).__name__}, not a plain {kind.__name__} (an adapter?)"
+    hooked = [(name, module) for name, module in [*decoder.named_modules(), ("lm_head", head)] if _hooked(module)]
+    if hooked:
+        return f"a hook on {hooked[0][0] or 'the decoder'}"
+    if any(getattr(torch.nn.modules.module, f"_global_forward_{kind}hooks", None) for kind in ("", "pre_")):
+        return "global module hooks"
+    return ""
+
+
+_OUTPUT_RECORDING = "transformers.utils.output_capturing"
+"""transformers' own hooks, which record hidden states and attention weights when asked (``output_attentions``) and
+change no output: the one kind of hook the decoder's copies may ignore."""
+
+
+def _hooked(module: torch.nn.Module) -> bool:
+    hooks = [*module._forward_hooks.values(), *module._forward_pre_hooks.values()]
+    return hasattr(module, "_hf_hook") or any(getattr(h, "__module__", None) != _OUTPUT_RECORDING for h in hooks)
+
 
 class _Linear:
     """``x W^T + b`` as ``addmm(b, x, W^T)`` with ``W^T`` stored contiguous: with the few rows of a decoding step,
@@ -180,4 +225,4 @@ def _add_norm(x: torch.Tensor, sublayer: torch.Tensor, norm: tuple) -> torch.Ten
     return F.layer_norm(sublayer.add_(x), *norm)
 
 
-__all__ = ["DecoderWeights", "IncrementalDecoder"]
+__all__ = ["DecoderWeights", "IncrementalDecoder", "unsupported_modules"]

@@ -7,6 +7,7 @@ tokenizers, safetensors and accelerate only. Training and evaluation, plots and 
     pip install "vanilla-transformer[plots]"    # matplotlib: attention maps, training curves
     pip install "vanilla-transformer[serve]"    # ctranslate2
     pip install "vanilla-transformer[marian]"   # sentencepiece: MarianMT (OPUS-MT) tokenizers, for import-marian
+    pip install "vanilla-transformer[peft]"     # peft: fine-tuning with adapters (LoRA)
     pip install "vanilla-transformer[all]"
 """
 
@@ -21,6 +22,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "plots": ("matplotlib",),
     "serve": ("ctranslate2",),
     "marian": ("sentencepiece",),
+    "peft": ("peft",),
 }
 """The importable modules each extra installs; pyproject.toml's ``[project.optional-dependencies]`` lists them."""
 

@@ -51,8 +51,11 @@ from transformers import (
 from transformers.modeling_outputs import BaseModelOutput
 
 from .export.model_dir import check_model_dir, load_model_dir
-from .generation_vanilla_transformer import LENGTH_PENALTY_TYPE
+from .generation_vanilla_transformer import LENGTH_PENALTY_TYPE, cache_field
 from .generation_vanilla_transformer import MAX_LENGTH_OFFSET as MAX_LENGTH_OFFSET_FIELD
+
+CACHE = cache_field()
+"""The argument and output field of a model's generation cache in the installed transformers."""
 
 NUM_BEAMS = 4
 """Beam size of section 6.1."""
@@ -176,10 +179,10 @@ def beam_search(
             encoder_outputs=encoder_outputs,
             attention_mask=memory_mask,
             decoder_input_ids=beams.live[:, :, -1].reshape(-1, 1),
-            past_key_values=cache,
             use_cache=True,
+            **{CACHE: cache},
         )
-        cache = outputs.past_key_values
+        cache = getattr(outputs, CACHE)
         log_probs = F.log_softmax(outputs.logits[:, -1].float(), dim=-1)  # [B * k, V]
         candidates = beams.best_extensions(log_probs)
         ends = (candidates.tokens == config.eos_token_id) | (length >= max_lengths).unsqueeze(1)

@@ -25,6 +25,16 @@ the k best that end finish, the k best others live on; the same early-stopping r
 overhead. ``tests/test_fast_generation.py`` checks both against transformers and against
 `vanilla_transformer.generation.beam_search`.
 
+``_sample`` and ``_beam_search`` are private to transformers, and may change in any release: the override serves
+calls only where their signatures are the ones it was written for (`hook_signatures_match`), and passes every other
+call through untouched. It also leaves to transformers' loop any model whose decoder computes something its plain
+weights do not (a PEFT adapter, a forward hook: `decoder_vanilla_transformer.unsupported_modules`).
+
+The generation cache: transformers 5.24 renamed it from ``past_key_values`` to ``cache`` (model arguments, output
+fields). The model takes both names and returns it in the field the installed transformers' outputs have
+(`cache_field`); a cache handed over under any other name, or one it cannot use, raises `UnsupportedCacheError`,
+naming the tested range (`TESTED_TRANSFORMERS`), rather than decoding without its past.
+
 The decoder itself, and why it is faster, are in ``decoder_vanilla_transformer.py``.
 
 This file imports only torch and transformers: it is copied next to a saved model with the modeling file, which
@@ -33,16 +43,83 @@ imports it, and runs as remote code.
 
 from __future__ import annotations
 
+import inspect
 import math
 import warnings
 from dataclasses import dataclass, fields
 from typing import NamedTuple
 
 import torch
+import transformers
 from torch.nn import functional as F
+from transformers import GenerationMixin
+from transformers.cache_utils import Cache
 from transformers.generation.stopping_criteria import EosTokenCriteria, MaxLengthCriteria
+from transformers.modeling_outputs import Seq2SeqLMOutput
 
-from .decoder_vanilla_transformer import DecoderWeights, IncrementalDecoder
+from .decoder_vanilla_transformer import DecoderWeights, IncrementalDecoder, unsupported_modules
+
+# --------------------------------------------------------------------------------------------------------------------
+# transformers' name for the generation cache
+# --------------------------------------------------------------------------------------------------------------------
+
+TESTED_TRANSFORMERS = ("5.23", "5.24")
+"""The transformers minor releases this code is tested with (CI runs the oldest and the newest)."""
+
+CACHE_NAMES = ("cache", "past_key_values")
+"""The names transformers has given the generation cache: ``cache`` from 5.24, ``past_key_values`` before."""
+
+
+class UnsupportedCacheError(RuntimeError):
+    """transformers handed the model a cache this code does not know how to use: decoding without it would be
+    silently wrong (each step would see only its last token), so it stops instead."""
+
+    def __init__(self, problem: str):
+        low, high = TESTED_TRANSFORMERS
+        super().__init__(
+            f"{problem}. This model's code is tested with transformers {low} to {high}, and this is "
+            f"transformers {transformers.__version__}: install a tested version (pip install "
+            f"'transformers>={low},<{_next_minor(high)}'), or update the model's code."
+        )
+
+
+def _next_minor(version: str) -> str:
+    major, minor = version.split(".")[:2]
+    return f"{major}.{int(minor) + 1}"
+
+
+def cache_field(output_class: type = Seq2SeqLMOutput) -> str:
+    """The field of transformers' model outputs that carries the generation cache, as the installed transformers
+    names it: generation reads the cache back from there."""
+    names = getattr(output_class, "__dataclass_fields__", {})
+    field = next((name for name in CACHE_NAMES if name in names), None)
+    if field is None:
+        raise UnsupportedCacheError(f"{output_class.__name__} has no field named {' or '.join(CACHE_NAMES)}")
+    return field
+
+
+def generation_cache(cache, past_key_values, kwargs: dict):
+    """The decoder's cache, under whichever of transformers' names (`CACHE_NAMES`) it came.
+
+    Raises `UnsupportedCacheError` for a cache under any other name among the model arguments `kwargs`, or one that
+    is not a ``transformers.Cache``: the model never decodes without the past it was handed."""
+    if cache is not None and past_key_values is not None and cache is not past_key_values:
+        raise ValueError("cache and past_key_values were both given: pass the generation cache once, as `cache`")
+    if past_key_values is not None and cache_field() == "cache":
+        # as transformers' own models say it (its `deprecate_kwarg`)
+        warnings.warn(
+            "`past_key_values` is deprecated in this transformers: pass the generation cache as `cache` instead",
+            FutureWarning,
+            stacklevel=3,
+        )
+    cache = cache if cache is not None else past_key_values
+    unknown = sorted(name for name, value in kwargs.items() if isinstance(value, Cache))
+    if unknown:
+        raise UnsupportedCacheError(f"the model was handed a generation cache as {', '.join(unknown)}")
+    if cache is not None and not isinstance(cache, Cache):
+        raise UnsupportedCacheError(f"the generation cache is a {type(cache).__name__}, not a transformers Cache")
+    return cache
+
 
 LENGTH_PENALTY_TYPE = "length_penalty_type"
 """Generation config field: ``"gnmt"`` for ``((5 + |Y|) / 6) ** alpha``; absent or ``"length"``: ``|Y| ** alpha``."""
@@ -263,13 +340,15 @@ class _Beams:
 # generate(): the model's decoding hooks
 # --------------------------------------------------------------------------------------------------------------------
 
-_MODEL_KWARGS = {"attention_mask", "encoder_outputs", "past_key_values", "use_cache"}
-"""What transformers passes to a decoding method of a plain call: anything else goes to its own loop."""
+_MODEL_KWARGS = {"attention_mask", "encoder_outputs", "use_cache", cache_field()}
+"""What transformers passes to a decoding method of a plain call, its cache under the name it gives it (see
+`cache_field`): anything else goes to its own loop."""
 
 
 def _unserved(model, input_ids, logits_processor, stopping_criteria, config, synced_gpus, streamer, kwargs) -> str:
     """Why the fast decoder cannot serve this call exactly (``""`` when it can)."""
     beams = config.num_beams or 1
+    cache = kwargs.get(cache_field())
     checks = (
         (config.do_sample, "sampling"),
         (
@@ -292,11 +371,10 @@ def _unserved(model, input_ids, logits_processor, stopping_criteria, config, syn
         ),
         (config.num_return_sequences > max(1, beams), "num_return_sequences > num_beams"),
         (input_ids.shape[1] != 1, "a decoder prompt (decoder_input_ids)"),
+        (bool((input_ids != input_ids[:1]).any()), "decoder start tokens that differ between rows"),
         (not set(kwargs) <= _MODEL_KWARGS, "model arguments " + ", ".join(sorted(set(kwargs) - _MODEL_KWARGS))),
-        (
-            kwargs.get("past_key_values") is not None and kwargs["past_key_values"].get_seq_length() > 0,
-            "a filled cache",
-        ),
+        (cache is not None and not isinstance(cache, Cache), f"a cache of type {type(cache).__name__}"),
+        (isinstance(cache, Cache) and cache.get_seq_length() > 0, "a filled cache"),
         (kwargs.get("encoder_outputs") is None, "no encoder output"),
         (config._eos_token_tensor is None, "no eos_token_id"),
         (beams > 1 and config._eos_token_tensor.numel() != 1, "several eos_token_id with beam search"),
@@ -307,7 +385,8 @@ def _unserved(model, input_ids, logits_processor, stopping_criteria, config, syn
             f"max_length beyond max_position_embeddings={model.config.max_position_embeddings}",
         ),
     )
-    return next((reason for failed, reason in checks if failed), "")
+    reason = next((reason for failed, reason in checks if failed), "")
+    return reason or unsupported_modules(model)
 
 
 def _has_dropout(model) -> bool:
@@ -372,59 +451,83 @@ def _warn_fallback(config, reason: str, search: str) -> None:
         warnings.warn(
             f"generate(): the fast decoder does not serve {reason}, so transformers' own {search} runs, and it "
             f"ignores {' and '.join(ignored)} (|Y| ** alpha and one max_length per batch instead)",
-            stacklevel=4,
+            stacklevel=5,
         )
+
+
+_HOOKS = {
+    "_sample": (
+        "greedy search or sampling",
+        ("self", "input_ids", "logits_processor", "stopping_criteria", "generation_config", "synced_gpus", "streamer"),
+    ),
+    "_beam_search": (
+        "beam search",
+        ("self", "input_ids", "logits_processor", "stopping_criteria", "generation_config", "synced_gpus"),
+    ),
+}
+"""The decoding methods of transformers' `GenerationMixin` that `FastGenerationMixin` overrides (private ones: no
+public hook hands a model the whole search), the search each runs, and the arguments before ``**model_kwargs``
+they were written for."""
+
+
+def hook_signatures_match() -> dict[str, bool]:
+    """For each overridden method, whether the installed transformers' takes exactly the arguments of `_HOOKS`.
+    Where it does not, `FastGenerationMixin` passes its calls through untouched (tested for each supported
+    transformers in ``tests/test_fast_generation.py``)."""
+    matches = {}
+    for name, (_, expected) in _HOOKS.items():
+        parameters = list(
+            inspect.signature(getattr(GenerationMixin, name, None) or (lambda: None)).parameters.values()
+        )
+        names = tuple(p.name for p in parameters[:-1])
+        matches[name] = names == expected and parameters[-1].kind is inspect.Parameter.VAR_KEYWORD
+    return matches
+
+
+_HOOKS_MATCH = hook_signatures_match()
 
 
 class FastGenerationMixin:
     """Routes greedy and beam search of ``generate()`` to the fast decoder, and the calls it cannot serve exactly
     to transformers' own ``_sample`` and ``_beam_search`` (see the module docstring)."""
 
-    def _sample(
-        self,
-        input_ids,
-        logits_processor,
-        stopping_criteria,
-        generation_config,
-        synced_gpus=False,
-        streamer=None,
-        **model_kwargs,
-    ):
+    def _sample(self, *args, **kwargs):
+        return self._fast_or_transformers("_sample", args, kwargs)
+
+    def _beam_search(self, *args, **kwargs):
+        return self._fast_or_transformers("_beam_search", args, kwargs)
+
+    def _fast_or_transformers(self, method: str, args: tuple, kwargs: dict):
+        """The fast decoder where it serves the call exactly; else transformers' `method`, called as it was."""
+        transformers_search = getattr(super(), method)
+        if not _HOOKS_MATCH[method]:
+            return transformers_search(*args, **kwargs)
+        call = inspect.signature(getattr(GenerationMixin, method)).bind(self, *args, **kwargs).arguments
         reason = _unserved(
             self,
-            input_ids,
-            logits_processor,
-            stopping_criteria,
-            generation_config,
-            synced_gpus,
-            streamer,
-            model_kwargs,
+            call["input_ids"],
+            call["logits_processor"],
+            call["stopping_criteria"],
+            call["generation_config"],
+            call.get("synced_gpus", False),
+            call.get("streamer"),
+            call.get("model_kwargs", {}),
         )
         if not reason:
-            return fast_generate(self, generation_config, model_kwargs)
-        _warn_fallback(generation_config, reason, "greedy search or sampling")
-        return super()._sample(
-            input_ids,
-            logits_processor,
-            stopping_criteria,
-            generation_config,
-            synced_gpus=synced_gpus,
-            streamer=streamer,
-            **model_kwargs,
-        )
-
-    def _beam_search(
-        self, input_ids, logits_processor, stopping_criteria, generation_config, synced_gpus=False, **model_kwargs
-    ):
-        reason = _unserved(
-            self, input_ids, logits_processor, stopping_criteria, generation_config, synced_gpus, None, model_kwargs
-        )
-        if not reason:
-            return fast_generate(self, generation_config, model_kwargs)
-        _warn_fallback(generation_config, reason, "beam search")
-        return super()._beam_search(
-            input_ids, logits_processor, stopping_criteria, generation_config, synced_gpus=synced_gpus, **model_kwargs
-        )
+            return fast_generate(self, call["generation_config"], call.get("model_kwargs", {}))
+        _warn_fallback(call["generation_config"], reason, _HOOKS[method][0])
+        return transformers_search(*args, **kwargs)
 
 
-__all__ = ["FastGenerationMixin", "beam_search", "fast_generate", "greedy_search"]
+__all__ = [
+    "CACHE_NAMES",
+    "TESTED_TRANSFORMERS",
+    "FastGenerationMixin",
+    "UnsupportedCacheError",
+    "beam_search",
+    "cache_field",
+    "fast_generate",
+    "generation_cache",
+    "greedy_search",
+    "hook_signatures_match",
+]

@@ -42,7 +42,7 @@ from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .generation_vanilla_transformer import FastGenerationMixin
+from .generation_vanilla_transformer import FastGenerationMixin, cache_field, generation_cache
 
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int | None, decoder_start_token_id: int | None):
@@ -201,7 +201,7 @@ class VanillaTransformerAttention(nn.Module):
         hidden_states: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         key_value_states: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         packing: _Packing | None = None,
         memory_packing: _Packing | None = None,
         **kwargs,
@@ -210,20 +210,20 @@ class VanillaTransformerAttention(nn.Module):
         is_cross = key_value_states is not None
         query = self._split_heads(self.q_proj(hidden_states), packing)  # [B, H, Tq, d_k]
 
-        cache = past_key_values
-        if isinstance(past_key_values, EncoderDecoderCache):
-            cache = past_key_values.cross_attention_cache if is_cross else past_key_values.self_attention_cache
-        if is_cross and cache is not None and past_key_values.is_updated.get(self.layer_idx):
+        layer_cache = cache
+        if isinstance(cache, EncoderDecoderCache):
+            layer_cache = cache.cross_attention_cache if is_cross else cache.self_attention_cache
+        if is_cross and layer_cache is not None and cache.is_updated.get(self.layer_idx):
             # The encoder output does not change while decoding: its keys and values are projected once.
-            key, value = cache.layers[self.layer_idx].keys, cache.layers[self.layer_idx].values
+            key, value = layer_cache.layers[self.layer_idx].keys, layer_cache.layers[self.layer_idx].values
         else:
             source, source_packing = (key_value_states, memory_packing) if is_cross else (hidden_states, packing)
             key = self._split_heads(self.k_proj(source), source_packing)  # [B, H, Tk, d_k]
             value = self._split_heads(self.v_proj(source), source_packing)  # [B, H, Tk, d_k]
-            if cache is not None:
-                key, value = cache.update(key, value, self.layer_idx)
+            if layer_cache is not None:
+                key, value = layer_cache.update(key, value, self.layer_idx)
                 if is_cross:
-                    past_key_values.is_updated[self.layer_idx] = True
+                    cache.is_updated[self.layer_idx] = True
 
         attention: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
@@ -309,13 +309,11 @@ class VanillaTransformerDecoderLayer(_PostNormLayer):
         self.encoder_attn = VanillaTransformerAttention(config, heads, is_causal=False, layer_idx=layer_idx)
         self.encoder_attn_layer_norm = nn.LayerNorm(config.d_model)
 
-    def _sa_block(self, x, mask, past_key_values, **kwargs) -> torch.Tensor:
-        return self.dropout(self.self_attn(x, attention_mask=mask, past_key_values=past_key_values, **kwargs)[0])
+    def _sa_block(self, x, mask, cache, **kwargs) -> torch.Tensor:
+        return self.dropout(self.self_attn(x, attention_mask=mask, cache=cache, **kwargs)[0])
 
-    def _mha_block(self, x, memory, memory_mask, past_key_values, **kwargs) -> torch.Tensor:
-        out = self.encoder_attn(
-            x, attention_mask=memory_mask, key_value_states=memory, past_key_values=past_key_values, **kwargs
-        )[0]
+    def _mha_block(self, x, memory, memory_mask, cache, **kwargs) -> torch.Tensor:
+        out = self.encoder_attn(x, attention_mask=memory_mask, key_value_states=memory, cache=cache, **kwargs)[0]
         return self.dropout(out)
 
     def forward(
@@ -324,7 +322,7 @@ class VanillaTransformerDecoderLayer(_PostNormLayer):
         attention_mask: torch.Tensor | None = None,
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         packing: _Packing | None = None,
         memory_packing: _Packing | None = None,
         **kwargs,
@@ -332,10 +330,10 @@ class VanillaTransformerDecoderLayer(_PostNormLayer):
         """With `memory_packing`, `encoder_hidden_states` holds the ``[N_source, d]`` real source tokens."""
         kwargs.update(packing=packing, memory_packing=memory_packing)
         x = hidden_states if packing is None else packing.pack(hidden_states)  # [B, T, d], or [N, d] real tokens
-        x = self.self_attn_layer_norm(x + self._sa_block(x, attention_mask, past_key_values, **kwargs))
+        x = self.self_attn_layer_norm(x + self._sa_block(x, attention_mask, cache, **kwargs))
         if encoder_hidden_states is not None:  # without an encoder output (decoder used alone) there is no memory
             x = self.encoder_attn_layer_norm(
-                x + self._mha_block(x, encoder_hidden_states, encoder_attention_mask, past_key_values, **kwargs)
+                x + self._mha_block(x, encoder_hidden_states, encoder_attention_mask, cache, **kwargs)
             )
         x = self.final_layer_norm(x + self._ff_block(x))
         return x if packing is None else packing.unpack(x)
@@ -497,14 +495,17 @@ class VanillaTransformerDecoder(_TransformerStack):
         attention_mask: torch.Tensor | None = None,
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
+        past_key_values: Cache | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
-        if use_cache and past_key_values is None:
-            past_key_values = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
-        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        """`cache` (``past_key_values`` before transformers 5.24) holds the keys and values of the past tokens."""
+        cache = generation_cache(cache, past_key_values, kwargs)
+        if use_cache and cache is None:
+            cache = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
+        past_length = cache.get_seq_length() if cache is not None else 0
         hidden_states = self.embed(input_ids, inputs_embeds, "decoder_input_ids", offset=past_length)  # [B, T, d]
         batch_size, length = hidden_states.shape[:2]
         _check_padding_mask(attention_mask, "decoder_attention_mask", batch_size, past_length + length)
@@ -518,14 +519,9 @@ class VanillaTransformerDecoder(_TransformerStack):
             # Causal attention already hides each row's trailing padding from its real tokens, and padded positions
             # are not computed: no padding mask is needed, and SDPA keeps its mask-free causal kernel.
             attention_mask = None
-        self_cache = (
-            past_key_values.self_attention_cache
-            if isinstance(past_key_values, EncoderDecoderCache)
-            else past_key_values
-        )
-        causal_mask = create_causal_mask(
-            config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask, past_key_values=self_cache
-        )
+        self_cache = cache.self_attention_cache if isinstance(cache, EncoderDecoderCache) else cache
+        # (config, inputs_embeds, attention_mask, cache): the cache's argument is `cache` from transformers 5.24 on
+        causal_mask = create_causal_mask(self.config, hidden_states, attention_mask, self_cache)
         memory_mask = create_bidirectional_mask(
             config=self.config,
             inputs_embeds=hidden_states,
@@ -541,14 +537,12 @@ class VanillaTransformerDecoder(_TransformerStack):
                 causal_mask,
                 encoder_hidden_states,  # positional, for reentrant gradient checkpointing
                 encoder_attention_mask=memory_mask,
-                past_key_values=past_key_values,
+                cache=cache,
                 packing=packing,
                 memory_packing=memory_packing,
                 **kwargs,
             )
-        return BaseModelOutputWithPastAndCrossAttentions(
-            last_hidden_state=hidden_states, past_key_values=past_key_values
-        )
+        return _with_cache(BaseModelOutputWithPastAndCrossAttentions, cache, last_hidden_state=hidden_states)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -593,12 +587,15 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         decoder_input_ids: torch.LongTensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: tuple | BaseModelOutput | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
+        past_key_values: Cache | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqModelOutput:
+        """`cache` (``past_key_values`` before transformers 5.24): the decoder's keys and values of past tokens."""
+        cache = generation_cache(cache, past_key_values, kwargs)
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
                 input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs
@@ -614,14 +611,15 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
             attention_mask=decoder_attention_mask,
             encoder_hidden_states=encoder_outputs.last_hidden_state,
             encoder_attention_mask=attention_mask,
-            past_key_values=past_key_values,
+            cache=cache,
             inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
             **kwargs,
         )
-        return Seq2SeqModelOutput(
+        return _with_cache(
+            Seq2SeqModelOutput,
+            _cache_of(decoder_outputs),
             last_hidden_state=decoder_outputs.last_hidden_state,
-            past_key_values=decoder_outputs.past_key_values,
             decoder_hidden_states=decoder_outputs.hidden_states,
             decoder_attentions=decoder_outputs.attentions,
             cross_attentions=decoder_outputs.cross_attentions,
@@ -656,17 +654,17 @@ class VanillaTransformerForConditionalGeneration(
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
-    def _reorder_cache(self, past_key_values: Cache, beam_idx: torch.LongTensor) -> Cache:
+    def _reorder_cache(self, cache: Cache, beam_idx: torch.LongTensor) -> Cache:
         """Beam search: make the cache follow the surviving beams, reordering only the self-attention cache.
 
         The cross-attention keys and values of all beams of a sentence are equal (its encoder output, repeated per
         beam), and beam search reorders beams within a sentence only: reordering them would copy identical rows.
         """
-        if isinstance(past_key_values, EncoderDecoderCache):
-            past_key_values.self_attention_cache.reorder_cache(beam_idx)
+        if isinstance(cache, EncoderDecoderCache):
+            cache.self_attention_cache.reorder_cache(beam_idx)
         else:
-            past_key_values.reorder_cache(beam_idx)
-        return past_key_values
+            cache.reorder_cache(beam_idx)
+        return cache
 
     @can_return_tuple
     def forward(
@@ -676,21 +674,25 @@ class VanillaTransformerForConditionalGeneration(
         decoder_input_ids: torch.LongTensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: tuple | BaseModelOutput | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqLMOutput:
         r"""
+        cache: the decoder's keys and values of past tokens (transformers' generation passes it; before
+            transformers 5.24 as `past_key_values`, which is still accepted).
         labels: target token ids ``[B, T]``; -100 marks positions to ignore. When given without
             `decoder_input_ids`, the decoder inputs are the labels shifted right behind `decoder_start_token_id`.
         num_items_in_batch: number of non-ignored label tokens across a whole (accumulated, multi-process) batch.
             When given, the loss is the summed cross-entropy divided by it, so gradient accumulation does not
             change the per-token normalisation (the Trainer passes it).
         """
+        cache = generation_cache(cache, past_key_values, kwargs)
         if labels is not None:
             _check_token_ids(labels, "labels", self.config.vocab_size, ignore_index=-100)
             if decoder_input_ids is not None and decoder_input_ids.shape[:2] != labels.shape[:2]:
@@ -712,7 +714,7 @@ class VanillaTransformerForConditionalGeneration(
             decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask,
             encoder_outputs=encoder_outputs,
-            past_key_values=past_key_values,
+            cache=cache,
             inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
@@ -735,10 +737,11 @@ class VanillaTransformerForConditionalGeneration(
                 packed_labels = packing.pack(labels.to(logits.device))
                 loss = token_cross_entropy(packed_logits[None], packed_labels[None], num_items_in_batch)
 
-        return Seq2SeqLMOutput(
+        return _with_cache(
+            Seq2SeqLMOutput,
+            _cache_of(outputs),
             loss=loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
             decoder_hidden_states=outputs.decoder_hidden_states,
             decoder_attentions=outputs.decoder_attentions,
             cross_attentions=outputs.cross_attentions,
@@ -746,6 +749,15 @@ class VanillaTransformerForConditionalGeneration(
             encoder_hidden_states=outputs.encoder_hidden_states,
             encoder_attentions=outputs.encoder_attentions,
         )
+
+
+def _with_cache(output_class: type, cache: Cache | None, **fields):
+    """An output holding the cache in the field generation reads it from (``cache`` from transformers 5.24 on)."""
+    return output_class(**fields, **{cache_field(output_class): cache})
+
+
+def _cache_of(outputs) -> Cache | None:
+    return getattr(outputs, cache_field(type(outputs)))
 
 
 def token_cross_entropy(
