@@ -87,3 +87,26 @@ def test_the_multi30k_length_penalty_is_the_one_chosen_on_validation():
     assert float(chosen) == TrainingConfig.from_preset("multi30k").length_penalty
     assert sweep["mean_bleu"][chosen] > sweep["mean_bleu"]["0.6"]
     assert all(run["split"] == "valid" for run in sweep["runs"].values())  # chosen on validation, never on test
+
+
+def minutes_and_seconds(seconds: float) -> str:
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s"
+
+
+def test_the_readme_default_job_table_is_its_committed_run():
+    """The Quick start table quotes docs/results/numbers: wall time, scores, validation curve, throughput, and the
+    transformers release the run recorded."""
+    folder = ROOT / "docs" / "results" / "numbers"
+    results = read_json(folder / "results.json")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    wall, training = minutes_and_seconds(results["seconds"]), minutes_and_seconds(60 * results["train_minutes"])
+    assert f"| {wall} (1,000 training steps: {training}) |" in readme
+    scores = f"{results['test_exact_match']:.1f}% / {results['test_chrf']:.2f} / {results['test_bleu']:.2f}"
+    assert f"| test exact match / chrF / sacreBLEU | {scores} |" in readme
+    rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    valid = {row["step"]: row["valid_exact_match"] for row in rows if "valid_exact_match" in row}
+    curve = " / ".join(f"{valid[step]:.1f}" for step in (250, 500, 750, 1000))
+    assert f"| validation exact match at steps 250 / 500 / 750 / 1000 | {curve}% |" in readme
+    assert f"| {results['train_tokens_per_second']:,.0f} tokens/s (1 thread) |" in readme
+    assert f"with transformers {results['environment']['versions']['transformers']} (" in readme

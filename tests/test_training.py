@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import transformers
 from accelerate import Accelerator
 from tiny_model import TINY, load_script
 from torch.nn import functional as F
@@ -176,6 +177,13 @@ def test_run_directory_holds_a_loadable_model_and_the_last_checkpoints(reference
     rows = read_metrics(reference_run / "metrics.jsonl")
     assert {row["step"] for row in rows if "valid_bleu" in row} == {4, 8}
     assert len((reference_run / "test.hyp.de").read_text().splitlines()) == 12
+    # What a published figure needs beside it: the installed versions, the command, the load.
+    environment = results["environment"]
+    assert environment["versions"]["transformers"] == transformers.__version__
+    assert environment["versions"]["torch"] == torch.__version__
+    assert (
+        environment["command"] and len(environment["load_average_start"]) == len(environment["load_average_end"]) == 3
+    )
 
     model = AutoModelForSeq2SeqLM.from_pretrained(reference_run / "model")
     assert model.generation_config.num_beams == 4 and model.generation_config.length_penalty == 0.6

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -55,7 +56,7 @@ from .checkpoints import (
 )
 from .evaluation import _best_validation, _evaluate, _select_on_valid, _test
 from .options import TRAINING_CONFIG_NAME, TrainingConfig, micro_batch_plan
-from .results import _export, _training_summary
+from .results import _export, _training_summary, run_environment
 from .run_dir import inspect_run_dir, mark_run_started, prepare_run_dir
 from .schedule import noam_schedule
 from .setup import RunData, build_model_config, prepare_data
@@ -367,13 +368,14 @@ def train(config: TrainingConfig) -> dict[str, Any]:
         The contents of ``results.json``: test BLEU (and its sacreBLEU signature), chrF and exact match, training
         throughput and padding share, and the checkpoints averaged.
     """
-    started = time.perf_counter()
+    started, load = time.perf_counter(), os.getloadavg()
     run = _start_run(config)
     data = _prepare_data(run)
     trainer = _build_trainer(run, data)
     window = _train_loop(run, data, trainer)
     results = _finish(run, data, trainer, window)
     results["seconds"] = time.perf_counter() - started
+    results["environment"] = run_environment(load)
     _write_results(run, data, results)
     # The DDP wrapper's C++ reducer holds the gloo/NCCL process group. Were it the group's last holder, the group
     # would be destroyed as train() returns, with the GIL held, and wait for its worker threads, which may need the
