@@ -36,7 +36,9 @@ import copy
 import dataclasses
 import json
 import os
+import shlex
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -45,6 +47,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import transformers
 
 from vanilla_transformer.configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
 from vanilla_transformer.data.batching import TranslationCollator
@@ -657,6 +660,7 @@ def run(settings: Settings, sections: Sequence[str] = SECTIONS, log: Callable[[s
     unknown = set(sections) - set(SECTIONS)
     if unknown:
         raise ValueError(f"unknown sections {sorted(unknown)}; choose from {SECTIONS}")
+    started = time.perf_counter()
     with _threads(settings.threads if settings.device == "cpu" else None):
         config = model_config(settings.size, settings.vocab_size)
         corpus = load_corpus(settings.vocab_size, settings.data_dir, settings.max_pairs, settings.seed)
@@ -666,6 +670,8 @@ def run(settings: Settings, sections: Sequence[str] = SECTIONS, log: Callable[[s
             "device": _device_name(settings.torch_device),
             "threads": torch.get_num_threads() if settings.device == "cpu" else None,
             "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
             "data": corpus.description,
             "parameters": _parameter_count(config),
         }
@@ -682,6 +688,7 @@ def run(settings: Settings, sections: Sequence[str] = SECTIONS, log: Callable[[s
                 report[name] = sections_to_run[name]()
                 log(f"  {name}: {time.perf_counter() - start:.0f} s")
         report["loadavg_end"] = os.getloadavg()
+        report["seconds"] = time.perf_counter() - started
     return report
 
 
@@ -820,11 +827,11 @@ def _equality_checks(generate: dict[str, Any] | None) -> list[str]:
     if not generate:
         return []
     checks = [
-        f"{key}: {'yes' if row['outputs_equal_marian'] else 'NO'}"
+        f"{key}: {'yes' if row['outputs_equal_marian'] else 'NO'} ({row.get('batches_equal_marian', '?')} batches)"
         for key, row in generate.items()
         if isinstance(row, dict)
     ]
-    lines = ["", "Same generated tokens as MarianMT on the first batch: " + ", ".join(checks) + "."]
+    lines = ["", "Same generated tokens as MarianMT on every timed batch: " + ", ".join(checks) + "."]
     ct2_checks = [
         f"{key}: {'yes' if value else 'NO'}"
         for key, row in generate.items()

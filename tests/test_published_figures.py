@@ -110,3 +110,30 @@ def test_the_readme_default_job_table_is_its_committed_run():
     assert f"| validation exact match at steps 250 / 500 / 750 / 1000 | {curve}% |" in readme
     assert f"| {results['train_tokens_per_second']:,.0f} tokens/s (1 thread) |" in readme
     assert f"with transformers {results['environment']['versions']['transformers']} (" in readme
+
+
+def decoding_rows(report: dict) -> list[str]:
+    """The README's CPU decoding table rows of one report of scripts/benchmark.py (a size and thread count)."""
+    settings, rows = report["settings"], []
+    load = f"{report['loadavg_start'][0]:.1f} / {report['loadavg_end'][0]:.1f}"
+    for key, search in (("greedy", "greedy"), ("beam4", "beam 4")):
+        row = report["generate"][key]
+        cells = [
+            settings["size"], str(report["threads"]), search, f"**{row['speedup']:.2f}x**",
+            f"{row['ct2_fp32_vs_ours']:.2f}x", f"{row['ct2_int8_vs_ours']:.2f}x",
+            "yes" if row["outputs_equal_marian"] else "no", "yes" if row["ct2_fp32_outputs_equal_ours"] else "no", load,
+        ]  # fmt: skip
+        rows.append(f"| {' | '.join(cells)} |")
+    return rows
+
+
+def test_the_readme_cpu_decoding_table_is_the_committed_benchmark():
+    """Every row of the README's CPU decoding table is rendered from docs/results/decoding_benchmark.json, whose
+    reports compared the tokens of every timed batch, and which recorded the transformers release it ran on."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    reports = read_json(ROOT / "docs" / "results" / "decoding_benchmark.json")
+    for report in reports:
+        assert report["settings"]["device"] == "cpu" and "batches_equal_marian" in report["generate"]["greedy"]
+        for row in decoding_rows(report):
+            assert row in readme, row
+    assert f"transformers {reports[0]['transformers']}, torch {reports[0]['torch']}" in readme
