@@ -137,3 +137,15 @@ def test_the_readme_cpu_decoding_table_is_the_committed_benchmark():
         for row in decoding_rows(report):
             assert row in readme, row
     assert f"transformers {reports[0]['transformers']}, torch {reports[0]['torch']}" in readme
+
+
+@pytest.mark.parametrize("version", ["5.23.0", "5.24.0"])
+def test_the_readme_quotes_transformers_common_test_counts_from_their_files(version):
+    """The counts of transformers' own common tests, per tested release, are those .ci/transformers_tests wrote."""
+    results = read_json(ROOT / "docs" / "results" / "transformers_common" / f"{version}.json")
+    assert results["transformers"] == version and results["failed"] == results["errors"] == 0
+    assert sum(results["skip_reasons"].values()) == results["skipped"]
+    counts = f"{results['passed']} passed, {results['skipped']} skipped, {results['failed']} failed"
+    counts += f" ({results['subtests_passed']:,} subtests passed)"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"{version}: {counts}" in readme
