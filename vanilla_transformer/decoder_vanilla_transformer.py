@@ -34,21 +34,26 @@ _PLAIN = {
     "final_layer_norm": torch.nn.LayerNorm,
 }
 """The modules whose parameters `DecoderWeights` copies, by name within a decoder layer, and the one type each must
-have exactly: a subclass (a LoRA or other PEFT layer, a quantized linear layer) computes something else from the
-same ``.weight``."""
+have exactly: a subclass (a PEFT layer, a quantized linear layer) computes something else from the same
+``.weight``. The one exception is a LoRA layer over a plain ``nn.Linear`` (`lora_problem`), which is folded in."""
 
 
 def unsupported_modules(model) -> str:
     """Why the decoder's copied weights would not compute what the model's modules do (``""`` when they would):
-    every module `DecoderWeights` copies is exactly ``nn.Linear``, ``nn.LayerNorm`` or ``nn.Embedding``, and no
-    module of the decoder or the output projection has a forward hook, a pre-hook or an Accelerate hook."""
+    every module `DecoderWeights` copies is exactly ``nn.Linear``, ``nn.LayerNorm`` or ``nn.Embedding`` (or a plain
+    LoRA layer over an ``nn.Linear``, which it folds in: `lora_problem`), and no module of the decoder or the output
+    projection has a forward hook, a pre-hook or an Accelerate hook."""
     decoder, head = model.get_decoder(), model.get_output_embeddings()
     copied = [("embed_tokens", torch.nn.Embedding, decoder.embed_tokens), ("lm_head", torch.nn.Linear, head)]
     for name, module in decoder.layers.named_modules():
         if name.rpartition(".")[2] in _PLAIN:
             copied.append((f"layers.{name}", _PLAIN[name.rpartition(".")[2]], module))
     for name, kind, module in copied:
-        if type(module) is not kind:
+        if kind is torch.nn.Linear and name != "lm_head" and _is_lora_linear(module):
+            problem = lora_problem(module)
+            if problem:
+                return f"{name}: {problem}"
+        elif type(module) is not kind:
             return f"{name} is a {type(module).__name__}, not a plain {kind.__name__} (an adapter?)"
     hooked = [(name, module) for name, module in [*decoder.named_modules(), ("lm_head", head)] if _hooked(module)]
     if hooked:
@@ -68,6 +73,64 @@ def _hooked(module: torch.nn.Module) -> bool:
     return hasattr(module, "_hf_hook") or any(getattr(h, "__module__", None) != _OUTPUT_RECORDING for h in hooks)
 
 
+# LoRA (Hu et al., 2021), as the PEFT library implements it: ``y = base(x) + scaling * B(A(dropout(x)))`` for each
+# active adapter. In eval mode that is the affine map ``W + scaling * B A``, which the prepared copies can hold. This
+# file cannot import peft (it runs as remote code): it reads the attributes of peft's `lora.Linear`, and serves
+# only the plain form; ``tests/test_peft.py`` checks the result against decoding by forward passes.
+
+
+def _is_lora_linear(module) -> bool:
+    kind = type(module)
+    return kind.__name__ == "Linear" and kind.__module__.startswith("peft.tuners.lora")
+
+
+def _active_adapters(module) -> list[str]:
+    return [name for name in module.active_adapters if name in module.lora_A]
+
+
+def lora_problem(module) -> str:
+    """Why a PEFT LoRA layer cannot be folded into one weight (``""`` when it can): its base must be a plain
+    ``nn.Linear`` and each active adapter plain LoRA (no DoRA or other variant, plain ``nn.Linear`` A and B, A
+    without a bias, no dropout in training mode, no ``fan_in_fan_out``)."""
+    if type(module.base_layer) is not torch.nn.Linear:
+        return f"a LoRA layer over a {type(module.base_layer).__name__}"
+    if getattr(module, "fan_in_fan_out", False):
+        return "a LoRA layer with fan_in_fan_out"
+    if module.disable_adapters and module.merged:  # peft unmerges it at its next forward pass
+        return "a merged LoRA layer with its adapters disabled"
+    for name in [] if module.disable_adapters or module.merged else _active_adapters(module):
+        a, b, dropout = module.lora_A[name], module.lora_B[name], module.lora_dropout[name]
+        if name in getattr(module, "lora_variant", {}) or getattr(module, "use_dora", {}).get(name):
+            return f"adapter {name!r} is a LoRA variant (DoRA, ...)"
+        if type(a) is not torch.nn.Linear or type(b) is not torch.nn.Linear or a.bias is not None:
+            return f"adapter {name!r} has LoRA matrices other than plain nn.Linear"
+        if dropout.training and type(dropout) is not torch.nn.Identity and getattr(dropout, "p", 1.0) > 0:
+            return f"adapter {name!r} drops out in training mode"
+    return ""
+
+
+def _lora_state(module) -> tuple:
+    """What decides a LoRA layer's map besides its parameters: the active adapters, merged or not, their scales."""
+    return (tuple(module.active_adapters), module.merged, module.disable_adapters, tuple(module.scaling.items()))
+
+
+def _affine(module) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(weight, bias) of the map `module` computes: a plain ``nn.Linear``'s own; for a LoRA layer its base's, plus
+    ``scaling * B A`` of each active adapter (and ``scaling * b_B`` where B has a bias), unless merged already."""
+    if not _is_lora_linear(module):
+        return module.weight, module.bias
+    weight, bias = module.base_layer.weight, module.base_layer.bias
+    if module.disable_adapters or module.merged:
+        return weight, bias
+    for name in _active_adapters(module):
+        a, b = module.lora_A[name].weight, module.lora_B[name].weight
+        b_bias, scaling = module.lora_B[name].bias, module.scaling[name]
+        weight = weight + scaling * (b.float() @ a.float()).to(weight.dtype)
+        if b_bias is not None:
+            bias = scaling * b_bias if bias is None else bias + scaling * b_bias
+    return weight, bias
+
+
 class _Linear:
     """``x W^T + b`` as ``addmm(b, x, W^T)`` with ``W^T`` stored contiguous: with the few rows of a decoding step,
     BLAS multiplies a row-major ``[in, out]`` matrix 1.5 times faster than the transposed ``[out, in]`` one."""
@@ -83,9 +146,11 @@ class _Linear:
 
 def _linear(*modules) -> _Linear:
     """One `_Linear` computing the outputs of `modules` (``nn.Linear`` of the same input) side by side."""
-    biases = [m.bias for m in modules]
-    bias = None if biases[0] is None else torch.cat(biases)  # attention_bias=False: none of them has one
-    return _Linear(torch.cat([m.weight for m in modules]), bias)
+    weights, biases = zip(*(_affine(m) for m in modules), strict=True)
+    if any(b is not None for b in biases):  # (attention_bias=False and no LoRA bias: none of them has one)
+        biases = [b if b is not None else w.new_zeros(w.shape[0]) for w, b in zip(weights, biases, strict=True)]
+        return _Linear(torch.cat(weights), torch.cat(biases))
+    return _Linear(torch.cat(weights))
 
 
 class _LayerWeights:
@@ -131,7 +196,9 @@ class DecoderWeights:
     def version_key(model) -> tuple:
         """Changes when a parameter is replaced, moved, cast or updated in place (an optimizer step)."""
         parameters = [*model.get_decoder().parameters(), *model.get_output_embeddings().parameters()]
-        return tuple((p.data_ptr(), p.dtype, p.device, None if p.is_inference() else p._version) for p in parameters)
+        adapters = [_lora_state(m) for m in model.get_decoder().modules() if _is_lora_linear(m)]
+        key = [(p.data_ptr(), p.dtype, p.device, None if p.is_inference() else p._version) for p in parameters]
+        return (*key, *adapters)
 
     @classmethod
     def of(cls, model) -> DecoderWeights:
@@ -225,4 +292,4 @@ def _add_norm(x: torch.Tensor, sublayer: torch.Tensor, norm: tuple) -> torch.Ten
     return F.layer_norm(sublayer.add_(x), *norm)
 
 
-__all__ = ["DecoderWeights", "IncrementalDecoder", "unsupported_modules"]
+__all__ = ["DecoderWeights", "IncrementalDecoder", "lora_problem", "unsupported_modules"]

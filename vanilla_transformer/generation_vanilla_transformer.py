@@ -28,7 +28,8 @@ overhead. ``tests/test_fast_generation.py`` checks both against transformers and
 ``_sample`` and ``_beam_search`` are private to transformers, and may change in any release: the override serves
 calls only where their signatures are the ones it was written for (`hook_signatures_match`), and passes every other
 call through untouched. It also leaves to transformers' loop any model whose decoder computes something its plain
-weights do not (a PEFT adapter, a forward hook: `decoder_vanilla_transformer.unsupported_modules`).
+weights do not (a forward hook, a PEFT method other than plain LoRA, which it folds into the weights:
+`decoder_vanilla_transformer.unsupported_modules`).
 
 The generation cache: transformers 5.24 renamed it from ``past_key_values`` to ``cache`` (model arguments, output
 fields). The model takes both names and returns it in the field the installed transformers' outputs have
