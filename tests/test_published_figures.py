@@ -149,3 +149,20 @@ def test_the_readme_quotes_transformers_common_test_counts_from_their_files(vers
     counts += f" ({results['subtests_passed']:,} subtests passed)"
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert f"{version}: {counts}" in readme
+
+
+@pytest.mark.parametrize("name", ["decoding_benchmark_cuda_bf16.json", "decoding_benchmark_cuda_bf16_batch128.json"])
+def test_the_readme_gpu_decoding_rows_are_the_committed_benchmark(name):
+    """Each GPU decoding row of the README (size, batch, search, ratio, both rates, token equality) is one
+    measurement of the committed benchmark JSON, and the JSON names the GPU the README names."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for report in read_json(ROOT / "docs" / "results" / name):
+        assert report["settings"]["device"] == "cuda" and report["device"] in readme
+        for key, search in (("greedy", "greedy"), ("beam4", "beam 4")):
+            row = report["generate"][key]
+            cells = [
+                report["settings"]["size"], str(row["batch_size"]), search, f"**{row['speedup']:.2f}x**",
+                f"{row['ours_tokens_per_s']:,.0f}", f"{row['marian_tokens_per_s']:,.0f}",
+                "yes" if row["outputs_equal_marian"] else "no",
+            ]  # fmt: skip
+            assert f"| {' | '.join(cells)} |" in readme
