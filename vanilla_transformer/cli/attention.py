@@ -4,7 +4,8 @@ Examples:
     vanilla-transformer attention runs/base "The house is small." --output-dir attention
     vanilla-transformer attention runs/base "The house is small." --target "Das Haus ist klein." --layers 1 6
 
-Without --target, the model's greedy translation is plotted. Files: encoder_self_layerN.png,
+Without --target, the model's greedy translation is plotted. A LoRA adapter folder (finetune --lora) is loaded with
+its base model (adapter_config.json's base_model_name_or_path). Files: encoder_self_layerN.png,
 decoder_self_layerN.png and cross_layerN.png in --output-dir, one panel per head.
 """
 
@@ -24,7 +25,7 @@ logger = logging.getLogger("visualize_attention")
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("model", help="saved model directory or Hub id, with its tokenizer")
+    parser.add_argument("model", help="saved model directory, Hub id or LoRA adapter folder, with its tokenizer")
     parser.add_argument("source", help="source sentence")
     parser.add_argument("--target", help="its translation (default: the model's greedy translation)")
     parser.add_argument("--output-dir", type=Path, default=Path("attention"), help="where to write the PNG files")

@@ -3,11 +3,16 @@
 Examples:
     vanilla-transformer push runs/base/model my-org/transformer-base-en-de
     vanilla-transformer push runs/base/model my-org/transformer-base-en-de --dry-run upload/   # write, do not upload
+    vanilla-transformer push runs/lora my-org/transformer-lora --base-model my-org/transformer-base-en-de  # an adapter
 
 The repository gets the model saved anew (config.json with auto_map, safetensors weights, the modeling,
 configuration and pipeline code), the tokenizer, generation_config.json, training_summary.json and a README.md model
 card built from the package's model_card.md template with the figures of the run's training_summary.json. Log in
 first with `hf auth login`, or pass --token.
+
+A LoRA adapter folder (finetune --lora) is uploaded as an adapter: adapter_config.json, adapter_model.safetensors,
+the tokenizer, training_summary.json and an adapter model card whose metadata names the base model. The base must be
+on the Hub: --base-model names its Hub id when the adapter records a local path (push the base model first).
 """
 
 from __future__ import annotations
@@ -19,13 +24,16 @@ from pathlib import Path
 
 from vanilla_transformer.cli import configure_logging
 from vanilla_transformer.export.hub import prepare_upload_folder, push_to_hub
+from vanilla_transformer.export.model_dir import is_adapter_dir
 
 logger = logging.getLogger("push_to_hub")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("model_dir", type=Path, help="trained model directory, with its tokenizer")
+    parser.add_argument(
+        "model_dir", type=Path, help="trained model directory or LoRA adapter folder, with its tokenizer"
+    )
     parser.add_argument("repo_id", help="Hub repository, org/name")
     parser.add_argument(
         "--template", type=Path, help="model card template, a Jinja file (default: the package's model_card.md)"
@@ -39,12 +47,23 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="DIR",
         help="write the folder that would be uploaded to DIR, and upload nothing",
     )
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--base-model",
+        metavar="HUB_ID",
+        help="for a LoRA adapter folder: the Hub id of its base model, recorded in the upload instead of the local "
+        "path the adapter names (default: the adapter's base_model_name_or_path, if it is a Hub id)",
+    )
+    args = parser.parse_args(argv)
+    if args.base_model is not None and not is_adapter_dir(args.model_dir):
+        parser.error(f"--base-model is for a LoRA adapter folder; {args.model_dir} has no adapter_config.json")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     configure_logging()
     args = parse_args(argv)
+    if is_adapter_dir(args.model_dir):
+        return push_adapter(args)
     if args.dry_run is not None:
         folder = prepare_upload_folder(args.model_dir, args.dry_run, repo_id=args.repo_id, template=args.template)
         logger.info("dry run: wrote %s", ", ".join(sorted(path.name for path in folder.iterdir())))
@@ -58,6 +77,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         commit_message=args.commit_message,
     )
     logger.info("uploaded %s to %s", args.model_dir, url)
+    return 0
+
+
+def push_adapter(args: argparse.Namespace) -> int:
+    """Upload (or, with --dry-run, write) a LoRA adapter folder with its card."""
+    from vanilla_transformer.export.adapters import prepare_adapter_upload_folder, push_adapter_to_hub
+
+    if args.template is not None:
+        logger.warning("--template is for model directories: an adapter gets the adapter card")
+    if args.dry_run is not None:
+        folder = prepare_adapter_upload_folder(
+            args.model_dir, args.dry_run, repo_id=args.repo_id, base_model=args.base_model
+        )
+        logger.info("dry run: wrote %s", ", ".join(sorted(path.name for path in folder.iterdir())))
+        return 0
+    url = push_adapter_to_hub(
+        args.model_dir,
+        args.repo_id,
+        base_model=args.base_model,
+        private=args.private,
+        token=args.token,
+        commit_message=args.commit_message,
+    )
+    logger.info("uploaded the adapter %s to %s", args.model_dir, url)
     return 0
 
 

@@ -8,6 +8,12 @@ and, from a training run, ``training_summary.json``::
 
     save_model_dir(model, tokenizer, "runs/numbers/model", generation_config=paper_generation_config(model.config))
     model, tokenizer = load_model_dir("runs/numbers/model")
+
+`load_model_dir` also loads a LoRA adapter folder (``adapter_config.json``, ``adapter_model.safetensors``, as
+``vanilla-transformer finetune --lora`` and peft's ``save_pretrained`` write it): its base model is the one named by
+``base_model_name_or_path`` in ``adapter_config.json``, loaded as a model directory, and the adapter is applied with
+peft, as ``AutoPeftModelForSeq2SeqLM`` would; the model returned is the ``PeftModel``. Loading never runs code from
+the directory (``trust_remote_code=False``: the package's own classes serve the model).
 """
 
 from __future__ import annotations
@@ -27,10 +33,17 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from ..extras import import_optional
 from ..tokenization import check_tokenizer_matches_config
 
 SUMMARY_FILE = "training_summary.json"
 """The run summary that training and fine-tuning write into the model directory; the model card reads it."""
+
+ADAPTER_CONFIG_FILE = "adapter_config.json"
+"""What marks a directory as a peft adapter folder; its ``base_model_name_or_path`` names the base model."""
+
+ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
+"""The adapter's weights; an adapter folder without them (peft's pickled ``adapter_model.bin``) is not loaded."""
 
 PIPELINE_CODE_FILE = Path(__file__).resolve().parents[1] / "pipeline_vanilla_transformer.py"
 """The self-contained pipeline classes, copied next to a saved model."""
@@ -116,32 +129,118 @@ def load_model_dir(
     *,
     revision: str | None = None,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """The model (in eval mode, on `device`) and tokenizer of a model directory or Hub repository.
+    """The model (in eval mode, on `device`) and tokenizer of a model directory, Hub repository or adapter folder.
 
     A training run's directory (the ``--output-dir`` of ``vanilla-transformer train``) is not a model directory:
-    its model is in ``<run>/model``, which the error names.
+    its model is in ``<run>/model``, which the error names. A local LoRA adapter folder (see `is_adapter_dir`) gives
+    its base model with the adapter applied, a peft ``PeftModel`` (see `load_adapter_dir`).
 
     Raises:
-        FileNotFoundError: If a local path does not exist, or is a directory without a model.
+        FileNotFoundError: If a local path does not exist, or is a directory without a model, or an adapter folder's
+            base model is not found.
         ValueError: If the model or the tokenizer cannot be loaded, or they do not fit each other.
     """
     name = str(name_or_path)
-    # A Hub id is "name" or "org/name"; anything else, or anything that exists here, is a local directory.
-    if Path(name).exists() or name.startswith((".", "/", "~")) or name.count("/") > 1:
+    if is_local_path(name):
+        if is_adapter_dir(name):
+            return load_adapter_dir(name, device)
         check_model_dir(name)
+    model, tokenizer = _load_model_and_tokenizer(name, revision=revision)
+    return model.to(device).eval(), tokenizer
+
+
+def is_local_path(name: str) -> bool:
+    """Whether `name` is a local directory rather than a Hub id ("name" or "org/name"): it exists here, or it starts
+    with ".", "/" or "~", or it has more than one "/"."""
+    return Path(name).exists() or name.startswith((".", "/", "~")) or name.count("/") > 1
+
+
+def _load_model_and_tokenizer(
+    name: str, *, revision: str | None = None, use_safetensors: bool | None = None
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name_or_path, revision=revision)
+        tokenizer = AutoTokenizer.from_pretrained(name, revision=revision, trust_remote_code=False)
     except (OSError, ValueError) as error:
         raise ValueError(
-            f"{str(name_or_path)!r} has no loadable tokenizer; save it next to the model with save_model_dir ({error})"
+            f"{name!r} has no loadable tokenizer; save it next to the model with save_model_dir ({error})"
         ) from error
     try:
-        model = AutoModelForSeq2SeqLM.from_pretrained(name_or_path, revision=revision)
+        model = AutoModelForSeq2SeqLM.from_pretrained(
+            name, revision=revision, trust_remote_code=False, use_safetensors=use_safetensors
+        )
     except (OSError, ValueError) as error:
-        raise ValueError(f"{str(name_or_path)!r} has no loadable model ({error})") from error
+        raise ValueError(f"{name!r} has no loadable model ({error})") from error
     check_tokenizer_matches_config(tokenizer, model.config)
     if tokenizer.model_max_length > model.config.max_position_embeddings:  # saved before model_max_length was set
         tokenizer.model_max_length = model.config.max_position_embeddings
+    return model, tokenizer
+
+
+def is_adapter_dir(directory: str | os.PathLike[str]) -> bool:
+    """Whether `directory` is a local peft adapter folder: it holds ``adapter_config.json`` and no ``config.json``."""
+    directory = Path(directory)
+    return (directory / ADAPTER_CONFIG_FILE).is_file() and not (directory / "config.json").is_file()
+
+
+def adapter_base_model(directory: str | os.PathLike[str]) -> str:
+    """The base model of an adapter folder: ``base_model_name_or_path`` of its ``adapter_config.json``.
+
+    Raises:
+        ValueError: If the file is not JSON or does not name a base model.
+    """
+    path = Path(directory) / ADAPTER_CONFIG_FILE
+    try:
+        base = json.loads(path.read_text(encoding="utf-8")).get("base_model_name_or_path")
+    except (json.JSONDecodeError, AttributeError) as error:
+        raise ValueError(f"{path} is not a JSON object: {error}") from error
+    if not isinstance(base, str) or not base:
+        raise ValueError(f"{path} names no base model (base_model_name_or_path={base!r})")
+    return base
+
+
+def load_adapter_dir(
+    directory: str | os.PathLike[str], device: str | torch.device = "cpu"
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The base model of a LoRA adapter folder with the adapter applied (a ``PeftModel``, in eval mode, on `device`),
+    and the folder's tokenizer (else the base model's).
+
+    The base is ``base_model_name_or_path`` of ``adapter_config.json``, as ``AutoPeftModelForSeq2SeqLM`` reads it
+    (a relative path from the current directory), loaded as a model directory with safetensors weights only and no
+    remote code; the adapter's weights must be ``adapter_model.safetensors``.
+
+    Raises:
+        FileNotFoundError: If the weights are missing, or the base model is not found; the message names the
+            adapter folder and the path it tried.
+        ValueError: If the base model cannot be loaded, or the adapter does not fit it.
+    """
+    peft = import_optional("peft", "peft", f"loading the adapter folder {directory}")
+    directory = Path(directory)
+    if not (directory / ADAPTER_WEIGHTS_FILE).is_file():
+        raise FileNotFoundError(
+            f"adapter folder {directory} has no {ADAPTER_WEIGHTS_FILE}: only safetensors adapters are loaded"
+        )
+    base = adapter_base_model(directory)
+    local = is_local_path(base)
+    tried = f"the directory {Path(base).expanduser().resolve()}" if local else f"the Hub repository {base}"
+    context = f"adapter folder {directory}: its base model {base!r} (base_model_name_or_path in {ADAPTER_CONFIG_FILE})"
+    if local and is_adapter_dir(base):
+        raise ValueError(f"{context} is itself an adapter folder; merge it first (finetune --lora --merge)")
+    try:
+        if local:
+            check_model_dir(base)
+        model, tokenizer = _load_model_and_tokenizer(base, use_safetensors=True)
+    except FileNotFoundError as error:
+        raise FileNotFoundError(f"{context} was not found: tried {tried} ({error})") from error
+    except ValueError as error:
+        raise ValueError(f"{context} could not be loaded from {tried} ({error})") from error
+    if any((directory / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
+        tokenizer = AutoTokenizer.from_pretrained(directory, trust_remote_code=False)
+        check_tokenizer_matches_config(tokenizer, model.config)
+        tokenizer.model_max_length = min(tokenizer.model_max_length, model.config.max_position_embeddings)
+    try:
+        model = peft.PeftModel.from_pretrained(model, directory, is_trainable=False)
+    except (KeyError, RuntimeError, ValueError) as error:
+        raise ValueError(f"adapter folder {directory} does not fit its base model {base!r} ({error})") from error
     return model.to(device).eval(), tokenizer
 
 
@@ -151,6 +250,11 @@ def check_model_dir(directory: str | os.PathLike[str]) -> None:
     directory = Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"no model directory at {directory}")
+    if is_adapter_dir(directory):
+        raise FileNotFoundError(
+            f"{directory} is a LoRA adapter folder, not a model directory: write a merged model directory with "
+            "vanilla-transformer finetune --lora --merge"
+        )
     if not (directory / "config.json").is_file():
         if (directory / "model" / "config.json").is_file():
             raise FileNotFoundError(
@@ -160,10 +264,16 @@ def check_model_dir(directory: str | os.PathLike[str]) -> None:
 
 
 __all__ = [
+    "ADAPTER_CONFIG_FILE",
+    "ADAPTER_WEIGHTS_FILE",
     "PIPELINE_TASKS",
     "SUMMARY_FILE",
+    "adapter_base_model",
     "add_pipeline_support",
     "check_model_dir",
+    "is_adapter_dir",
+    "is_local_path",
+    "load_adapter_dir",
     "load_model_dir",
     "save_model_dir",
     "write_training_summary",

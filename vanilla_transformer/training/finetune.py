@@ -9,6 +9,14 @@ the best BLEU::
     result = finetune(model, tokenizer, train_pairs, eval_pairs, args)
     result.metrics["bleu"], result.output_dir                         # the best checkpoint, saved for `from_pretrained`
 
+A model with a LoRA adapter (`vanilla_transformer.export.adapters.add_lora`) trains the adapter only, and the output
+directory is an adapter folder (`vanilla_transformer.export.adapters.save_adapter_dir`); ``merge=True`` also writes
+the merged, plain model directory to ``<output_dir>/merged``::
+
+    model = add_lora(model, r=8, alpha=16, target_modules=["q_proj", "v_proj"])
+    result = finetune(model, tokenizer, train_pairs, eval_pairs, args, merge=True)
+    result.output_dir, result.merged_dir                                # the adapter folder, the merged model
+
 Two details of the Trainer matter for this model (transformers 5.23, ``trainer.py``):
 
 * With ``label_smoothing_factor > 0`` the Trainer pops ``labels`` from the batch before calling the model and
@@ -36,6 +44,7 @@ import numpy as np
 from transformers import (
     DataCollatorForSeq2Seq,
     EvalPrediction,
+    GenerationConfig,
     PreTrainedModel,
     PreTrainedTokenizerBase,
     Seq2SeqTrainer,
@@ -44,6 +53,7 @@ from transformers import (
 )
 
 from ..data import Pair, clean_pairs, tokenize_pairs
+from ..export.adapters import is_peft_model, lora_settings, save_adapter_dir
 from ..export.model_dir import save_model_dir
 from ..metrics import compute_chrf, exact_match, load_bleu_metric
 
@@ -164,6 +174,10 @@ def build_trainer(
     )
 
 
+MERGED_DIR = "merged"
+"""The subdirectory of a LoRA fine-tune's output directory that ``merge=True`` writes the merged model to."""
+
+
 @dataclass(frozen=True)
 class FinetuneResult:
     """What `finetune` produced."""
@@ -176,6 +190,8 @@ class FinetuneResult:
     """The run summary written to ``output_dir / SUMMARY_FILE``."""
     log_history: list[dict[str, float]]
     """The Trainer's log: training losses and evaluation metrics, by step."""
+    merged_dir: Path | None = None
+    """With a LoRA adapter and ``merge=True``: the merged model directory, ``output_dir / MERGED_DIR``."""
 
 
 def finetune(
@@ -189,12 +205,14 @@ def finetune(
     description: Mapping[str, Any] | None = None,
     resume_from_checkpoint: str | bool | None = None,
     callbacks: Sequence[TrainerCallback] = (),
+    merge: bool = False,
 ) -> FinetuneResult:
     """Fine-tune, then save the checkpoint with the best evaluation BLEU to ``args.output_dir``.
 
     The output directory then holds, next to the Trainer's ``checkpoint-*`` folders, a model directory written by
     `save_model_dir` like the one the main training job exports, with `SUMMARY_FILE`, the run summary that
-    `vanilla_transformer.export.hub` turns into a model card.
+    `vanilla_transformer.export.hub` turns into a model card. A model with a LoRA adapter (a peft ``PeftModel``)
+    trains its adapter only and is saved as an adapter folder by `save_adapter_dir`.
 
     Args:
         model, tokenizer, train_pairs, eval_pairs, args, max_length, callbacks: As for `build_trainer`.
@@ -202,10 +220,17 @@ def finetune(
             ``dataset_name``, ``dataset_config``, ``src_lang``, ``tgt_lang``, ``eval_split``.
         resume_from_checkpoint: A checkpoint folder to continue from, or True for the last one in
             ``args.output_dir`` (default: ``args.resume_from_checkpoint``).
+        merge: With a LoRA adapter, also write the merged model (``merge_and_unload``) as a plain model directory
+            to ``output_dir / MERGED_DIR``, beside the adapter folder.
 
     Returns:
         The output directory, the final evaluation metrics, the summary and the Trainer's log.
+
+    Raises:
+        ValueError: If `merge` is set for a model without an adapter.
     """
+    if merge and not is_peft_model(model):
+        raise ValueError("merge=True merges a LoRA adapter: give a model with one (add_lora)")
     # Seq2SeqTrainer's evaluation fills every unset field of the model's generation config with its default
     # (max_length=20 among them), which saving would then write: the model is saved with the original instead.
     generation_config = copy.deepcopy(model.generation_config)
@@ -219,10 +244,31 @@ def finetune(
     metrics = {key.removeprefix("eval_"): value for key, value in evaluation.items()}
     summary = _summary(trainer, train_output.metrics, metrics, description or {})
     output_dir = Path(args.output_dir)
+    merged_dir = output_dir / MERGED_DIR if merge else None
     if trainer.is_world_process_zero():
-        save_model_dir(trainer.model, tokenizer, output_dir, generation_config=generation_config, summary=summary)
+        _save(trainer.model, tokenizer, output_dir, merged_dir, generation_config=generation_config, summary=summary)
     logger.info("saved the model with eval BLEU %.2f to %s", metrics.get("bleu", float("nan")), output_dir)
-    return FinetuneResult(output_dir, metrics, summary, trainer.state.log_history)
+    return FinetuneResult(output_dir, metrics, summary, trainer.state.log_history, merged_dir)
+
+
+def _save(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    output_dir: Path,
+    merged_dir: Path | None,
+    *,
+    generation_config: GenerationConfig,
+    summary: dict[str, Any],
+) -> None:
+    """A model directory, or an adapter folder and, with `merged_dir`, the merged model directory."""
+    if not is_peft_model(model):
+        save_model_dir(model, tokenizer, output_dir, generation_config=generation_config, summary=summary)
+        return
+    save_adapter_dir(model, tokenizer, output_dir, summary=summary)
+    if merged_dir is not None:
+        merged = model.merge_and_unload()  # the base model, its weights W + (alpha / r) B A; no peft modules left
+        save_model_dir(merged, tokenizer, merged_dir, generation_config=generation_config, summary=summary)
+        logger.info("saved the merged model to %s", merged_dir)
 
 
 def _summary(
@@ -254,11 +300,15 @@ def _summary(
             "best_step": trainer.state.best_global_step,
         },
     }
+    if is_peft_model(trainer.model):
+        summary["recipe"]["method"] = "LoRA fine-tuning (peft) with transformers' Seq2SeqTrainer"
+        summary["recipe"].update(lora_settings(trainer.model))
     return {key: value for key, value in summary.items() if value is not None}
 
 
 __all__ = [
     "FINETUNE_DEFAULTS",
+    "MERGED_DIR",
     "FinetuneResult",
     "TranslationMetrics",
     "build_trainer",

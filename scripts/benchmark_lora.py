@@ -1,0 +1,258 @@
+"""LoRA against full fine-tuning: time per training step, trainable parameters, and generate() speed with an adapter.
+
+Two copies of one saved model train side by side on the same batches of the built-in numbers task, on a fixed
+number of CPU threads: ``full`` (every weight trainable) and ``lora`` (a LoRA adapter, `add_lora`, the rest frozen).
+Each step is the model's loss, its backward pass and an Adam step (the paper's betas) over the trainable
+parameters. The contestants run interleaved (A, B on one batch, B, A on the next), the first ``--warmup`` batches are
+not timed, and the median time per step is reported, so that load from other processes slows both alike: read the
+ratios, not the absolute figures.
+
+Then ``generate()`` (greedy and beam ``--num-beams``) of the same sentences, interleaved the same way: ``plain``
+(the model without adapter), ``adapter`` (the trained LoRA model, a peft ``PeftModel``) and ``merged`` (its
+``merge_and_unload()``), in generated tokens per second; the adapter's and the merged model's translations must be
+the same.
+
+Usage (the model of ``vanilla-transformer train``; ``--json`` writes the figures with the command, the wall time,
+the load average before and after, and the package versions)::
+
+    python scripts/benchmark_lora.py --model runs/numbers/model --threads 2 --json docs/results/lora.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import platform
+import shlex
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+import transformers
+from transformers import DataCollatorForSeq2Seq
+
+from vanilla_transformer.data import make_numbers_task
+from vanilla_transformer.export.adapters import add_lora
+from vanilla_transformer.export.model_dir import load_model_dir
+from vanilla_transformer.extras import import_optional
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="runs/numbers/model", help="model directory (default: %(default)s)")
+    parser.add_argument("--json", type=Path, required=True, help="write the results to this JSON file")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: %(default)s)")
+    parser.add_argument("--steps", type=int, default=60, help="timed training steps of each (default: %(default)s)")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed first steps (default: %(default)s)")
+    parser.add_argument("--batch-size", type=int, default=64, help="sentence pairs per step (default: %(default)s)")
+    parser.add_argument("--lora-r", type=int, default=8, help="LoRA rank (default: %(default)s)")
+    parser.add_argument("--lora-alpha", type=int, default=16, help="LoRA alpha (default: %(default)s)")
+    parser.add_argument(
+        "--lora-target-modules", default="q_proj,v_proj", help="comma-separated layers (default: %(default)s)"
+    )
+    parser.add_argument("--learning-rate", type=float, default=1e-4, help="Adam's rate (default: %(default)s)")
+    parser.add_argument("--generate-batches", type=int, default=8, help="batches to translate (default: %(default)s)")
+    parser.add_argument("--generate-batch-size", type=int, default=32, help="sentences each (default: %(default)s)")
+    parser.add_argument("--num-beams", type=int, default=4, help="beam size of the beam run (default: %(default)s)")
+    parser.add_argument("--device", default="cpu", help="default: %(default)s")
+    args = parser.parse_args(argv)
+    for name in ("threads", "steps", "batch_size", "lora_r", "generate_batches", "generate_batch_size", "num_beams"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if args.warmup < 0:
+        parser.error(f"--warmup must be non-negative, got {args.warmup}")
+    return args
+
+
+def sentence_pairs(count: int, seed: int) -> list[tuple[str, str]]:
+    """`count` pairs of the numbers task (numbers of 1..99,999, as `vanilla-transformer train` draws them)."""
+    return make_numbers_task(count, 0, 0, seed=seed).train
+
+
+def training_batches(tokenizer, model, pairs: Sequence[tuple[str, str]], batch_size: int, device) -> list[dict]:
+    """Padded batches with labels and the decoder inputs the Trainer's collator makes."""
+    collator = DataCollatorForSeq2Seq(tokenizer, model=model)
+    batches = []
+    for start in range(0, len(pairs) - batch_size + 1, batch_size):
+        chunk = pairs[start : start + batch_size]
+        features = [
+            {"input_ids": tokenizer(source)["input_ids"], "labels": tokenizer(text_target=target)["input_ids"]}
+            for source, target in chunk
+        ]
+        batches.append({key: value.to(device) for key, value in collator(features).items()})
+    return batches
+
+
+def trainable_parameters(model: torch.nn.Module) -> dict[str, int]:
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return {"trainable": trainable, "total": sum(p.numel() for p in model.parameters())}
+
+
+def make_step(model: torch.nn.Module, learning_rate: float) -> Callable[[dict], float]:
+    """One training step of `model` on a batch (loss, backward, Adam over the trainable parameters); returns the
+    loss."""
+    parameters = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.Adam(parameters, lr=learning_rate, betas=(0.9, 0.98), eps=1e-9)
+    model.train()
+
+    def step(batch: dict) -> float:
+        loss = model(**batch).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.item()
+
+    return step
+
+
+def interleaved(contestants: dict[str, Callable[[Any], Any]], items: Sequence[Any], warmup: int) -> dict[str, list]:
+    """Run every contestant on every item, alternating their order from item to item; the seconds of each call
+    after the first `warmup` items, by contestant."""
+    names = list(contestants)
+    seconds: dict[str, list[float]] = {name: [] for name in names}
+    for index, item in enumerate(items):
+        for name in names if index % 2 == 0 else reversed(names):
+            start = time.perf_counter()
+            contestants[name](item)
+            elapsed = time.perf_counter() - start
+            if index >= warmup:
+                seconds[name].append(elapsed)
+    return seconds
+
+
+def summarize(seconds: Sequence[float]) -> dict[str, float]:
+    return {
+        "median_s": statistics.median(seconds),
+        "mean_s": statistics.fmean(seconds),
+        "min_s": min(seconds),
+        "max_s": max(seconds),
+        "count": len(seconds),
+    }
+
+
+def benchmark_training(args: argparse.Namespace, base, tokenizer) -> tuple[dict[str, Any], torch.nn.Module]:
+    """Time per step of full and LoRA fine-tuning on the same batches; returns the figures and the LoRA model."""
+    full = copy.deepcopy(base)
+    targets = [name.strip() for name in args.lora_target_modules.split(",")]
+    lora = add_lora(copy.deepcopy(base), r=args.lora_r, alpha=args.lora_alpha, dropout=0.0, target_modules=targets)
+    for model in (full, lora):
+        model.to(args.device)
+    pairs = sentence_pairs((args.steps + args.warmup) * args.batch_size, seed=1)
+    batches = training_batches(tokenizer, full, pairs, args.batch_size, args.device)
+    losses: dict[str, list[float]] = {"full": [], "lora": []}
+    steps = {name: make_step(model, args.learning_rate) for name, model in (("full", full), ("lora", lora))}
+    contestants = {name: (lambda batch, n=name: losses[n].append(steps[n](batch))) for name in steps}
+    seconds = interleaved(contestants, batches, args.warmup)
+    figures = {name: summarize(values) for name, values in seconds.items()}
+    result = {
+        "batches": len(batches),
+        "batch_size": args.batch_size,
+        "target_tokens_per_batch": statistics.fmean(int((b["labels"] != -100).sum()) for b in batches),
+        "seconds_per_step": figures,
+        "lora_over_full_median": figures["lora"]["median_s"] / figures["full"]["median_s"],
+        "parameters": {"full": trainable_parameters(full), "lora": trainable_parameters(lora)},
+        "final_loss": {name: values[-1] for name, values in losses.items()},
+    }
+    return result, lora.eval()
+
+
+def make_generate(model, num_beams: int, outputs: list) -> Callable[[dict], None]:
+    def run(batch: dict) -> None:
+        with torch.no_grad():
+            generated = model.generate(**batch, num_beams=num_beams, do_sample=False, max_new_tokens=64)
+        outputs.append(generated)
+
+    return run
+
+
+def benchmark_generate(args: argparse.Namespace, base, lora, tokenizer) -> dict[str, Any]:
+    """generate() of the plain model, the adapter model and the merged model, greedy and beam, interleaved."""
+    merged = copy.deepcopy(lora).merge_and_unload().eval()
+    models = {"plain": base.eval(), "adapter": lora.eval(), "merged": merged}
+    sources = [s for s, _ in sentence_pairs(args.generate_batches * args.generate_batch_size, seed=2)]
+    batches = [
+        tokenizer(sources[i : i + args.generate_batch_size], padding=True, return_tensors="pt").to(args.device)
+        for i in range(0, len(sources), args.generate_batch_size)
+    ]
+    results: dict[str, Any] = {}
+    for label, num_beams in (("greedy", 1), (f"beam{args.num_beams}", args.num_beams)):
+        outputs: dict[str, list] = {name: [] for name in models}
+        contestants = {name: make_generate(model, num_beams, outputs[name]) for name, model in models.items()}
+        seconds = interleaved(contestants, [batches[0], *batches], warmup=1)  # the first batch twice: warm-up
+        pad = tokenizer.pad_token_id
+        tokens = {
+            name: sum(int((out[:, 1:] != pad).sum()) for out in generated[1:]) for name, generated in outputs.items()
+        }
+        same = all(torch.equal(a, b) for a, b in zip(outputs["adapter"], outputs["merged"], strict=True))
+        results[label] = {
+            name: {"tokens_per_s": tokens[name] / sum(seconds[name]), **summarize(seconds[name])} for name in models
+        }
+        results[label]["adapter_equals_merged"] = same
+    results["sentences"] = len(sources)
+    return results
+
+
+def versions() -> dict[str, str]:
+    peft = import_optional("peft", "peft", "scripts/benchmark_lora.py")
+    from importlib.metadata import version
+
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "peft": peft.__version__,
+        "vanilla_transformer": version("vanilla-transformer"),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    started, load_start, wall = datetime.now(timezone.utc), os.getloadavg(), time.perf_counter()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    base, tokenizer = load_model_dir(args.model, args.device)
+    training, lora = benchmark_training(args, base, tokenizer)
+    generation = benchmark_generate(args, base, lora, tokenizer)
+    results = {
+        "command": shlex.join([sys.executable, *sys.argv]) if argv is None else shlex.join(["benchmark_lora", *argv]),
+        "started": started.isoformat(timespec="seconds"),
+        "wall_time_s": time.perf_counter() - wall,
+        "load_average_start": list(load_start),
+        "load_average_end": list(os.getloadavg()),
+        "threads": args.threads,
+        "device": args.device,
+        "cpu": platform.processor() or platform.machine(),
+        "versions": versions(),
+        "model": str(args.model),
+        "lora": {"r": args.lora_r, "alpha": args.lora_alpha, "target_modules": args.lora_target_modules},
+        "training": training,
+        "generate": generation,
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    steps = training["seconds_per_step"]
+    print(
+        f"LORA step full={steps['full']['median_s'] * 1e3:.1f}ms lora={steps['lora']['median_s'] * 1e3:.1f}ms "
+        f"ratio={training['lora_over_full_median']:.2f} trainable full={training['parameters']['full']['trainable']:,} "
+        f"lora={training['parameters']['lora']['trainable']:,}"
+    )
+    for label in ("greedy", f"beam{args.num_beams}"):
+        speeds = " ".join(
+            f"{name}={generation[label][name]['tokens_per_s']:.0f}" for name in ("plain", "adapter", "merged")
+        )
+        print(
+            f"LORA generate {label} tokens/s {speeds} adapter_equals_merged={generation[label]['adapter_equals_merged']}"
+        )
+    print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
