@@ -47,7 +47,13 @@ def sweep_run(run_dir: Path, alphas: list[float], batch_size: int) -> dict[str, 
     scores = {}
     for alpha in alphas:
         hypotheses = translate(
-            model, tokenizer, sources, num_beams=config.num_beams, length_penalty=alpha, batch_size=batch_size
+            model,
+            tokenizer,
+            sources,
+            num_beams=config.num_beams,
+            length_penalty=alpha,
+            max_length_offset=config.max_length_offset,  # the run's, as its exported search has it
+            batch_size=batch_size,
         )
         bleu = compute_bleu(hypotheses, references)
         scores[str(alpha)] = {

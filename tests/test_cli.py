@@ -1,20 +1,26 @@
 """The command line: one `vanilla-transformer` command (the same as `python -m vanilla_transformer`), every command's
 --help with the options it has always had, and commands that name the extra they need."""
 
+import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from tiny_model import load_script
 
 from vanilla_transformer.cli import COMMAND_EXTRA, COMMANDS, main
+from vanilla_transformer.training import TrainingConfig
 
 # Options each command has had since before the package had a command line (a few per command, not all).
 OPTIONS = {
     "train": ["--preset", "--output-dir", "--resume", "--dataset", "--data-dir", "--max-tokens", "--tokens-per-step"],
-    "translate": ["--model", "--input", "--output", "--ctranslate2", "--num-beams", "--length-penalty", "--device"],
+    "translate": ["--model", "FILE", "--input", "--output", "--ctranslate2", "--num-beams", "--length-penalty",
+                  "--device"],
     "evaluate": ["--reference", "--hypotheses", "--model", "--source", "--results", "--num-beams"],
     "average": ["run_dir", "--last", "--output"],
     "train-tokenizer": ["files", "--hf-dataset", "--numbers", "--vocab-size", "--min-frequency", "--output-dir"],
@@ -74,3 +80,94 @@ def test_a_command_without_its_extra_names_the_pip_command():
     assert completed.returncode == 2
     assert "vanilla-transformer train needs the 'train' extra (datasets not installed)" in completed.stderr
     assert 'pip install "vanilla-transformer[train]"' in completed.stderr
+
+
+def test_evaluate_reads_a_process_substitution_and_names_a_missing_file(tmp_path):
+    """``--reference <(head -n 3 ref.de)`` hands the command /dev/fd/63, a pipe and not a regular file: it is read
+    like a file. A missing file still stops the command with an error naming the argument."""
+    bash = shutil.which("bash")
+    script = shutil.which("vanilla-transformer", path=str(Path(sys.executable).parent))
+    if bash is None or script is None:
+        pytest.skip("needs bash and the installed vanilla-transformer command")
+    hypotheses, references, results = tmp_path / "hyp.de", tmp_path / "ref.de", tmp_path / "scores.json"
+    hypotheses.write_text("das ist ein Test\nja\ndrei Hunde\n", encoding="utf-8")
+    references.write_text("das ist ein Test\nnein\ndrei Hunde\nvier\nfünf\n", encoding="utf-8")
+    command = (
+        f"{shlex.quote(script)} evaluate --hypotheses {shlex.quote(str(hypotheses))} "
+        f"--reference <(head -n 3 {shlex.quote(str(references))}) --results {shlex.quote(str(results))}"
+    )
+    completed = run(bash, "-c", command)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert json.loads(results.read_text())["exact_match"] == pytest.approx(200 / 3)  # 2 of the first 3 lines
+    missing = run(script, "evaluate", "--hypotheses", str(tmp_path / "missing.de"), "--reference", str(references))
+    assert (
+        missing.returncode != 0 and "--hypotheses=" in missing.stderr and "missing.de: no such file" in missing.stderr
+    )
+
+
+BAD_SEARCH_OPTIONS = [
+    ("--length-penalty", "nan", "--length-penalty must be finite and non-negative, got --length-penalty=nan"),
+    ("--length-penalty", "inf", "--length-penalty must be finite and non-negative, got --length-penalty=inf"),
+    ("--length-penalty", "-1", "--length-penalty must be finite and non-negative, got --length-penalty=-1.0"),
+    ("--max-length-offset", "-1", "--max-length-offset must be non-negative, got --max-length-offset=-1"),
+    ("--num-beams", "0", "--num-beams must be at least 1, got --num-beams=0"),
+    ("--num-beams", "-2", "--num-beams must be at least 1, got --num-beams=-2"),
+]
+"""A search option that cannot work, and the error that names it: a NaN alpha changes the output, a negative one or
+offset cuts it short, and 0 or -2 beams crash deep inside generate()."""
+
+
+@pytest.mark.parametrize("command", ["translate", "evaluate", "train"])
+@pytest.mark.parametrize("option, value, message", BAD_SEARCH_OPTIONS)
+def test_bad_search_options_are_refused_naming_the_option_before_anything_is_read(
+    command, option, value, message, tmp_path
+):
+    """Neither the model nor the files exist, and nothing is written: the option is what the error names. train
+    refuses the final search's settings with the others, not after hours of training, at the test."""
+    missing = tmp_path / "missing"
+    arguments = {
+        "translate": ["--model", str(missing), str(missing / "input.en")],
+        "evaluate": ["--model", str(missing), "--source", str(missing / "a.en"), "--reference", str(missing / "a.de")],
+        "train": ["--dataset", "text", "--data-dir", str(missing), "--output-dir", str(tmp_path / "run")],
+    }[command]
+    script = load_script(command)  # train: its command line alone, which main parses before training
+    with pytest.raises(ValueError, match=re.escape(message)):
+        (script.parse_args if command == "train" else script.main)([*arguments, option, value])
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("command", ["translate", "evaluate"])
+def test_a_batch_size_below_one_is_refused_naming_the_option(command, tmp_path):
+    files = {"translate": ["x.en"], "evaluate": ["--source", "x.en", "--reference", "x.de"]}[command]
+    with pytest.raises(ValueError, match=re.escape("--batch-size must be at least 1, got --batch-size=0")):
+        load_script(command).main(["--model", str(tmp_path), *files, "--batch-size", "0"])
+
+
+def test_train_refuses_a_search_setting_of_the_wrong_type_in_its_saved_config():
+    with pytest.raises(ValueError, match=re.escape("--num-beams must be an integer, got --num-beams='4'")):
+        TrainingConfig.from_preset("numbers", num_beams="4")  # e.g. from a hand-edited training_config.json
+    assert TrainingConfig.from_preset("numbers", length_penalty=0, max_length_offset=0).max_length_offset == 0
+
+
+@pytest.mark.parametrize(
+    "field, value", [("num_beams", "4"), ("length_penalty", float("nan")), ("max_length_offset", -1)]
+)
+def test_a_bad_search_in_the_models_generation_config_is_named(field, value, tiny_model_dir, tmp_path, capsys):
+    """A hand-edited generation_config.json (e.g. "num_beams": "4", which made generate() raise a TypeError): the
+    command names the file and the field, and the option that overrides it works."""
+    edited = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, edited)
+    path = edited / "generation_config.json"
+    saved = json.loads(path.read_text())
+    path.write_text(json.dumps({**saved, "length_penalty_type": "gnmt", "max_length_offset": 50, field: value}))
+    (tmp_path / "source.en").write_text("seven\nthree hundred\n", encoding="utf-8")
+    translate, arguments = load_script("translate"), ["--model", str(edited), str(tmp_path / "source.en")]
+    option = "--" + field.replace("_", "-")
+    with pytest.raises(
+        ValueError, match=rf"the model's generation_config.json \(override it with {option}\): {field} "
+    ):
+        translate.main(arguments)
+    override = {"num_beams": "2", "length_penalty": "0.6", "max_length_offset": "5"}[field]
+    capsys.readouterr()
+    assert translate.main([*arguments, option, override]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2

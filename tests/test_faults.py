@@ -18,7 +18,7 @@ from tiny_model import load_script, tiny_config
 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.data import read_lines, read_parallel_text
-from vanilla_transformer.generation import beam_search, load_translation_model, translate
+from vanilla_transformer.generation import beam_search, load_translation_model, paper_generation_config, translate
 from vanilla_transformer.training import parse_args, train
 from vanilla_transformer.training.checkpoints import list_checkpoints, load_checkpoint_weights
 from vanilla_transformer.training.state import CheckpointError
@@ -106,6 +106,45 @@ def test_bad_label_ids_are_reported_as_labels():
 def test_beam_search_rejects_arguments_that_give_garbage(arguments, message):
     with pytest.raises(ValueError, match=message):
         beam_search(small_model(), torch.tensor([[5, 6, 3]]), **arguments)
+
+
+BAD_SEARCHES = [
+    (dict(length_penalty=float("nan")), "length_penalty must be finite and non-negative, got length_penalty=nan"),
+    (dict(length_penalty=float("inf")), "length_penalty must be finite and non-negative, got length_penalty=inf"),
+    (dict(length_penalty=-0.5), "length_penalty must be finite and non-negative, got length_penalty=-0.5"),
+    (dict(length_penalty="0.6"), "length_penalty must be a number, got length_penalty='0.6'"),
+    (dict(max_length_offset=-1), "max_length_offset must be non-negative, got max_length_offset=-1"),
+    (dict(max_length_offset=2.5), "max_length_offset must be an integer, got max_length_offset=2.5"),
+    (dict(num_beams=0), "num_beams must be at least 1, got num_beams=0"),
+    (dict(num_beams=-2), "num_beams must be at least 1, got num_beams=-2"),
+    (dict(num_beams="4"), "num_beams must be an integer, got num_beams='4'"),
+    (dict(num_beams=4.0), "num_beams must be an integer, got num_beams=4.0"),
+    (dict(num_beams=True), "num_beams must be an integer, got num_beams=True"),
+]
+"""Search settings that cannot work, and the error each must raise: a NaN alpha changes the output, a negative one
+or a negative offset cuts it short, beams < 1 crash deep inside generate (ZeroDivisionError, "negative dimension"),
+and a string from a hand-edited JSON file raises a TypeError there."""
+
+
+@pytest.mark.parametrize("arguments, message", BAD_SEARCHES)
+def test_paper_generation_config_and_translate_refuse_a_search_that_cannot_work(
+    arguments, message, model_and_tokenizer, monkeypatch
+):
+    model, tokenizer = model_and_tokenizer
+    with pytest.raises(ValueError, match=re.escape(message)):
+        paper_generation_config(model.config, **arguments)
+    monkeypatch.setattr(model, "generate", lambda *a, **k: pytest.fail("decoded with a bad search setting"))
+    for sentences in (["seven", "three hundred"], []):  # refused before decoding, even with nothing to decode
+        with pytest.raises(ValueError, match=re.escape(message)):
+            translate(model, tokenizer, sentences, **arguments)
+
+
+def test_the_smallest_valid_search_settings_translate(model_and_tokenizer):
+    """Beam 1, alpha 0 and offset 0 are the edges of what is allowed, not errors."""
+    model, tokenizer = model_and_tokenizer
+    edge = dict(num_beams=1, length_penalty=0, max_length_offset=0)
+    assert paper_generation_config(model.config, **edge).num_beams == 1
+    assert len(translate(model, tokenizer, ["seven", "three hundred"], **edge)) == 2
 
 
 def test_beam_search_rejects_left_padding():

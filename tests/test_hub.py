@@ -13,12 +13,14 @@ import pytest
 import torch
 from huggingface_hub import ModelCard
 from safetensors.torch import load_file
-from tiny_model import SPLITS, load_script
+from tiny_model import SPLITS, TINY, load_script
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig
 
 import vanilla_transformer.export.hub as hub
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.data import clean_pairs, make_numbers_task
+from vanilla_transformer.training import parse_args, train
+from vanilla_transformer.training.results import local_data_description
 from vanilla_transformer.training.tracking import read_metrics
 
 REPO_ID = "org/tiny-numbers"
@@ -151,6 +153,63 @@ def test_model_card_figures_are_what_the_run_measured(run_card, tiny_run_dir):
     assert {(r.task_type, r.dataset_type, r.dataset_split) for r in scores.values()} == {
         ("translation", "numbers", "test")
     }
+
+
+def test_a_run_on_local_tsv_files_names_them_on_its_card_and_claims_no_hub_dataset(tmp_path):
+    """A run on the user's own TSV files: the card names the files and their folder by name (not by absolute path)
+    and the language pair, its metadata holds no dataset (no `datasets`, no model-index, whose dataset `type` the
+    Hub reads as a dataset id), and the scores stay in its text."""
+    data = tmp_path / "my-corpus"
+    data.mkdir()
+    for split, pairs in (("train", SPLITS.train[:160]), ("valid", SPLITS.valid[:8]), ("test", SPLITS.valid[8:])):
+        (data / f"{split}.tsv").write_text("".join(f"{source}\t{target}\n" for source, target in pairs))
+    run = tmp_path / "run"
+    train(parse_args([*TINY, "--dataset", "tsv", "--data-dir", str(data), "--output-dir", str(run)]))
+    folder = tmp_path / "upload"
+    assert load_script("push").main([str(run / "model"), REPO_ID, "--dry-run", str(folder)]) == 0
+    card = ModelCard.load(folder / "README.md")
+
+    metadata = card.data.to_dict()
+    assert "datasets" not in metadata and "model-index" not in metadata and metadata["language"] == ["en", "de"]
+    header = card.content.split("---")[1]
+    assert "tsv" not in header and "my-corpus" not in header
+    assert str(tmp_path) not in card.content
+    for expected in (
+        "- Corpus: local TSV files in the folder my-corpus\n",
+        "learned from local TSV files in the folder my-corpus only",
+        "- Trained on local TSV files, not a Hugging Face Hub dataset: train.tsv (training), valid.tsv (validation) "
+        "and test.tsv (test) in the folder my-corpus; en → de.",
+        "| BLEU | ",
+    ):
+        assert expected in card.text, expected
+    assert "'tsv' data" not in card.text and "Corpus: tsv" not in card.text
+
+
+def test_local_files_given_one_by_one_are_named_by_folder_and_file():
+    """--train-src and the other split files: named by their folder and file names; a Hub dataset keeps its id."""
+    folders = {"train": "corpus", "valid": "dev", "test": "dev"}
+    files = [
+        arg
+        for split, folder in folders.items()
+        for side, lang in (("src", "en"), ("tgt", "de"))
+        for arg in (f"--{split}-{side}", f"/data/{folder}/{split}.{lang}")
+    ]
+    config = parse_args([*files, "--output-dir", "unused"])
+    local = local_data_description(config)
+    assert local["dataset_name"] == "local plain-text files"
+    assert local["local_data"] == (
+        "corpus/train.en + corpus/train.de (training), dev/valid.en + dev/valid.de (validation) and "
+        "dev/test.en + dev/test.de (test)"
+    )
+    assert "/data/" not in local["notes"] and local["notes"].endswith("; en → de.")
+    same = parse_args(["--dataset", "text", "--data-dir", "/data/multi", "--test-split", "valid", "--output-dir", "x"])
+    assert local_data_description(same)["local_data"] == (
+        "train.en + train.de (training) and valid.en + valid.de (validation and test) in the folder multi"
+    )
+    wmt = parse_args(["--preset", "wmt14-base", "--output-dir", "unused"])
+    assert local_data_description(wmt) is None and local_data_description(parse_args([])) is None
+    card = hub.model_card_data({"dataset": "wmt14", "dataset_name": "wmt14", "bleu": 1.0}, "m")
+    assert card.datasets == ["wmt14"] and card.eval_results[0].dataset_type == "wmt14"
 
 
 def test_fine_tuned_model_card_names_its_base_model_and_dataset(model_dir, tmp_path):

@@ -12,6 +12,7 @@ A run trained before the preset's length penalty changed was scored again with t
 """
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,12 @@ def test_the_readme_gpu_decoding_rows_are_the_committed_benchmark(name):
                 "yes" if row["outputs_equal_marian"] else "no",
             ]  # fmt: skip
             assert f"| {' | '.join(cells)} |" in readme
+
+
+def test_the_readme_states_the_multi30k_presets_alpha_where_it_names_it():
+    from vanilla_transformer.training.options import TrainingConfig
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    alpha = TrainingConfig.from_preset("multi30k").length_penalty
+    stated = [float(value) for value in re.findall(r"`multi30k` preset's α is ([0-9.]+)", readme)]
+    assert stated and all(value == alpha for value in stated), stated

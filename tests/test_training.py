@@ -14,7 +14,7 @@ import transformers
 from accelerate import Accelerator
 from tiny_model import TINY, load_script
 from torch.nn import functional as F
-from transformers import AutoModelForSeq2SeqLM, GenerationConfig
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig
 
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
 from vanilla_transformer.data import TranslationCollator
@@ -205,6 +205,28 @@ def test_run_directory_holds_a_loadable_model_and_the_last_checkpoints(reference
     torch.testing.assert_close(model.lm_head.weight, average["model.shared.weight"])  # still tied
 
 
+def test_exported_model_stops_each_sentence_at_its_source_length_plus_the_runs_offset(reference_run):
+    """TINY trains with --max-length-offset 3 and scores the test set with it: the exported generation_config.json
+    says 3 (not section 6.1's 50), and generate() of the exported model stops a sentence that never emits </s> at
+    its own source length + 3 tokens."""
+    assert TINY[TINY.index("--max-length-offset") + 1] == "3"
+    assert json.loads((reference_run / "model" / "generation_config.json").read_text())["max_length_offset"] == 3
+    model = AutoModelForSeq2SeqLM.from_pretrained(reference_run / "model").eval()
+    tokenizer = AutoTokenizer.from_pretrained(reference_run / "model")
+    config = model.config
+    with torch.no_grad():  # every decoder output becomes the all-ones vector; </s> and <pad> then score -d_model
+        final_norm = model.model.decoder.layers[-1].final_layer_norm
+        final_norm.weight.zero_()
+        final_norm.bias.fill_(1.0)
+        model.model.shared.weight[[config.eos_token_id, config.pad_token_id]] = -1.0  # tied to lm_head
+    sources = ["seven", "three hundred and twelve", "ninety-nine thousand, nine hundred and ninety-nine"]
+    batch = tokenizer(sources, padding=True, return_tensors="pt")
+    output = model.generate(**batch)
+    lengths = (output[:, 1:] != config.pad_token_id).sum(dim=1)
+    assert len(set(batch["attention_mask"].sum(dim=1).tolist())) == 3  # three different source lengths
+    assert lengths.tolist() == (batch["attention_mask"].sum(dim=1) + 3).tolist()
+
+
 def test_interrupted_run_resumes_to_the_same_weights(reference_run, tmp_path, monkeypatch):
     """Killed while writing the checkpoint of step 6, the run loses steps 4 to 6, resumes from step 3 and must end
     exactly where the uninterrupted run ended, dropout included."""
@@ -393,7 +415,8 @@ def test_average_checkpoints_script(reference_run, tmp_path):
     assert same_weights(two, load_checkpoint_weights(reference_run / "model"))
     last = load_checkpoint_weights(reference_run / "checkpoints" / "checkpoint-00000008")
     assert same_weights(load_checkpoint_weights(tmp_path / "one"), last)
-    assert AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "one").generation_config.num_beams == 4
+    generation = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "one").generation_config
+    assert (generation.num_beams, generation.max_length_offset) == (4, 3)  # the run's search, TINY's offset 3
 
 
 def test_aligned_files_given_by_train_src_and_train_tgt(tmp_path):

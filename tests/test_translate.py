@@ -4,7 +4,10 @@ import io
 import itertools
 import json
 import math
+import os
 import sys
+import threading
+from pathlib import Path
 from types import SimpleNamespace
 
 import copy_task
@@ -15,7 +18,12 @@ from torch.nn import functional as F
 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.export.model_dir import save_model_dir
-from vanilla_transformer.generation import beam_search, gnmt_length_penalty, paper_generation_config, translate
+from vanilla_transformer.generation import (
+    beam_search,
+    gnmt_length_penalty,
+    paper_generation_config,
+    translate,
+)
 from vanilla_transformer.tokenization import EOS_ID, train_tokenizer
 
 
@@ -296,6 +304,96 @@ def test_translate_and_evaluate_scripts(tokenizer, tmp_path, monkeypatch, capsys
     assert scores["bleu"] == pytest.approx(100 * math.exp((math.log(5 / 6) + 3 * math.log(1.0)) / 4), abs=0.01)
     with pytest.raises(FileNotFoundError, match="--reference="):
         evaluate_script.main(["--hypotheses", str(hypotheses), "--reference", str(tmp_path / "missing.de")])
+
+
+def test_translate_takes_its_input_file_as_an_argument_too(tokenizer, tmp_path, monkeypatch, capsys):
+    """``translate --model M file.txt`` is ``translate --model M --input file.txt``; ``-`` is standard input; the
+    file given both ways is an error, and a missing one is named."""
+    model = tiny_model(vocab_size=len(tokenizer), seed=1)
+    generation_config = paper_generation_config(model.config, max_new_tokens=20)
+    model_dir = str(save_model_dir(model, tokenizer, tmp_path / "model", generation_config=generation_config))
+    sentences = ["one two three", "four", "five six seven eight nine"]
+    source = tmp_path / "test.en"
+    source.write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    expected = translate(model, tokenizer, sentences)
+    script = load_script("translate")
+
+    capsys.readouterr()
+    assert script.main(["--model", model_dir, str(source)]) == 0
+    assert capsys.readouterr().out.splitlines() == expected
+    output = tmp_path / "out.de"
+    assert script.main([str(source), "--model", model_dir, "--output", str(output)]) == 0
+    assert output.read_text(encoding="utf-8").splitlines() == expected
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("\n".join(sentences).encode("utf-8"))))
+    assert script.main(["--model", model_dir, "-"]) == 0
+    assert capsys.readouterr().out.splitlines() == expected
+
+    with pytest.raises(SystemExit) as exit_info:
+        script.main(["--model", model_dir, str(source), "--input", str(source)])
+    assert exit_info.value.code == 2
+    assert "the input file is given twice, as FILE=" in capsys.readouterr().err
+    with pytest.raises(FileNotFoundError, match=r"FILE=.*missing.en: no such file"):
+        script.main(["--model", model_dir, str(tmp_path / "missing.en")])
+    with pytest.raises(FileNotFoundError, match=r"--input=.*missing.en: no such file"):
+        script.main(["--model", model_dir, "--input", str(tmp_path / "missing.en")])
+
+
+HYPOTHESES = ["das ist ein Test", "ja", "drei Hunde"]
+REFERENCES = ["das ist ein Test", "nein", "drei Hunde", "vier", "fünf"]
+"""Scored against the first three references (``head -n 3``): 2 of 3 exact matches."""
+
+
+def os_pipe(text: str | bytes, opened: list[int]) -> str:
+    """A pipe holding `text`, by the name ``<(...)`` gives it: ``/dev/fd/N``, not a regular file."""
+    read, write = os.pipe()
+    os.write(write, text.encode("utf-8") if isinstance(text, str) else text)
+    os.close(write)
+    opened.append(read)
+    return f"/dev/fd/{read}"
+
+
+def test_evaluate_reads_pipes_fifos_and_standard_input(tmp_path, monkeypatch, capsys):
+    if not Path("/dev/fd").is_dir():
+        pytest.skip("no /dev/fd on this system")
+    evaluate = load_script("evaluate")
+    hypotheses, references = tmp_path / "hyp.de", tmp_path / "ref.de"
+    hypotheses.write_text("\n".join(HYPOTHESES) + "\n", encoding="utf-8")
+    references.write_text("\n".join(REFERENCES[:3]) + "\n", encoding="utf-8")
+    first_three = "".join(line + "\n" for line in REFERENCES[:3])
+    results, opened = tmp_path / "scores.json", []
+
+    def exact_match(*arguments: str) -> float:
+        assert evaluate.main([*arguments, "--results", str(results)]) == 0
+        return json.loads(results.read_text())["exact_match"]
+
+    fifo = tmp_path / "hyp.fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_text, args=("\n".join(HYPOTHESES) + "\n",))
+    writer.start()
+    try:
+        assert exact_match("--hypotheses", str(hypotheses), "--reference", os_pipe(first_three, opened)) == (
+            pytest.approx(200 / 3)
+        )
+        assert exact_match("--hypotheses", str(fifo), "--reference", str(references)) == pytest.approx(200 / 3)
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(first_three.encode("utf-8"))))
+        assert exact_match("--hypotheses", str(hypotheses), "--reference", "-") == pytest.approx(200 / 3)
+        with pytest.raises(ValueError, match=r"--reference=/dev/fd/\d+, line 2: not UTF-8 text"):
+            evaluate.main(["--hypotheses", str(hypotheses), "--reference", os_pipe(b"eins\nd\xe9j\n", opened)])
+    finally:
+        writer.join(timeout=10)
+        for descriptor in opened:
+            os.close(descriptor)
+
+    with pytest.raises(SystemExit) as exit_info:
+        evaluate.main(["--hypotheses", "-", "--reference", "-"])
+    assert exit_info.value.code == 2
+    assert "only one input can be read from standard input (-), got --reference and --hypotheses" in (
+        capsys.readouterr().err
+    )
+    with pytest.raises(FileNotFoundError, match=r"--hypotheses=.*missing.de: no such file"):
+        evaluate.main(["--hypotheses", str(tmp_path / "missing.de"), "--reference", str(references)])
+    with pytest.raises(IsADirectoryError, match=r"--reference=.* is a directory"):
+        evaluate.main(["--hypotheses", str(hypotheses), "--reference", str(tmp_path)])
 
 
 def test_translate_and_evaluate_scripts_search_as_the_model_directory_asks(tokenizer, tmp_path, capsys):

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -82,7 +83,9 @@ def paper_generation_config(
 
     ``length_penalty_type`` and ``max_length_offset`` are fields of this package's generation code
     (``generation_vanilla_transformer.py``, shipped with saved models); transformers keeps them in
-    ``generation_config.json`` and its own loop, where a call falls back to it, ignores them with a warning."""
+    ``generation_config.json`` and its own loop, where a call falls back to it, ignores them with a warning.
+    Settings that cannot work raise a ValueError naming them (`check_search_settings`)."""
+    check_search_settings(num_beams=num_beams, length_penalty=length_penalty, max_length_offset=max_length_offset)
     return GenerationConfig(
         num_beams=num_beams,
         length_penalty=length_penalty,
@@ -94,6 +97,28 @@ def paper_generation_config(
         pad_token_id=config.pad_token_id,
         **{LENGTH_PENALTY_TYPE: "gnmt", MAX_LENGTH_OFFSET_FIELD: max_length_offset},
     )
+
+
+def check_search_settings(*, where: str = "", flag: bool = False, **settings: object) -> None:
+    """Raise a ValueError naming the first of `settings` that cannot work, e.g. ``num_beams must be at least 1, got
+    num_beams=0``: ``num_beams`` must be an integer of at least 1, ``max_length_offset`` an integer of at least 0
+    (``True`` and ``4.0`` are not integers), ``length_penalty`` a finite, non-negative number (NaN, infinity and
+    alpha < 0 make GNMT's penalty rank hypotheses backwards or not at all). None values are not checked; `where`
+    goes before the message; `flag` names the settings as command-line options (``--num-beams``)."""
+    for name, value in settings.items():
+        integer = name != "length_penalty"
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral if integer else numbers.Real):
+            problem = "must be an integer" if integer else "must be a number"
+        elif integer:
+            least = 1 if name == "num_beams" else 0
+            problem = None if value >= least else ("must be at least 1" if least else "must be non-negative")
+        else:
+            problem = None if math.isfinite(value) and value >= 0 else "must be finite and non-negative"
+        if problem is not None:
+            label = "--" + name.replace("_", "-") if flag else name
+            raise ValueError(f"{where}{label} {problem}, got {label}={value!r}")
 
 
 def has_fast_generation(model: PreTrainedModel) -> bool:
@@ -114,12 +139,7 @@ def _check_search_arguments(
     max_length_offset: int,
 ) -> None:
     """Reject what would make `beam_search` return garbage: a NaN penalty, a negative length, left padding."""
-    if num_beams < 1:
-        raise ValueError(f"num_beams must be at least 1, got num_beams={num_beams}")
-    if not (math.isfinite(length_penalty) and length_penalty >= 0):
-        raise ValueError(f"length_penalty must be finite and non-negative, got length_penalty={length_penalty}")
-    if max_length_offset < 0:
-        raise ValueError(f"max_length_offset must be non-negative, got max_length_offset={max_length_offset}")
+    check_search_settings(num_beams=num_beams, length_penalty=length_penalty, max_length_offset=max_length_offset)
     if input_ids.dim() != 2 or (input_ids.shape[0] > 0 and input_ids.shape[1] == 0):
         raise ValueError(f"input_ids has shape {tuple(input_ids.shape)}: expected (batch_size, length), length > 0")
     if attention_mask is None:
@@ -328,7 +348,11 @@ def translate(
 
     Returns:
         The translations, detokenized, in the order of `sentences`.
+
+    Raises:
+        ValueError: Before translating anything: a bad search setting (`check_search_settings`), a long sentence.
     """
+    check_search_settings(num_beams=num_beams, length_penalty=length_penalty, max_length_offset=max_length_offset)
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got batch_size={batch_size}")
     encoded = tokenizer(list(sentences))["input_ids"] if sentences else []
@@ -411,11 +435,22 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def check_decoding_arguments(args: argparse.Namespace) -> None:
+    """Reject, before any file or model is read, the search options of `add_decoding_arguments` that cannot work
+    (`check_search_settings`) and a ``--batch-size`` or ``--num-threads`` below 1: a ValueError naming the option."""
+    search = {name: getattr(args, name) for name in ("num_beams", "length_penalty", "max_length_offset")}
+    check_search_settings(flag=True, **search)
+    for option, value in (("--batch-size", args.batch_size), ("--num-threads", args.num_threads)):
+        if value is not None and value < 1:
+            raise ValueError(f"{option} must be at least 1, got {option}={value}")
+
+
 def resolve_search_arguments(args: argparse.Namespace, generation_config: GenerationConfig | None) -> None:
     """Fill in the search options of `add_decoding_arguments` that were not given (None), in place: from
     `generation_config` when it asks for section 6.1's search (`paper_generation_config`, which ``train`` exports
-    with the run's beam size and alpha), else section 6.1's beam 4, alpha 0.6 and input length + 50. So the command
-    line translates with the search ``model.generate()`` runs and the training run scored."""
+    with the run's beam size, alpha and offset), else section 6.1's beam 4, alpha 0.6 and input length + 50. So the
+    command line translates with the search ``model.generate()`` runs and the training run scored. A value of
+    `generation_config` that cannot work raises a ValueError naming the field and the option that overrides it."""
     gnmt = generation_config is not None and getattr(generation_config, LENGTH_PENALTY_TYPE, None) == "gnmt"
     # (option, generation config field, section 6.1's value)
     for name, field, default in (
@@ -424,7 +459,12 @@ def resolve_search_arguments(args: argparse.Namespace, generation_config: Genera
         ("max_length_offset", MAX_LENGTH_OFFSET_FIELD, MAX_LENGTH_OFFSET),
     ):
         if getattr(args, name) is None:
-            setattr(args, name, getattr(generation_config, field, default) if gnmt else default)
+            value = getattr(generation_config, field, default) if gnmt else default
+            check_search_settings(
+                where=f"the model's generation_config.json (override it with --{name.replace('_', '-')}): ",
+                **{field: value},
+            )
+            setattr(args, name, value)
 
 
 def translate_with_options(args: argparse.Namespace, sentences: Sequence[str]) -> list[str]:
@@ -458,7 +498,9 @@ __all__ = [
     "MAX_LENGTH_OFFSET",
     "NUM_BEAMS",
     "beam_search",
+    "check_decoding_arguments",
     "check_model_dir",
+    "check_search_settings",
     "gnmt_length_penalty",
     "has_fast_generation",
     "load_translation_model",

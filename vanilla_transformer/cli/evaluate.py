@@ -3,9 +3,11 @@
     vanilla-transformer evaluate --model runs/numbers/model \
         --source runs/numbers/test.en --reference runs/numbers/test.de
     vanilla-transformer evaluate --hypotheses output.de --reference newstest2014.de   # existing output
+    vanilla-transformer evaluate --hypotheses - --reference <(head -n 5 ref.de) < out.de  # pipes, standard input
 
 With --model the sources are first translated with the paper's beam search, as vanilla-transformer translate does: with
-the model's own beam size and alpha (its generation_config.json) unless the options say otherwise.
+the model's own beam size and alpha (its generation_config.json) unless the options say otherwise. Each of --reference,
+--hypotheses and --source may be a file, a pipe or FIFO, or - (standard input, for one of them).
 """
 
 from __future__ import annotations
@@ -16,17 +18,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
-from vanilla_transformer.data import read_lines
-from vanilla_transformer.generation import add_decoding_arguments, translate_with_options
+from vanilla_transformer.cli.translate import STDIN, read_input_lines
+from vanilla_transformer.generation import add_decoding_arguments, check_decoding_arguments, translate_with_options
 from vanilla_transformer.training import score_translations
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Score translations: BLEU, chrF and exact match.")
-    parser.add_argument("--reference", required=True, help="reference translations, one per line")
-    parser.add_argument("--hypotheses", help="translations to score (instead of --model and --source)")
+    inputs = "a file, a pipe such as <(head -n 5 file), or - for standard input"
+    parser.add_argument("--reference", required=True, help=f"reference translations, one per line: {inputs}")
+    parser.add_argument("--hypotheses", help=f"translations to score (instead of --model and --source): {inputs}")
     parser.add_argument("--model", help="Hugging Face model directory to translate --source with")
-    parser.add_argument("--source", help="source sentences, one per line")
+    parser.add_argument("--source", help=f"source sentences, one per line: {inputs}")
     parser.add_argument("--output", help="with --model: also write the translations to this file")
     parser.add_argument("--results", help="also write the scores to this file, as JSON")
     add_decoding_arguments(parser)
@@ -35,13 +38,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("give either --hypotheses, or --model and --source")
     if args.hypotheses is None and (args.model is None or args.source is None):
         parser.error("--model and --source go together")
+    from_stdin = [f"--{name}" for name in ("reference", "hypotheses", "source") if getattr(args, name) == STDIN]
+    if len(from_stdin) > 1:
+        parser.error(f"only one input can be read from standard input (-), got {' and '.join(from_stdin)}")
+    check_decoding_arguments(args)
     return args
-
-
-def _read_lines(path: str, option: str) -> list[str]:
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"{option}={path} is not a file")
-    return read_lines(path)
 
 
 def _check_same_length(lines: list[str], references: list[str], option: str, args: argparse.Namespace) -> None:
@@ -55,12 +56,12 @@ def _check_same_length(lines: list[str], references: list[str], option: str, arg
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    references = _read_lines(args.reference, "--reference")
+    references = read_input_lines(args.reference, "--reference")
     if args.hypotheses is not None:
-        hypotheses = _read_lines(args.hypotheses, "--hypotheses")
+        hypotheses = read_input_lines(args.hypotheses, "--hypotheses")
         _check_same_length(hypotheses, references, "--hypotheses", args)
     else:
-        sources = _read_lines(args.source, "--source")
+        sources = read_input_lines(args.source, "--source")
         _check_same_length(sources, references, "--source", args)
         hypotheses = translate_with_options(args, sources)
         print(

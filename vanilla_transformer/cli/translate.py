@@ -1,6 +1,7 @@
 """Translate a file (or standard input), one sentence per line, with the paper's beam search.
 
     vanilla-transformer translate --model runs/numbers/model --input sentences.en --output sentences.de
+    vanilla-transformer translate --model runs/numbers/model sentences.en     # the same, to standard output
     echo "three hundred and twenty-one" | vanilla-transformer translate --model runs/numbers/model
 
 The search is the one the model's generation_config.json asks for (a trained model's: the run's beam size and alpha),
@@ -10,6 +11,7 @@ else section 6.1's: beam 4, GNMT length penalty alpha = 0.6, at most input lengt
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,15 +20,65 @@ from transformers import AutoTokenizer, GenerationConfig
 from transformers.utils import GENERATION_CONFIG_NAME
 
 import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
-from vanilla_transformer.data import read_lines, split_lines
+from vanilla_transformer.data import split_lines
 from vanilla_transformer.export.model_dir import check_model_dir
-from vanilla_transformer.generation import add_decoding_arguments, resolve_search_arguments, translate_with_options
+from vanilla_transformer.generation import (
+    add_decoding_arguments,
+    check_decoding_arguments,
+    resolve_search_arguments,
+    translate_with_options,
+)
+
+STDIN = "-"
+"""The file name that stands for standard input."""
+
+
+def read_input_lines(path: str | os.PathLike[str], option: str) -> list[str]:
+    """The lines of the UTF-8 text at `path`, split on ``"\\n"`` only (`split_lines`), a byte-order mark dropped.
+
+    `path` may be a regular file, a pipe or FIFO (``<(head -n 5 ref.txt)``, ``/dev/fd/63``, ``mkfifo``), a
+    character device, or ``-`` for standard input. `option` is the command-line argument that named it (e.g.
+    ``--reference``), named in every error.
+
+    Raises:
+        FileNotFoundError: If nothing is at `path`.
+        IsADirectoryError: If `path` is a directory.
+        OSError: If it cannot be read.
+        ValueError: If it is not UTF-8 text, naming the line.
+    """
+    if str(path) == STDIN:
+        name, stream = f"{option}={STDIN} (standard input)", sys.stdin
+        data = stream.buffer.read() if hasattr(stream, "buffer") else stream.read().encode("utf-8")
+    else:
+        name, file = f"{option}={path}", Path(path)
+        if not file.exists():
+            raise FileNotFoundError(f"{name}: no such file")
+        if file.is_dir():
+            raise IsADirectoryError(f"{name} is a directory, not a file of lines")
+        try:
+            data = file.read_bytes()  # also a pipe's or FIFO's: read to its end
+        except OSError as error:
+            raise OSError(f"{name} cannot be read: {error.strerror or error}") from error
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise ValueError(f"{name}, line {line}: not UTF-8 text ({error.reason} at byte {error.start})") from error
+    return split_lines(text)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Translate one sentence per line with the paper's beam search.")
     parser.add_argument("--model", required=True, help="Hugging Face model directory, with its tokenizer")
-    parser.add_argument("--input", help="file to translate (default: standard input)")
+    parser.add_argument(
+        "file",
+        nargs="?",
+        metavar="FILE",
+        help="file to translate, the same as --input FILE (default: standard input; - also reads it)",
+    )
+    parser.add_argument(
+        "--input", help="file to translate, or a pipe such as <(head -n 5 file) (default, or -: standard input)"
+    )
     parser.add_argument("--output", help="file to write (default: standard output)")
     parser.add_argument(
         "--ctranslate2",
@@ -35,12 +87,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "by length ** alpha, not GNMT's penalty",
     )
     add_decoding_arguments(parser)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.file is not None and args.input is not None:
+        parser.error(f"the input file is given twice, as FILE={args.file} and --input={args.input}: give one of them")
+    args.input_option = "FILE" if args.file is not None else "--input"
+    args.input = args.file if args.file is not None else args.input
+    check_decoding_arguments(args)
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    sentences = read_lines(args.input) if args.input else split_lines(sys.stdin.read())
+    sentences = read_input_lines(args.input or STDIN, args.input_option)
     if args.ctranslate2:
         from vanilla_transformer.export.ctranslate2 import translate_ctranslate2
 

@@ -44,6 +44,7 @@ SUMMARY_KEYS: dict[str, tuple[type, ...]] = {
     "dataset": (str,),
     "dataset_name": (str,),
     "dataset_config": (str,),
+    "local_data": (str,),
     "src_lang": (str,),
     "tgt_lang": (str,),
     "train_pairs": (int,),
@@ -73,6 +74,8 @@ def read_training_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
     ``dataset``               Hub id of the training corpus, e.g. ``"wmt14"`` (absent for local files)
     ``dataset_name``          name of the training corpus, e.g. ``"numbers"``, ``"wmt14"``
     ``dataset_config``        its configuration, e.g. ``"de-en"``
+    ``local_data``            the user's own files the corpus was read from, by name and folder name, e.g.
+                              ``"train.tsv (training) and test.tsv (test) in the folder my-corpus"`` (no Hub id)
     ``src_lang``/``tgt_lang`` language codes, e.g. ``"en"``, ``"de"``
     ``train_pairs``           number of training sentence pairs, after cleaning
     ``eval_split``            the split or test set the scores are measured on, e.g. ``"newstest2014"``
@@ -123,8 +126,14 @@ _HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 
 
 def model_card_data(summary: Mapping[str, Any], model_name: str) -> ModelCardData:
-    """The card's metadata: languages, Hub dataset, base model (a Hub id), and a model-index entry per score."""
+    """The card's metadata: languages, Hub dataset, base model (a Hub id), and a model-index entry per score.
+
+    A corpus of the user's own files (``local_data``) has no Hub id, and the Hub reads the model-index's dataset
+    ``type`` as one: such a card lists no dataset and no model-index (its text names the files and gives the
+    scores)."""
     corpus = summary.get("dataset") or summary.get("dataset_name")
+    if summary.get("local_data") and not summary.get("dataset"):
+        corpus = None
     eval_results = [
         EvalResult(
             task_type="translation",

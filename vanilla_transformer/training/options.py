@@ -13,6 +13,7 @@ from typing import Any, get_type_hints
 
 from ..configuration_vanilla_transformer import PRESETS as MODEL_PRESETS
 from ..data.spec import KINDS as DATASET_KINDS
+from ..generation import check_search_settings
 
 _REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 TRAINING_CONFIG_NAME = "training_config.json"
@@ -174,8 +175,15 @@ class TrainingConfig:
 
     def _check(self) -> None:
         """Reject impossible settings, naming the command-line option and its value."""
+        # The final search, section 6.1: refused here, before any data is read or step taken, not at the test.
+        check_search_settings(
+            flag=True,
+            num_beams=self.num_beams,
+            length_penalty=self.length_penalty,
+            max_length_offset=self.max_length_offset,
+        )
         positive = ("num_train", "max_number", "max_length", "vocab_size", "max_tokens", "max_steps", "warmup_steps",
-                    "log_every", "eval_every", "save_every", "keep_checkpoints", "average_checkpoints", "num_beams",
+                    "log_every", "eval_every", "save_every", "keep_checkpoints", "average_checkpoints",
                     "translate_batch_size")  # fmt: skip
         for name in positive:
             if getattr(self, name) < 1:

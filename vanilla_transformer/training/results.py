@@ -24,7 +24,7 @@ from .checkpoints import (
     load_weights,
 )
 from .options import TRAINING_CONFIG_NAME, TrainingConfig
-from .setup import build_model_config
+from .setup import build_model_config, corpus_spec
 
 RECORDED_PACKAGES = ("vanilla-transformer", "torch", "transformers", "tokenizers", "accelerate", "sacrebleu", "peft")
 """The packages whose versions a run records in ``results.json`` (those installed)."""
@@ -60,23 +60,82 @@ def _command() -> str:
 def _export(
     model, tokenizer: PreTrainedTokenizerBase, directory: Path, config: TrainingConfig, summary: dict | None = None
 ) -> Path:
-    """The final model directory, decoding with the run's beam search settings."""
+    """The final model directory, decoding with the run's beam search settings: its beam size, alpha and maximum
+    output length (input length + ``max_length_offset``), the search its test set was scored with."""
     generation_config = paper_generation_config(
         model.config,
         num_beams=config.num_beams,
         length_penalty=config.length_penalty,
+        max_length_offset=config.max_length_offset,
         max_new_tokens=config.max_length + config.max_length_offset,
     )
     return save_model_dir(model, tokenizer, directory, generation_config=generation_config, summary=summary)
 
 
+LOCAL_KINDS = {"text": "plain-text", "tsv": "TSV", "jsonl": "JSON Lines"}
+"""The corpus kinds read from the user's own files, and how the model card names their format."""
+
+
+def local_data_description(config: TrainingConfig) -> dict[str, str] | None:
+    """How the model card names a corpus read from the user's own files (``--dataset text/tsv/jsonl`` with
+    ``--data-dir``, or ``--train-src`` and the other split files): by file and folder names only, never an absolute
+    path, which would say where the files lay on the training machine and nothing about the data.
+
+    Returns:
+        None for the built-in numbers task and Hugging Face datasets; else ``dataset_name`` (e.g. ``"local TSV
+        files in my-corpus"``), ``local_data`` (e.g. ``"train.tsv (training), valid.tsv (validation) and test.tsv
+        (test) in the folder my-corpus"``) and ``notes``, the card's line naming the files and the languages.
+    """
+    spec = corpus_spec(config)
+    if spec.kind not in LOCAL_KINDS:
+        return None
+    roles = {"train": "training", "valid": "validation", "test": "test"}
+    if spec.files:
+        files = {role: [Path(path) for path in spec.files[split]] for split, role in roles.items()}
+    else:
+        data_dir = Path(spec.data_dir or ".")
+        names = {
+            "text": ["{split}." + config.src_lang, "{split}." + config.tgt_lang],
+            "tsv": ["{split}.tsv"],
+            "jsonl": ["{split}.jsonl"],
+        }[spec.kind]
+        files = {
+            role: [data_dir / name.format(split=getattr(config, f"{split}_split")) for name in names]
+            for split, role in roles.items()
+        }
+    folders = {path.resolve().parent for paths in files.values() for path in paths}
+    folder = (folders.pop().name or None) if len(folders) == 1 else None
+    by_files: dict[str, list[str]] = {}  # the same files may serve two roles (validation and test)
+    for role, paths in files.items():
+        shown = " + ".join(path.name if folder else f"{path.resolve().parent.name}/{path.name}" for path in paths)
+        by_files.setdefault(shown, []).append(role)
+    parts = [f"{shown} ({' and '.join(split_roles)})" for shown, split_roles in by_files.items()]
+    listed = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+    where = f" in the folder {folder}" if folder else ""
+    label = LOCAL_KINDS[spec.kind]
+    return {
+        "dataset_name": f"local {label} files{where}",
+        "local_data": f"{listed}{where}",
+        "notes": (
+            f"Trained on local {label} files, not a Hugging Face Hub dataset: {listed}{where}; "
+            f"{config.src_lang} → {config.tgt_lang}."
+        ),
+    }
+
+
 def _training_summary(config: TrainingConfig, results: dict[str, Any]) -> dict[str, Any]:
     """The run's figures for the model card, from its ``results.json`` (`results`), in the schema of
-    `vanilla_transformer.export.hub.read_training_summary`."""
+    `vanilla_transformer.export.hub.read_training_summary`. A Hugging Face dataset is named by its Hub id; the
+    user's own files by their names and folder (`local_data_description`), with no Hub id."""
     hub_dataset = config.dataset.removeprefix("hf:") if config.dataset.startswith("hf:") else None
+    local = local_data_description(config)
+    notes = None if hub_dataset else f"trained on the {config.dataset!r} data of vanilla-transformer"
+    if local:
+        notes = local["notes"]
     return {
         "dataset": hub_dataset,
-        "dataset_name": hub_dataset or config.dataset,
+        "dataset_name": hub_dataset or (local["dataset_name"] if local else config.dataset),
+        "local_data": local["local_data"] if local else None,
         "dataset_config": config.dataset_config if hub_dataset else None,
         "src_lang": config.src_lang,
         "tgt_lang": config.tgt_lang,
@@ -101,7 +160,7 @@ def _training_summary(config: TrainingConfig, results: dict[str, Any]) -> dict[s
             "beam size": config.num_beams,
             "length penalty (GNMT alpha)": config.length_penalty,
         },
-        "notes": None if hub_dataset else f"trained on the {config.dataset!r} data of vanilla-transformer",
+        "notes": notes,
     }
 
 
