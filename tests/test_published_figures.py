@@ -176,3 +176,31 @@ def test_the_readme_states_the_multi30k_presets_alpha_where_it_names_it():
     alpha = TrainingConfig.from_preset("multi30k").length_penalty
     stated = [float(value) for value in re.findall(r"`multi30k` preset's α is ([0-9.]+)", readme)]
     assert stated and all(value == alpha for value in stated), stated
+
+
+def lora_rows(results: dict) -> list[str]:
+    """The README's LoRA table, rendered from docs/results/lora.json (scripts/benchmark_lora.py)."""
+    training, generate = results["training"], results["generate"]
+    params, steps = training["parameters"], training["seconds_per_step"]
+    share = params["lora"]["trainable"] / params["full"]["trainable"]
+    rows = [
+        f"| trainable parameters | {params['full']['trainable']:,} | {params['lora']['trainable']:,} ({share:.1%}) |",
+        f"| training step, median | {1000 * steps['full']['median_s']:.1f} ms | {1000 * steps['lora']['median_s']:.1f}"
+        f" ms ({training['lora_over_full_median']:.2f}x) |",
+    ]
+    for key, search in (("greedy", "greedy"), ("beam4", "beam 4")):
+        speeds = {name: generate[key][name]["tokens_per_s"] for name in ("plain", "adapter", "merged")}
+        rows.append(
+            f"| `generate()` {search}, tokens/s: plain / with the adapter / merged | {speeds['plain']:,.0f} | "
+            f"{speeds['adapter']:,.0f} / {speeds['merged']:,.0f} |"
+        )
+    return rows
+
+
+def test_the_readme_lora_table_is_the_committed_benchmark():
+    results = read_json(ROOT / "docs" / "results" / "lora.json")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert all(results["generate"][key]["adapter_equals_merged"] for key in ("greedy", "beam4"))
+    for row in lora_rows(results):
+        assert row in readme, row
+    assert f"transformers {results['versions']['transformers']}, peft {results['versions']['peft']}" in readme
