@@ -18,7 +18,8 @@ from tiny_model import load_script, tiny_config
 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.data import read_lines, read_parallel_text
-from vanilla_transformer.generation import beam_search, load_translation_model, paper_generation_config, translate
+from vanilla_transformer.export.model_dir import load_model_dir
+from vanilla_transformer.generation import beam_search, paper_generation_config, translate
 from vanilla_transformer.training import parse_args, train
 from vanilla_transformer.training.checkpoints import list_checkpoints, load_checkpoint_weights
 from vanilla_transformer.training.state import CheckpointError
@@ -35,7 +36,7 @@ def model_dir(tiny_model_dir) -> Path:
 
 @pytest.fixture(scope="module")
 def model_and_tokenizer(model_dir):
-    return load_translation_model(model_dir)
+    return load_model_dir(model_dir)
 
 
 def small_model(**overrides) -> VanillaTransformerForConditionalGeneration:
@@ -220,9 +221,9 @@ def test_an_over_long_line_is_named_before_any_translation(model_and_tokenizer, 
 def test_a_run_directory_given_as_the_model_is_named(model_dir, tmp_path):
     shutil.copytree(model_dir, tmp_path / "run" / "model")
     with pytest.raises(FileNotFoundError, match=r"is a training run directory, not a model directory: pass .*model"):
-        load_translation_model(tmp_path / "run")
+        load_model_dir(tmp_path / "run")
     with pytest.raises(FileNotFoundError, match=r"holds no config.json"):
-        load_translation_model(tmp_path)
+        load_model_dir(tmp_path)
     translate_script = load_script("translate")
     (tmp_path / "source.en").write_text("seven\n", encoding="utf-8")
     for decoder in ([], ["--ctranslate2", str(tmp_path / "ct2")]):

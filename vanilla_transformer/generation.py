@@ -33,7 +33,6 @@ with its key/value cache. Any Hugging Face encoder-decoder (``AutoModelForSeq2Se
 
 from __future__ import annotations
 
-import argparse
 import math
 import numbers
 from collections.abc import Sequence
@@ -51,7 +50,6 @@ from transformers import (
 )
 from transformers.modeling_outputs import BaseModelOutput
 
-from .export.model_dir import check_model_dir, load_model_dir
 from .generation_vanilla_transformer import LENGTH_PENALTY_TYPE, cache_field
 from .generation_vanilla_transformer import MAX_LENGTH_OFFSET as MAX_LENGTH_OFFSET_FIELD
 
@@ -407,105 +405,14 @@ def _check_source_lengths(encoded: Sequence[Sequence[int]], limit: int | None) -
             )
 
 
-DECODING_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-"""The precisions ``--dtype`` offers for decoding."""
-
-
-def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
-    """The decoding options the translate and evaluate scripts share: section 6.1's search, batching, device."""
-    model_default = "default: the model's generation_config.json, else section 6.1's"
-    parser.add_argument("--num-beams", type=int, help=f"beam size ({model_default}: {NUM_BEAMS})")
-    parser.add_argument("--length-penalty", type=float, help=f"GNMT alpha ({model_default}: {LENGTH_PENALTY})")
-    parser.add_argument(
-        "--max-length-offset", type=int, help=f"at most input length + this ({model_default}: {MAX_LENGTH_OFFSET})"
-    )
-    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default: %(default)s)")
-    parser.add_argument(
-        "--device", default="cuda" if torch.cuda.is_available() else "cpu", help="default: %(default)s"
-    )
-    parser.add_argument(
-        "--num-threads", type=int, help="CPU threads (default: torch's); 1 is fastest on a CPU busy with other work"
-    )
-    parser.add_argument(
-        "--dtype",
-        choices=list(DECODING_DTYPES),
-        default="fp32",
-        help="precision of the weights and activations while decoding (default: %(default)s). bf16 is faster on GPUs "
-        "and on CPUs with AVX-512 BF16 or AMX, and may change some translations: the README gives BLEU against fp32",
-    )
-
-
-def check_decoding_arguments(args: argparse.Namespace) -> None:
-    """Reject, before any file or model is read, the search options of `add_decoding_arguments` that cannot work
-    (`check_search_settings`) and a ``--batch-size`` or ``--num-threads`` below 1: a ValueError naming the option."""
-    search = {name: getattr(args, name) for name in ("num_beams", "length_penalty", "max_length_offset")}
-    check_search_settings(flag=True, **search)
-    for option, value in (("--batch-size", args.batch_size), ("--num-threads", args.num_threads)):
-        if value is not None and value < 1:
-            raise ValueError(f"{option} must be at least 1, got {option}={value}")
-
-
-def resolve_search_arguments(args: argparse.Namespace, generation_config: GenerationConfig | None) -> None:
-    """Fill in the search options of `add_decoding_arguments` that were not given (None), in place: from
-    `generation_config` when it asks for section 6.1's search (`paper_generation_config`, which ``train`` exports
-    with the run's beam size, alpha and offset), else section 6.1's beam 4, alpha 0.6 and input length + 50. So the
-    command line translates with the search ``model.generate()`` runs and the training run scored. A value of
-    `generation_config` that cannot work raises a ValueError naming the field and the option that overrides it."""
-    gnmt = generation_config is not None and getattr(generation_config, LENGTH_PENALTY_TYPE, None) == "gnmt"
-    # (option, generation config field, section 6.1's value)
-    for name, field, default in (
-        ("num_beams", "num_beams", NUM_BEAMS),
-        ("length_penalty", "length_penalty", LENGTH_PENALTY),
-        ("max_length_offset", MAX_LENGTH_OFFSET_FIELD, MAX_LENGTH_OFFSET),
-    ):
-        if getattr(args, name) is None:
-            value = getattr(generation_config, field, default) if gnmt else default
-            check_search_settings(
-                where=f"the model's generation_config.json (override it with --{name.replace('_', '-')}): ",
-                **{field: value},
-            )
-            setattr(args, name, value)
-
-
-def translate_with_options(args: argparse.Namespace, sentences: Sequence[str]) -> list[str]:
-    """Translate `sentences` with the model directory ``args.model`` and the options of `add_decoding_arguments`,
-    ``--num-threads`` included, with a progress bar: what the translate and evaluate commands run. Search options
-    not given are the model's (`resolve_search_arguments`) and are filled into `args`."""
-    if args.num_threads is not None:
-        torch.set_num_threads(args.num_threads)
-    model, tokenizer = load_model_dir(args.model, args.device)
-    resolve_search_arguments(args, model.generation_config)
-    model.to(DECODING_DTYPES[args.dtype])
-    return translate(
-        model,
-        tokenizer,
-        sentences,
-        num_beams=args.num_beams,
-        length_penalty=args.length_penalty,
-        max_length_offset=args.max_length_offset,
-        batch_size=args.batch_size,
-        show_progress=True,
-    )
-
-
-# The one check and the one loader of a model directory live in `vanilla_transformer.export.model_dir`; these names stay
-# for code written against this module.
-load_translation_model = load_model_dir
-
-
 __all__ = [
     "LENGTH_PENALTY",
     "MAX_LENGTH_OFFSET",
     "NUM_BEAMS",
     "beam_search",
-    "check_decoding_arguments",
-    "check_model_dir",
     "check_search_settings",
     "gnmt_length_penalty",
     "has_fast_generation",
-    "load_translation_model",
     "paper_generation_config",
-    "resolve_search_arguments",
     "translate",
-    "translate_with_options",
 ]

@@ -18,8 +18,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
-from vanilla_transformer.cli.translate import STDIN, read_input_lines
-from vanilla_transformer.generation import add_decoding_arguments, check_decoding_arguments, translate_with_options
+from vanilla_transformer.cli.decoding import (
+    STDIN,
+    add_decoding_arguments,
+    check_decoding_arguments,
+    read_input_lines,
+    translate_with_options,
+)
 from vanilla_transformer.training import score_translations
 
 

@@ -11,7 +11,6 @@ else section 6.1's: beam 4, GNMT length penalty alpha = 0.6, at most input lengt
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,51 +19,15 @@ from transformers import AutoTokenizer, GenerationConfig
 from transformers.utils import GENERATION_CONFIG_NAME
 
 import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
-from vanilla_transformer.data import split_lines
-from vanilla_transformer.export.model_dir import check_model_dir
-from vanilla_transformer.generation import (
+from vanilla_transformer.cli.decoding import (
+    STDIN,
     add_decoding_arguments,
     check_decoding_arguments,
+    read_input_lines,
     resolve_search_arguments,
     translate_with_options,
 )
-
-STDIN = "-"
-"""The file name that stands for standard input."""
-
-
-def read_input_lines(path: str | os.PathLike[str], option: str) -> list[str]:
-    """The lines of the UTF-8 text at `path`, split on ``"\\n"`` only (`split_lines`), a byte-order mark dropped.
-
-    `path` may be a regular file, a pipe or FIFO (``<(head -n 5 ref.txt)``, ``/dev/fd/63``, ``mkfifo``), a
-    character device, or ``-`` for standard input. `option` is the command-line argument that named it (e.g.
-    ``--reference``), named in every error.
-
-    Raises:
-        FileNotFoundError: If nothing is at `path`.
-        IsADirectoryError: If `path` is a directory.
-        OSError: If it cannot be read.
-        ValueError: If it is not UTF-8 text, naming the line.
-    """
-    if str(path) == STDIN:
-        name, stream = f"{option}={STDIN} (standard input)", sys.stdin
-        data = stream.buffer.read() if hasattr(stream, "buffer") else stream.read().encode("utf-8")
-    else:
-        name, file = f"{option}={path}", Path(path)
-        if not file.exists():
-            raise FileNotFoundError(f"{name}: no such file")
-        if file.is_dir():
-            raise IsADirectoryError(f"{name} is a directory, not a file of lines")
-        try:
-            data = file.read_bytes()  # also a pipe's or FIFO's: read to its end
-        except OSError as error:
-            raise OSError(f"{name} cannot be read: {error.strerror or error}") from error
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        line = data[: error.start].count(b"\n") + 1
-        raise ValueError(f"{name}, line {line}: not UTF-8 text ({error.reason} at byte {error.start})") from error
-    return split_lines(text)
+from vanilla_transformer.export.model_dir import check_model_dir
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
