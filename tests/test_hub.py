@@ -46,6 +46,7 @@ SUMMARY = {
 }
 UPLOADED_FILES = {
     "README.md",
+    "cache_vanilla_transformer.py",
     "config.json",
     "configuration_vanilla_transformer.py",
     "decoder_vanilla_transformer.py",

@@ -27,10 +27,14 @@ from vanilla_transformer import (
     shift_tokens_right,
     sinusoidal_table,
 )
-from vanilla_transformer.generation_vanilla_transformer import CACHE_NAMES, cache_field
+from vanilla_transformer.cache_vanilla_transformer import CACHE_NAMES, cache_field
 
 PAD, BOS, EOS = 0, 2, 3
-GENERATION_FILES = ("generation_vanilla_transformer.py", "decoder_vanilla_transformer.py")
+GENERATION_FILES = (
+    "generation_vanilla_transformer.py",
+    "decoder_vanilla_transformer.py",
+    "cache_vanilla_transformer.py",
+)
 
 
 def tiny_config(vocab_size: int = 40, **overrides) -> VanillaTransformerConfig:

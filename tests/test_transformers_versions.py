@@ -15,9 +15,9 @@ from copy_task import MAX_NEW_TOKENS, generate, greedy_by_forward_passes, senten
 from transformers import GenerationMixin
 
 import vanilla_transformer.generation_vanilla_transformer as fast
+from vanilla_transformer.cache_vanilla_transformer import UnsupportedCacheError, cache_field
 from vanilla_transformer.export.marian import vanilla_to_marian
 from vanilla_transformer.generation import translate
-from vanilla_transformer.generation_vanilla_transformer import UnsupportedCacheError, cache_field
 
 
 def test_the_copy_model_copies(copy_model, copy_batch):

@@ -50,7 +50,8 @@ from transformers import (
 )
 from transformers.modeling_outputs import BaseModelOutput
 
-from .generation_vanilla_transformer import LENGTH_PENALTY_TYPE, cache_field
+from .cache_vanilla_transformer import cache_field
+from .generation_vanilla_transformer import LENGTH_PENALTY_TYPE
 from .generation_vanilla_transformer import MAX_LENGTH_OFFSET as MAX_LENGTH_OFFSET_FIELD
 
 CACHE = cache_field()

@@ -31,10 +31,7 @@ call through untouched. It also leaves to transformers' loop any model whose dec
 weights do not (a forward hook, a PEFT method other than plain LoRA, which it folds into the weights:
 `decoder_vanilla_transformer.unsupported_modules`).
 
-The generation cache: transformers 5.24 renamed it from ``past_key_values`` to ``cache`` (model arguments, output
-fields). The model takes both names and returns it in the field the installed transformers' outputs have
-(`cache_field`); a cache handed over under any other name, or one it cannot use, raises `UnsupportedCacheError`,
-naming the tested range (`TESTED_TRANSFORMERS`), rather than decoding without its past.
+The generation cache, under the name the installed transformers gives it: ``cache_vanilla_transformer.py``.
 
 The decoder itself, and why it is faster, are in ``decoder_vanilla_transformer.py``.
 
@@ -51,76 +48,13 @@ from dataclasses import dataclass, fields
 from typing import NamedTuple
 
 import torch
-import transformers
 from torch.nn import functional as F
 from transformers import GenerationMixin
 from transformers.cache_utils import Cache
 from transformers.generation.stopping_criteria import EosTokenCriteria, MaxLengthCriteria
-from transformers.modeling_outputs import Seq2SeqLMOutput
 
+from .cache_vanilla_transformer import cache_field
 from .decoder_vanilla_transformer import DecoderWeights, IncrementalDecoder, unsupported_modules
-
-# --------------------------------------------------------------------------------------------------------------------
-# transformers' name for the generation cache
-# --------------------------------------------------------------------------------------------------------------------
-
-TESTED_TRANSFORMERS = ("5.23", "5.24")
-"""The transformers minor releases this code is tested with (CI runs the oldest and the newest)."""
-
-CACHE_NAMES = ("cache", "past_key_values")
-"""The names transformers has given the generation cache: ``cache`` from 5.24, ``past_key_values`` before."""
-
-
-class UnsupportedCacheError(RuntimeError):
-    """transformers handed the model a cache this code does not know how to use: decoding without it would be
-    silently wrong (each step would see only its last token), so it stops instead."""
-
-    def __init__(self, problem: str):
-        low, high = TESTED_TRANSFORMERS
-        super().__init__(
-            f"{problem}. This model's code is tested with transformers {low} to {high}, and this is "
-            f"transformers {transformers.__version__}: install a tested version (pip install "
-            f"'transformers>={low},<{_next_minor(high)}'), or update the model's code."
-        )
-
-
-def _next_minor(version: str) -> str:
-    major, minor = version.split(".")[:2]
-    return f"{major}.{int(minor) + 1}"
-
-
-def cache_field(output_class: type = Seq2SeqLMOutput) -> str:
-    """The field of transformers' model outputs that carries the generation cache, as the installed transformers
-    names it: generation reads the cache back from there."""
-    names = getattr(output_class, "__dataclass_fields__", {})
-    field = next((name for name in CACHE_NAMES if name in names), None)
-    if field is None:
-        raise UnsupportedCacheError(f"{output_class.__name__} has no field named {' or '.join(CACHE_NAMES)}")
-    return field
-
-
-def generation_cache(cache, past_key_values, kwargs: dict):
-    """The decoder's cache, under whichever of transformers' names (`CACHE_NAMES`) it came.
-
-    Raises `UnsupportedCacheError` for a cache under any other name among the model arguments `kwargs`, or one that
-    is not a ``transformers.Cache``: the model never decodes without the past it was handed."""
-    if cache is not None and past_key_values is not None and cache is not past_key_values:
-        raise ValueError("cache and past_key_values were both given: pass the generation cache once, as `cache`")
-    if past_key_values is not None and cache_field() == "cache":
-        # as transformers' own models say it (its `deprecate_kwarg`)
-        warnings.warn(
-            "`past_key_values` is deprecated in this transformers: pass the generation cache as `cache` instead",
-            FutureWarning,
-            stacklevel=3,
-        )
-    cache = cache if cache is not None else past_key_values
-    unknown = sorted(name for name, value in kwargs.items() if isinstance(value, Cache))
-    if unknown:
-        raise UnsupportedCacheError(f"the model was handed a generation cache as {', '.join(unknown)}")
-    if cache is not None and not isinstance(cache, Cache):
-        raise UnsupportedCacheError(f"the generation cache is a {type(cache).__name__}, not a transformers Cache")
-    return cache
-
 
 LENGTH_PENALTY_TYPE = "length_penalty_type"
 """Generation config field: ``"gnmt"`` for ``((5 + |Y|) / 6) ** alpha``; absent or ``"length"``: ``|Y| ** alpha``."""
@@ -521,14 +455,9 @@ class FastGenerationMixin:
 
 
 __all__ = [
-    "CACHE_NAMES",
-    "TESTED_TRANSFORMERS",
     "FastGenerationMixin",
-    "UnsupportedCacheError",
     "beam_search",
-    "cache_field",
     "fast_generate",
-    "generation_cache",
     "greedy_search",
     "hook_signatures_match",
 ]

@@ -41,8 +41,9 @@ from transformers.utils import TransformersKwargs, can_return_tuple
 from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
+from .cache_vanilla_transformer import cache_field, generation_cache
 from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .generation_vanilla_transformer import FastGenerationMixin, cache_field, generation_cache
+from .generation_vanilla_transformer import FastGenerationMixin
 
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int | None, decoder_start_token_id: int | None):
