@@ -5,6 +5,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -521,3 +522,26 @@ def test_select_on_valid_keeps_the_average_unless_the_last_checkpoint_beats_it_b
 def test_bad_time_budget_is_rejected_naming_the_option():
     with pytest.raises(ValueError, match=r"--max-train-minutes must be positive, got --max-train-minutes=0"):
         TrainingConfig.from_preset("numbers", max_train_minutes=0)
+
+
+def test_a_busy_run_directory_is_refused_and_a_killed_run_leaves_no_lock(tmp_path):
+    """Two real `vanilla-transformer train` processes into one folder: the second stops at once, naming it, while
+    the first runs; once the first is SIGKILLed, a third runs there (``--overwrite``): no stale lock."""
+    run_dir = tmp_path / "run"
+    command = [sys.executable, "-m", "vanilla_transformer", "train", *TINY, "--output-dir", str(run_dir)]
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    first = subprocess.Popen([*command, "--max-steps", "100000"], env=environment, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not (run_dir / "training_config.json").is_file():  # the first run has started
+            assert first.poll() is None and time.monotonic() < deadline, "the first run did not start"
+            time.sleep(0.2)
+        second = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=120)
+        assert second.returncode != 0 and f"--output-dir={run_dir} is in use" in second.stderr, second.stderr[-2000:]
+        assert first.poll() is None  # the refused run did not disturb the first
+    finally:
+        first.kill()
+        first.wait()
+    third = subprocess.run([*command, "--overwrite"], env=environment, capture_output=True, text=True, timeout=300)
+    assert third.returncode == 0, third.stderr[-2000:]
+    assert json.loads((run_dir / "results.json").read_text())["step"] == 8

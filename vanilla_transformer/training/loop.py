@@ -57,7 +57,7 @@ from .checkpoints import (
 from .evaluation import _best_validation, _evaluate, _select_on_valid, _test
 from .options import TRAINING_CONFIG_NAME, TrainingConfig, micro_batch_plan
 from .results import _export, _training_summary, run_environment
-from .run_dir import inspect_run_dir, mark_run_started, prepare_run_dir
+from .run_dir import inspect_run_dir, lock_run_dir, mark_run_started, prepare_run_dir
 from .schedule import noam_schedule
 from .setup import RunData, build_model_config, prepare_data
 from .step import _to_device, accumulate_gradients
@@ -369,14 +369,18 @@ def train(config: TrainingConfig) -> dict[str, Any]:
         throughput and padding share, and the checkpoints averaged.
     """
     started, load = time.perf_counter(), os.getloadavg()
-    run = _start_run(config)
-    data = _prepare_data(run)
-    trainer = _build_trainer(run, data)
-    window = _train_loop(run, data, trainer)
-    results = _finish(run, data, trainer, window)
-    results["seconds"] = time.perf_counter() - started
-    results["environment"] = run_environment(load)
-    _write_results(run, data, results)
+    lock = lock_run_dir(config)  # one writer per run directory, until this returns or the process ends
+    try:
+        run = _start_run(config)
+        data = _prepare_data(run)
+        trainer = _build_trainer(run, data)
+        window = _train_loop(run, data, trainer)
+        results = _finish(run, data, trainer, window)
+        results["seconds"] = time.perf_counter() - started
+        results["environment"] = run_environment(load)
+        _write_results(run, data, results)
+    finally:
+        lock.release()
     # The DDP wrapper's C++ reducer holds the gloo/NCCL process group. Were it the group's last holder, the group
     # would be destroyed as train() returns, with the GIL held, and wait for its worker threads, which may need the
     # GIL to free the tensors of a finished collective: a deadlock (pytorch/pytorch#56297), seen here in 8 of 30

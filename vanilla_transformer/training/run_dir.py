@@ -7,6 +7,9 @@ Users' folders are not ours to delete. A folder counts as a run directory when i
 after the new run's data and model settings have passed their checks; a non-empty folder holding no run is refused,
 with or without ``--overwrite``. A run that failed before it started left only its marker and what it wrote: the
 same folder can be used again at once, without ``--overwrite``.
+
+A run directory has one writer: `lock_run_dir` takes an exclusive ``flock`` on the folder itself, which the operating
+system drops when the process ends, however it ends, so a killed run never leaves a stale lock behind.
 """
 
 from __future__ import annotations
@@ -15,6 +18,11 @@ import logging
 import os
 import shutil
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # not on Windows: no lock there
+    fcntl = None
 
 from accelerate import Accelerator
 
@@ -28,6 +36,49 @@ RUN_MARKER = ".vanilla-transformer-run"
 
 DAMAGED_PREFIX = "damaged-"
 """Checkpoints that could not be resumed from are renamed ``damaged-checkpoint-<step>`` (kept, never deleted)."""
+
+
+class RunLock:
+    """An exclusive ``flock`` on a run directory, held by this process until `release` (or its end)."""
+
+    def __init__(self, run_dir: Path, descriptor: int | None, created: bool):
+        self.run_dir, self.descriptor, self.created = run_dir, descriptor, created
+
+    def release(self) -> None:
+        """Drop the lock; remove the folder if taking the lock created it and nothing was written there since."""
+        if self.descriptor is not None:
+            os.close(self.descriptor)  # closing the descriptor drops its flock
+            self.descriptor = None
+        if self.created and self.run_dir.is_dir() and not any(self.run_dir.iterdir()):
+            self.run_dir.rmdir()
+
+
+def lock_run_dir(config: TrainingConfig) -> RunLock:
+    """Take the run directory ``config.output_dir`` for this run: no other ``train`` may write there until it ends.
+
+    The folder is created if missing (and removed again by `RunLock.release` if the run wrote nothing into it). Of
+    the processes of one launch, the first (``RANK`` 0) takes the lock, for all of them.
+
+    Raises:
+        ValueError: If another process holds the folder, naming it; or if ``--output-dir`` is a file.
+    """
+    run_dir = Path(config.output_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ValueError(f"--output-dir={config.output_dir} is a file, not a directory")
+    if fcntl is None or os.environ.get("RANK", "0") != "0":
+        return RunLock(run_dir, None, created=False)
+    created = not run_dir.exists()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(run_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        raise ValueError(
+            f"--output-dir={config.output_dir} is in use: another train process is writing to it. Wait for it to "
+            f"end, or choose another --output-dir"
+        ) from None
+    return RunLock(run_dir, descriptor, created)
 
 
 def _run_outputs(config: TrainingConfig) -> list[str]:
@@ -134,4 +185,12 @@ def _delete_outputs(run_dir: Path, config: TrainingConfig) -> None:
         logger.warning(f"--overwrite kept what the run did not write in {run_dir}: {', '.join(others[:10])}")
 
 
-__all__ = ["DAMAGED_PREFIX", "RUN_MARKER", "inspect_run_dir", "mark_run_started", "prepare_run_dir"]
+__all__ = [
+    "DAMAGED_PREFIX",
+    "RUN_MARKER",
+    "RunLock",
+    "inspect_run_dir",
+    "lock_run_dir",
+    "mark_run_started",
+    "prepare_run_dir",
+]
