@@ -377,7 +377,7 @@ def test_evaluate_reads_pipes_fifos_and_standard_input(tmp_path, monkeypatch, ca
         assert exact_match("--hypotheses", str(fifo), "--reference", str(references)) == pytest.approx(200 / 3)
         monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(first_three.encode("utf-8"))))
         assert exact_match("--hypotheses", str(hypotheses), "--reference", "-") == pytest.approx(200 / 3)
-        with pytest.raises(ValueError, match=r"--reference=/dev/fd/\d+, line 2: not UTF-8 text"):
+        with pytest.raises(ValueError, match=r"--reference=/dev/fd/\d+:2: not UTF-8 text"):
             evaluate.main(["--hypotheses", str(hypotheses), "--reference", os_pipe(b"eins\nd\xe9j\n", opened)])
     finally:
         writer.join(timeout=10)

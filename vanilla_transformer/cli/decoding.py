@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from transformers import GenerationConfig
 
-from ..data import split_lines
+from ..data import decode_lines
 from ..export.model_dir import load_model_dir
 from ..generation import (
     LENGTH_PENALTY,
@@ -59,12 +59,7 @@ def read_input_lines(path: str | os.PathLike[str], option: str) -> list[str]:
             data = file.read_bytes()  # also a pipe's or FIFO's: read to its end
         except OSError as error:
             raise OSError(f"{name} cannot be read: {error.strerror or error}") from error
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        line = data[: error.start].count(b"\n") + 1
-        raise ValueError(f"{name}, line {line}: not UTF-8 text ({error.reason} at byte {error.start})") from error
-    return split_lines(text)
+    return decode_lines(data, name)
 
 
 DECODING_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}

@@ -241,12 +241,17 @@ def read_lines(path: str | os.PathLike[str]) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
-    data = path.read_bytes()
+    return decode_lines(path.read_bytes(), str(path))
+
+
+def decode_lines(data: bytes, name: str) -> list[str]:
+    """The lines (`split_lines`) of UTF-8 `data`, a byte-order mark dropped; else a ValueError naming `name` (a
+    file, or the option that named a pipe) and the line: ``name:line: not UTF-8 text``."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         line = data[: error.start].count(b"\n") + 1
-        raise ValueError(f"{path}:{line}: not UTF-8 text ({error.reason} at byte {error.start})") from error
+        raise ValueError(f"{name}:{line}: not UTF-8 text ({error.reason} at byte {error.start})") from error
     return split_lines(text)
 
 
