@@ -28,8 +28,8 @@ from pathlib import Path
 import torch
 
 from vanilla_transformer.export.model_dir import load_model_dir
-from vanilla_transformer.generation import translate
 from vanilla_transformer.metrics import compute_bleu
+from vanilla_transformer.translation import translate
 
 MULTI30K = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "multi30k"
 

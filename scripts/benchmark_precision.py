@@ -42,12 +42,12 @@ from vanilla_transformer.data import (
     read_parallel_text,
     tokenize_pairs,
 )
-from vanilla_transformer.generation import translate
 from vanilla_transformer.metrics import compute_bleu
 from vanilla_transformer.modeling_vanilla_transformer import token_cross_entropy
 from vanilla_transformer.tokenization import train_tokenizer
 from vanilla_transformer.training import build_model_config, noam_schedule, parse_args
 from vanilla_transformer.training.step import _forward
+from vanilla_transformer.translation import translate
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,10 +30,10 @@ import torch
 
 from vanilla_transformer.data.spec import load_corpus
 from vanilla_transformer.export.model_dir import load_model_dir
-from vanilla_transformer.generation import translate
 from vanilla_transformer.metrics import compute_bleu, compute_chrf
 from vanilla_transformer.training.options import TRAINING_CONFIG_NAME, TrainingConfig
 from vanilla_transformer.training.setup import corpus_spec
+from vanilla_transformer.translation import translate
 
 ALPHAS = (0.0, 0.6, 0.8, 1.0, 1.2, 1.5, 2.0)
 

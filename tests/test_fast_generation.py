@@ -1,5 +1,5 @@
 """generate() on the fast incremental decoder (generation_vanilla_transformer.py) against independent searches:
-transformers' own greedy and beam search loops, and `vanilla_transformer.generation.beam_search` (the paper's)."""
+transformers' own greedy and beam search loops, and `vanilla_transformer.translation.beam_search` (the paper's)."""
 
 import warnings
 
@@ -8,9 +8,9 @@ import torch
 from test_translate import padded_batch, tiny_model
 from transformers import GenerationConfig
 
-from vanilla_transformer.generation import beam_search, paper_generation_config, translate
 from vanilla_transformer.generation_vanilla_transformer import _top
 from vanilla_transformer.tokenization import EOS_ID
+from vanilla_transformer.translation import beam_search, paper_generation_config, translate
 
 SOURCES = [[5, 6, 7, 8, 9, 10, EOS_ID], [11, 4, 5, EOS_ID], [7, EOS_ID], [4, 4, 9, 10, 6, EOS_ID]]
 

@@ -192,7 +192,7 @@ def test_merged_and_unmerged_decode_the_same(lora_run, tiny_model_dir):
     from safetensors.torch import load_file
 
     from vanilla_transformer.export.model_dir import load_model_dir
-    from vanilla_transformer.generation import translate
+    from vanilla_transformer.translation import translate
 
     merged_dir = lora_run / "merged"
     assert load_file(merged_dir / "model.safetensors").keys() == load_file(tiny_model_dir / "model.safetensors").keys()

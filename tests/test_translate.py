@@ -18,13 +18,13 @@ from torch.nn import functional as F
 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.export.model_dir import save_model_dir
-from vanilla_transformer.generation import (
+from vanilla_transformer.tokenization import EOS_ID, train_tokenizer
+from vanilla_transformer.translation import (
     beam_search,
     gnmt_length_penalty,
     paper_generation_config,
     translate,
 )
-from vanilla_transformer.tokenization import EOS_ID, train_tokenizer
 
 
 def tiny_model(

@@ -5,7 +5,7 @@ length during inference to input length + 50, but terminate early when possible.
 (Wu et al., 2016): a finished hypothesis Y scores ``log P(Y | X) / ((5 + |Y|) / 6) ** alpha``.
 
 transformers' own beam search divides by ``|Y| ** alpha`` and has one maximum length per batch. Two generation
-config fields, which transformers keeps as they are (`vanilla_transformer.generation.paper_generation_config`
+config fields, which transformers keeps as they are (`vanilla_transformer.translation.paper_generation_config`
 writes both), select the paper's search:
 
 * ``length_penalty_type="gnmt"``: GNMT's ``((5 + |Y|) / 6) ** length_penalty`` in place of ``|Y| ** length_penalty``;
@@ -23,7 +23,7 @@ transformers' loop, which then ignores the two fields above (with a warning when
 both give the same tokens: the search is transformers' step for step (the 2k best extensions, of which those among
 the k best that end finish, the k best others live on; the same early-stopping rules), only computed with less
 overhead. ``tests/test_fast_generation.py`` checks both against transformers and against
-`vanilla_transformer.generation.beam_search`.
+`vanilla_transformer.translation.beam_search`.
 
 ``_sample`` and ``_beam_search`` are private to transformers, and may change in any release: the override serves
 calls only where their signatures are the ones it was written for (`hook_signatures_match`), and passes every other
@@ -361,7 +361,7 @@ def fast_generate(model, config, kwargs) -> torch.Tensor:
     fill = int(pad) if pad is not None else int(eos[0])
     if length_penalty_of(config) == "length" and fill == 0:
         # transformers pads beam search output with </s> when pad_token_id is 0 (its `pad or eos`): the same here.
-        # The paper's search pads with pad_token_id, as `vanilla_transformer.generation.beam_search` does.
+        # The paper's search pads with pad_token_id, as `vanilla_transformer.translation.beam_search` does.
         fill = int(eos[0])
     return beam_search(
         decoder,

@@ -19,15 +19,15 @@ from transformers import GenerationConfig
 
 from ..data import decode_lines
 from ..export.model_dir import load_model_dir
-from ..generation import (
+from ..generation_vanilla_transformer import LENGTH_PENALTY_TYPE
+from ..generation_vanilla_transformer import MAX_LENGTH_OFFSET as MAX_LENGTH_OFFSET_FIELD
+from ..translation import (
     LENGTH_PENALTY,
     MAX_LENGTH_OFFSET,
     NUM_BEAMS,
     check_search_settings,
     translate,
 )
-from ..generation_vanilla_transformer import LENGTH_PENALTY_TYPE
-from ..generation_vanilla_transformer import MAX_LENGTH_OFFSET as MAX_LENGTH_OFFSET_FIELD
 
 STDIN = "-"
 """The file name that stands for standard input."""

@@ -28,7 +28,7 @@ from typing import Any
 from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
 from transformers import PreTrainedModel
 
-from ..generation import paper_generation_config
+from ..translation import paper_generation_config
 from .model_dir import SUMMARY_FILE, check_model_dir, load_model_dir, save_model_dir
 
 logger = logging.getLogger(__name__)

@@ -21,11 +21,11 @@ from ..data import (
     TranslationCollator,
     example_lengths,
 )
-from ..generation import translate
 from ..metrics import compute_bleu, compute_chrf, exact_match
 from ..modeling_vanilla_transformer import (
     token_cross_entropy,
 )
+from ..translation import translate
 from .checkpoints import (
     average_checkpoints,
     load_weights,

@@ -13,7 +13,7 @@ from typing import Any, get_type_hints
 
 from ..configuration_vanilla_transformer import PRESETS as MODEL_PRESETS
 from ..data.spec import KINDS as DATASET_KINDS
-from ..generation import check_search_settings
+from ..translation import check_search_settings
 
 _REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 TRAINING_CONFIG_NAME = "training_config.json"

@@ -14,10 +14,10 @@ from typing import Any
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from ..export.model_dir import save_model_dir
-from ..generation import paper_generation_config
 from ..modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
 )
+from ..translation import paper_generation_config
 from .checkpoints import (
     average_checkpoints,
     list_checkpoints,
