@@ -46,7 +46,7 @@ from vanilla_transformer.metrics import compute_bleu
 from vanilla_transformer.modeling_vanilla_transformer import token_cross_entropy
 from vanilla_transformer.tokenization import train_tokenizer
 from vanilla_transformer.training import build_model_config, noam_schedule, parse_args
-from vanilla_transformer.training.step import _forward
+from vanilla_transformer.training.step import teacher_forced_logits
 from vanilla_transformer.translation import translate
 
 
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             autocast = torch.autocast("cpu", dtype=torch.bfloat16) if name != "fp32" else nullcontext()
             started = time.perf_counter()
             with autocast:
-                logits = _forward(model, batch)
+                logits = teacher_forced_logits(model, batch)
             loss = token_cross_entropy(logits.float(), batch["labels"], label_smoothing=config.label_smoothing)
             loss.backward()
             optimizers[name].step()

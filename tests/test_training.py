@@ -489,7 +489,7 @@ def test_select_on_valid_keeps_the_average_unless_the_last_checkpoint_beats_it_b
     tmp_path, monkeypatch, last_bleu, margin, selected
 ):
     """The tiny run's BLEU is 0 for every candidate, so the selection's validation scores are forced: 10 for the
-    average, then `last_bleu` for the last checkpoint (the order `_select_on_valid` scores them). The last
+    average, then `last_bleu` for the last checkpoint (the order `select_on_valid` scores them). The last
     checkpoint wins only when it is better by more than --select-margin; the selected weights are then exported and
     scored on the test set, and the other candidate is scored on the test set as well."""
     from vanilla_transformer.training import evaluation
@@ -497,7 +497,7 @@ def test_select_on_valid_keeps_the_average_unless_the_last_checkpoint_beats_it_b
     forced, real = iter([10.0, last_bleu]), evaluation.compute_bleu
 
     def compute_bleu(hypotheses, references):
-        score = next(forced, None) if sys._getframe(1).f_code.co_name == "_select_on_valid" else None
+        score = next(forced, None) if sys._getframe(1).f_code.co_name == "select_on_valid" else None
         return real(hypotheses, references) if score is None else {"score": score, "signature": "forced"}
 
     monkeypatch.setattr(evaluation, "compute_bleu", compute_bleu)

@@ -31,7 +31,7 @@ from .checkpoints import (
     load_weights,
 )
 from .options import TrainingConfig
-from .step import _forward, _to_device
+from .step import teacher_forced_logits, to_device
 from .tracking import read_metrics
 
 logger = get_logger(__name__)
@@ -87,8 +87,8 @@ def _validation_loss(
     totals = torch.zeros(3, dtype=torch.float64, device=accelerator.device)  # smoothed loss, NLL, target tokens
     model.eval()
     for indices in batches[accelerator.process_index :: accelerator.num_processes]:
-        batch = _to_device(collate([examples[i] for i in indices]), accelerator.device)
-        logits = _forward(model, batch)
+        batch = to_device(collate([examples[i] for i in indices]), accelerator.device)
+        logits = teacher_forced_logits(model, batch)
         labels = batch["labels"]
         # num_items_in_batch=1: the summed loss, divided by the token count of all processes below.
         totals[0] += token_cross_entropy(logits, labels, 1, label_smoothing=config.label_smoothing).double()
@@ -99,7 +99,7 @@ def _validation_loss(
     return {"valid_loss": smoothed / tokens, "valid_ppl": math.exp(nll / tokens)}
 
 
-def _evaluate(
+def evaluate_on_valid(
     accelerator: Accelerator,
     model,
     tokenizer: PreTrainedTokenizerBase,
@@ -122,7 +122,7 @@ def _evaluate(
     )
 
 
-def _select_on_valid(
+def select_on_valid(
     accelerator: Accelerator,
     model,
     tokenizer: PreTrainedTokenizerBase,
@@ -163,7 +163,7 @@ def _select_on_valid(
     return results
 
 
-def _best_validation(metrics_path: Path) -> dict[str, Any]:
+def best_validation(metrics_path: Path) -> dict[str, Any]:
     """The best validation BLEU logged during training, and its step (none when no evaluation ran)."""
     rows = [row for row in read_metrics(metrics_path) if "valid_bleu" in row] if metrics_path.is_file() else []
     if not rows:
@@ -172,7 +172,7 @@ def _best_validation(metrics_path: Path) -> dict[str, Any]:
     return {"best_valid_bleu": best["valid_bleu"], "best_valid_step": best["step"]}
 
 
-def _test(
+def score_test_set(
     accelerator: Accelerator, model, tokenizer: PreTrainedTokenizerBase, pairs: Sequence[Pair], config: TrainingConfig
 ) -> dict[str, Any]:
     """Translate the test set, write it with its translations into the run directory, print samples; the scores."""

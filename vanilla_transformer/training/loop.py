@@ -54,13 +54,13 @@ from .checkpoints import (
     load_weights,
     save_checkpoint,
 )
-from .evaluation import _best_validation, _evaluate, _select_on_valid, _test
+from .evaluation import best_validation, evaluate_on_valid, score_test_set, select_on_valid
 from .options import TRAINING_CONFIG_NAME, TrainingConfig, micro_batch_plan
-from .results import _export, _training_summary, run_environment
+from .results import export_model, run_environment, training_summary
 from .run_dir import inspect_run_dir, lock_run_dir, mark_run_started, prepare_run_dir
 from .schedule import noam_schedule
 from .setup import RunData, build_model_config, prepare_data
-from .step import _to_device, accumulate_gradients
+from .step import accumulate_gradients, to_device
 from .tracking import JsonlTracker, plot_metrics
 
 logger = get_logger(__name__)
@@ -269,7 +269,7 @@ def _train_loop(run: _Run, data: RunData, trainer: _Trainer) -> _LogWindow:
     clock = time.perf_counter()
     with logging_redirect_tqdm():
         while progress.step < config.max_steps and not out_of_time(accelerator, progress, config.max_train_minutes):
-            micro_batches = [_to_device(next(batches), accelerator.device) for _ in range(trainer.grad_accum)]
+            micro_batches = [to_device(next(batches), accelerator.device) for _ in range(trainer.grad_accum)]
             stats = accumulate_gradients(accelerator, trainer.model, micro_batches, config.label_smoothing)
             grad_norm = accelerator.clip_grad_norm_(trainer.model.parameters(), config.max_grad_norm or math.inf)
             learning_rate = trainer.scheduler.get_last_lr()[0]
@@ -284,7 +284,7 @@ def _train_loop(run: _Run, data: RunData, trainer: _Trainer) -> _LogWindow:
             if progress.step % config.log_every == 0:
                 window.log(accelerator, bar, progress.step, learning_rate, progress.epoch)
             if progress.step % config.eval_every == 0 and data.valid_examples:
-                _evaluate(
+                evaluate_on_valid(
                     accelerator, trainer.unwrapped, data.tokenizer, data.valid, data.valid_examples, config, collate,
                     progress.step,
                 )  # fmt: skip
@@ -328,19 +328,19 @@ def _finish(run: _Run, data: RunData, trainer: _Trainer, window: _LogWindow) -> 
     chosen = "averaged"
     if config.select_on_valid and len(averaged) > 1 and data.valid:
         splits = Splits([], data.valid, data.test)
-        results.update(_select_on_valid(accelerator, unwrapped, data.tokenizer, splits, candidates, config))
+        results.update(select_on_valid(accelerator, unwrapped, data.tokenizer, splits, candidates, config))
         chosen = results["selected"]
     load_weights(unwrapped, average_checkpoints(candidates[chosen]))
     results["averaged_checkpoints"] = [path.name for path in candidates[chosen]]
     logger.info(f"final model: the average of {', '.join(results['averaged_checkpoints'])}", main_process_only=True)
     if accelerator.is_main_process:
-        _export(unwrapped, data.tokenizer, run.run_dir / "model", config)
+        export_model(unwrapped, data.tokenizer, run.run_dir / "model", config)
     if data.test:
-        results.update(_test(accelerator, unwrapped, data.tokenizer, data.test, config))
+        results.update(score_test_set(accelerator, unwrapped, data.tokenizer, data.test, config))
         if "selected" in results:
             results[f"test_bleu_{chosen}"] = results["test_bleu"]
     if accelerator.is_main_process:
-        results.update(_best_validation(run.run_dir / "metrics.jsonl"))
+        results.update(best_validation(run.run_dir / "metrics.jsonl"))
     return results
 
 
@@ -350,7 +350,7 @@ def _write_results(run: _Run, data: RunData, results: dict[str, Any]) -> None:
     )
     if run.accelerator.is_main_process:
         (run.run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-        write_training_summary(run.run_dir / "model", _training_summary(run.config, results))
+        write_training_summary(run.run_dir / "model", training_summary(run.config, results))
         plot_metrics(run.run_dir / "metrics.jsonl", run.run_dir / "metrics.png", required=False)
 
 

@@ -57,7 +57,7 @@ def _command() -> str:
     return shlex.join([Path(interpreter).name, *args])
 
 
-def _export(
+def export_model(
     model, tokenizer: PreTrainedTokenizerBase, directory: Path, config: TrainingConfig, summary: dict | None = None
 ) -> Path:
     """The final model directory, decoding with the run's beam search settings: its beam size, alpha and maximum
@@ -123,7 +123,7 @@ def local_data_description(config: TrainingConfig) -> dict[str, str] | None:
     }
 
 
-def _training_summary(config: TrainingConfig, results: dict[str, Any]) -> dict[str, Any]:
+def training_summary(config: TrainingConfig, results: dict[str, Any]) -> dict[str, Any]:
     """The run's figures for the model card, from its ``results.json`` (`results`), in the schema of
     `vanilla_transformer.export.hub.read_training_summary`. A Hugging Face dataset is named by its Hub id; the
     user's own files by their names and folder (`local_data_description`), with no Hub id."""
@@ -193,4 +193,4 @@ def average_run(run_dir: str | Path, last: int | None = None, output_dir: str | 
     model = VanillaTransformerForConditionalGeneration(build_model_config(config))
     load_weights(model, average_checkpoints(checkpoints))
     tokenizer = AutoTokenizer.from_pretrained(run_dir / "tokenizer")
-    return _export(model, tokenizer, Path(output_dir or run_dir / f"average-{len(checkpoints)}"), config)
+    return export_model(model, tokenizer, Path(output_dir or run_dir / f"average-{len(checkpoints)}"), config)

@@ -24,11 +24,11 @@ logger = get_logger(__name__)
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def _to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
     return {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
 
 
-def _forward(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+def teacher_forced_logits(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """Teacher-forced logits ``[B, T, V]``: the decoder reads the labels shifted right behind the start token."""
     config = getattr(model, "module", model).config
     decoder_input_ids = shift_tokens_right(batch["labels"], config.pad_token_id, config.decoder_start_token_id)
@@ -59,7 +59,9 @@ def accumulate_gradients(
     for index, batch in enumerate(micro_batches):
         last = index == len(micro_batches) - 1
         with nullcontext() if last else accelerator.no_sync(model):
-            loss = token_cross_entropy(_forward(model, batch), batch["labels"], share, label_smoothing=label_smoothing)
+            loss = token_cross_entropy(
+                teacher_forced_logits(model, batch), batch["labels"], share, label_smoothing=label_smoothing
+            )
             accelerator.backward(loss)
         summed_loss += loss.detach().double() * share
     return {
