@@ -38,7 +38,10 @@ import tempfile
 import time
 from pathlib import Path
 
-MULTI30K = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
+from vanilla_transformer.data import DATA_DIR_VARIABLE, shared_data_dir
+
+MULTI30K = shared_data_dir("multi30k")
+"""The default of ``--multi30k``: Multi30k in ``$VANILLA_TRANSFORMER_DATA``, if set."""
 RUN_OPTIONS = [
     "--preset", "multi30k", "--dataset", "text", "--valid-split", "valid", "--test-split", "test",
     "--vocab-size", "37000", "--max-length", "256", "--max-tokens", "1024", "--log-every", "1",
@@ -110,11 +113,20 @@ def run_to_first_step(command: list[str], env: dict[str, str], metrics: Path, lo
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, required=True, help="training pairs of the synthetic corpus")
-    parser.add_argument("--multi30k", type=Path, default=MULTI30K, help="directory of the Multi30k files")
+    parser.add_argument(
+        "--multi30k",
+        type=Path,
+        default=MULTI30K,
+        help="directory of the Multi30k files (default: $VANILLA_TRANSFORMER_DATA/multi30k)",
+    )
     parser.add_argument("--checkout", type=Path, help="run the package of this directory instead, cold only")
     parser.add_argument("--output", type=Path, help="also write the figures to this JSON file")
     parser.add_argument("--logs", type=Path, help="copy the runs' logs into this directory")
     args = parser.parse_args(argv)
+    if args.multi30k is None:
+        parser.error(
+            f"pass --multi30k with the Multi30k files, or set {DATA_DIR_VARIABLE} to the folder holding multi30k/"
+        )
     if not (args.multi30k / "train.en").is_file():
         parser.error(f"--multi30k={args.multi30k} has no train.en")
     load_before = os.getloadavg()

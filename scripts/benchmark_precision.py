@@ -39,13 +39,14 @@ from vanilla_transformer.data import (
     TranslationCollator,
     clean_pairs,
     example_lengths,
-    read_parallel_text,
+    split_files,
     tokenize_pairs,
 )
 from vanilla_transformer.metrics import compute_bleu
 from vanilla_transformer.modeling_vanilla_transformer import token_cross_entropy
 from vanilla_transformer.tokenization import train_tokenizer
 from vanilla_transformer.training import build_model_config, noam_schedule, parse_args
+from vanilla_transformer.training.setup import RunCorpus
 from vanilla_transformer.training.step import teacher_forced_logits
 from vanilla_transformer.translation import translate
 
@@ -59,8 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     config = parse_args(["--preset", "multi30k"])
-    data = Path(config.data_dir)
-    pairs, _ = clean_pairs(read_parallel_text(data / "train.en", data / "train.de"))
+    corpus = RunCorpus.of(config)  # stops naming --data-dir and $VANILLA_TRANSFORMER_DATA when neither is set
+    pairs, _ = clean_pairs(corpus.load("train"))
     tokenizer = train_tokenizer((text for pair in pairs for text in pair), config.vocab_size)
     pairs, _ = clean_pairs(pairs, max_length=config.max_length, tokenizer=tokenizer)
     examples = tokenize_pairs(pairs, tokenizer)
@@ -100,8 +101,9 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
 
-    sources = (data / "test_2016_flickr.en").read_text(encoding="utf-8").splitlines()[: args.test_sentences]
-    references = (data / "test_2016_flickr.de").read_text(encoding="utf-8").splitlines()[: args.test_sentences]
+    source_file, reference_file = split_files(corpus.spec, corpus.names["test"])
+    sources = source_file.read_text(encoding="utf-8").splitlines()[: args.test_sentences]
+    references = reference_file.read_text(encoding="utf-8").splitlines()[: args.test_sentences]
     bleu = {}
     for name, model in models.items():
         model.eval()

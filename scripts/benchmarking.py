@@ -26,7 +26,8 @@ Sections (:func:`run` takes any subset):
   and with eager attention (which stores every [T, T] attention matrix for the backward pass).
 
 The data are Multi30k English-German sentence pairs with a byte-level BPE vocabulary trained on them (read from
-``../shared/data/multi30k`` when present), or else synthetic pairs with log-normal lengths fitted to it.
+``--data-dir``, by default ``$VANILLA_TRANSFORMER_DATA/multi30k``, when present), or else synthetic pairs with
+log-normal lengths fitted to it.
 """
 
 from __future__ import annotations
@@ -49,41 +50,23 @@ import numpy as np
 import torch
 import transformers
 
-from vanilla_transformer.configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
+from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
+from vanilla_transformer.data import shared_data_dir
 from vanilla_transformer.data.batching import TranslationCollator
 from vanilla_transformer.modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
     sinusoidal_table,
 )
 
-SIZES: dict[str, dict[str, int]] = {
-    "tiny": dict(
-        d_model=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-    ),
-    "small": dict(
-        d_model=256,
-        encoder_layers=3,
-        decoder_layers=3,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=1024,
-        decoder_ffn_dim=1024,
-    ),
-    "base": {key: value for key, value in PRESETS["base"].items() if key != "dropout"},
-}
-"""Model sizes: ``base`` is the paper's base model; ``small`` a 3+3-layer d_model=256 model; ``tiny`` for tests."""
+SIZES = ("tiny", "small", "base")
+"""Model sizes, presets of `VanillaTransformerConfig.from_preset`: ``base`` is the paper's base model; ``small`` a
+3+3-layer d_model=256 model; ``tiny`` for tests."""
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 """fp32; or bf16: mixed-precision training (float32 weights and Adam, bf16 matmuls) and bf16 generate()."""
 
-DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multi30k"
-"""Multi30k beside the project checkout (``../shared/data/multi30k``)."""
+DEFAULT_DATA_DIR = shared_data_dir("multi30k")
+"""Multi30k in ``$VANILLA_TRANSFORMER_DATA`` (`vanilla_transformer.data.DATA_DIR_VARIABLE`), if set."""
 
 # Log-normal fits of Multi30k train lengths in tokens of an 8k byte-level BPE (</s> included): log-mean, log-std.
 SYNTHETIC_SOURCE_LENGTHS = (2.685, 0.295)
@@ -111,7 +94,7 @@ class Settings:
     repeats: int = 3
     scaling_lengths: tuple[int, ...] = (32, 64, 128, 256, 512, 1024)
     scaling_batch_size: int = 2
-    data_dir: str | None = str(DEFAULT_DATA_DIR)
+    data_dir: str | None = str(DEFAULT_DATA_DIR) if DEFAULT_DATA_DIR else None
     max_pairs: int = 12000
     ctranslate2: bool = True
     seed: int = 0
@@ -141,7 +124,7 @@ class Settings:
 
 def model_config(size: str, vocab_size: int, **overrides) -> VanillaTransformerConfig:
     """A configuration of one of :data:`SIZES`, with the paper's dropout 0.1 unless overridden."""
-    return VanillaTransformerConfig(**{**SIZES[size], "vocab_size": vocab_size, "dropout": 0.1, **overrides})
+    return VanillaTransformerConfig.from_preset(size, **{"vocab_size": vocab_size, "dropout": 0.1, **overrides})
 
 
 def marian_twin(model: VanillaTransformerForConditionalGeneration):

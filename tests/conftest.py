@@ -75,6 +75,18 @@ def tiny_run_dir(tmp_path_factory) -> Path:
     return output_dir
 
 
+@pytest.fixture
+def shared_data(monkeypatch) -> Path:
+    """The folder holding the real corpora (``multi30k/``, ``wmt14_en_de/``): ``$VANILLA_TRANSFORMER_DATA``, else
+    the checkout's ``../shared/data``; set as that variable for the test, so that the presets find it there. Tests
+    that need a corpus skip when its files are absent."""
+    from vanilla_transformer.data import DATA_DIR_VARIABLE
+
+    root = Path(os.environ.get(DATA_DIR_VARIABLE) or Path(__file__).resolve().parents[2] / "shared" / "data")
+    monkeypatch.setenv(DATA_DIR_VARIABLE, str(root))
+    return root
+
+
 @pytest.fixture(autouse=True, scope="session")
 def data_cache(tmp_path_factory):
     """Runs cache their tokenizer and tokenized corpus in a directory of the test session, not in ~/.cache."""

@@ -168,6 +168,22 @@ def test_benchmark_runs_at_tiny_size(tmp_path, capsys):
     assert [row["length"] for row in report["scaling"]] == [8, 16]
 
 
+def test_benchmark_sizes_are_the_configuration_presets():
+    """The sizes the benchmark reports: ``base`` is the paper's base model (Table 3), ``small`` N=3, d_model=256,
+    h=4, d_ff=1024; each with the paper's dropout unless overridden."""
+    shapes = {
+        size: (c.d_model, c.encoder_layers, c.decoder_layers, c.encoder_attention_heads, c.encoder_ffn_dim, c.dropout)
+        for size in bench.SIZES
+        for c in [bench.model_config(size, vocab_size=100)]
+    }
+    assert shapes == {
+        "tiny": (32, 2, 2, 4, 64, 0.1),
+        "small": (256, 3, 3, 4, 1024, 0.1),
+        "base": (512, 6, 6, 8, 2048, 0.1),
+    }
+    assert bench.model_config("tiny", vocab_size=100, dropout=0.0).dropout == 0.0
+
+
 def test_settings_are_checked():
     with pytest.raises(ValueError, match="size='huge'"):
         bench.Settings(size="huge")

@@ -195,7 +195,7 @@ def test_hf_dataset_stays_arrow_and_streams_in_batches(offline, local_hub_datase
     assert isinstance(arrow, datasets.Dataset) and arrow.column_names == ["source", "target"]
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-cache")
     config = TrainingConfig.from_preset("numbers", dataset=f"hf:{name}", dataset_config="de-en")
-    identity, chunks = data_setup.train_chunks(config, chunk_size=1)
+    identity, chunks = data_setup.RunCorpus.of(config).train_chunks(chunk_size=1)
     assert [chunk for chunk in chunks()] == [[("Hello world", "Hallo Welt")], [("The street", "Die Straße")]]
     assert set(identity) == {"hf_dataset"}
 

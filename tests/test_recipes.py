@@ -1,7 +1,8 @@
 """The real-data presets: Multi30k reads the shared corpus, and the paper's WMT14 base preset starts and checkpoints.
 
-The long runs themselves are README commands, not tests. The corpora live in ../shared/data next to the repository;
-tests that need them skip where they are absent.
+The long runs themselves are README commands, not tests. The corpora are found through $VANILLA_TRANSFORMER_DATA,
+else in ../shared/data next to the repository (the `shared_data` fixture); tests that need them skip where they are
+absent.
 """
 
 import json
@@ -17,18 +18,22 @@ from vanilla_transformer.training import build_model_config, load_splits, parse_
 from vanilla_transformer.training.checkpoints import list_checkpoints, load_checkpoint_weights
 from vanilla_transformer.training.tracking import read_metrics
 
-SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
-MULTI30K = SHARED_DATA / "multi30k"
-NEWSTEST2014 = SHARED_DATA / "wmt14_en_de"
+
+def corpus(shared_data: Path, name: str, first_file: str) -> Path:
+    """The folder of corpus `name` in `shared_data`; the test skips when it lacks `first_file`."""
+    if not (shared_data / name / first_file).is_file():
+        pytest.skip(f"{name} is not in {shared_data} (set VANILLA_TRANSFORMER_DATA)")
+    return shared_data / name
 
 
-@pytest.mark.skipif(not (MULTI30K / "train.en").is_file(), reason=f"Multi30k is not in {MULTI30K}")
-def test_multi30k_preset_reads_the_shared_corpus_in_both_directions():
+def test_multi30k_preset_reads_the_shared_corpus_in_both_directions(shared_data):
+    multi30k = corpus(shared_data, "multi30k", "train.en")
     en_de = parse_args(["--preset", "multi30k"])
+    assert en_de.data_dir == str(multi30k)
     splits = load_splits(en_de)
     assert [len(splits.train), len(splits.valid), len(splits.test)] == [29_000, 1_014, 1_000]
-    first_en = (MULTI30K / "test_2016_flickr.en").read_text(encoding="utf-8").splitlines()[0].strip()
-    first_de = (MULTI30K / "test_2016_flickr.de").read_text(encoding="utf-8").splitlines()[0].strip()
+    first_en = (multi30k / "test_2016_flickr.en").read_text(encoding="utf-8").splitlines()[0].strip()
+    first_de = (multi30k / "test_2016_flickr.de").read_text(encoding="utf-8").splitlines()[0].strip()
     assert tuple(splits.test[0]) == (first_en, first_de)
     de_en = load_splits(parse_args(["--preset", "multi30k", "--src-lang", "de", "--tgt-lang", "en"]))
     assert tuple(de_en.test[0]) == (first_de, first_en)
@@ -37,13 +42,13 @@ def test_multi30k_preset_reads_the_shared_corpus_in_both_directions():
     )  # its alpha, chosen on validation, is checked against the committed sweep in test_published_figures.py
 
 
-@pytest.mark.skipif(not (NEWSTEST2014 / "newstest2014.en").is_file(), reason=f"newstest2014 is not in {NEWSTEST2014}")
-def test_wmt14_base_preset_starts_checkpoints_and_scores_newstest2014_on_cpu(tmp_path, capsys):
+def test_wmt14_base_preset_starts_checkpoints_and_scores_newstest2014_on_cpu(tmp_path, capsys, shared_data):
     """The paper's base model and recipe for 25 steps of 256 tokens, on newstest2014 instead of the 4.5M-pair
     training set (which is downloaded from the Hub). Its loss starts at that of a uniform prediction and falls; a copy
     of the run cut back to its checkpoint of step 20 resumes to the same weights at step 25; and the scoring script
     gives the BLEU that training reported for the first 4 sentences."""
-    source, target = NEWSTEST2014 / "newstest2014.en", NEWSTEST2014 / "newstest2014.de"
+    newstest2014 = corpus(shared_data, "wmt14_en_de", "newstest2014.en")
+    source, target = newstest2014 / "newstest2014.en", newstest2014 / "newstest2014.de"
     test_source, test_target = tmp_path / "test.en", tmp_path / "test.de"
     for path, full in ((test_source, source), (test_target, target)):
         path.write_text("".join(full.read_text(encoding="utf-8").split("\n")[:4]) + "\n", encoding="utf-8")

@@ -18,7 +18,7 @@ from torch.nn import functional as F
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig
 
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
-from vanilla_transformer.data import TranslationCollator
+from vanilla_transformer.data import DATA_DIR_VARIABLE, TranslationCollator
 from vanilla_transformer.export.hub import read_training_summary
 from vanilla_transformer.tokenization import train_tokenizer
 from vanilla_transformer.training import (
@@ -26,6 +26,7 @@ from vanilla_transformer.training import (
     TrainingConfig,
     TrainingProgress,
     accumulate_gradients,
+    build_model_config,
     checkpoints,
     gradient_accumulation_steps,
     load_splits,
@@ -138,8 +139,11 @@ def test_accumulated_gradient_is_that_of_the_mean_over_all_target_tokens():
 def test_numbers_is_the_default_preset_and_options_override_it():
     config = parse_args([])
     assert config.preset == "numbers" and config.dataset == "numbers" and config.output_dir == "runs/numbers"
-    assert (config.d_model, config.layers, config.num_threads) == (128, 3, TRAINING_PRESETS["numbers"]["num_threads"])
-    assert parse_args(["--max-steps", "7", "--dropout", "0.3"]).max_steps == 7
+    model_config = build_model_config(config)  # the size is the configuration's preset of the same name
+    assert (config.model, model_config.d_model, model_config.encoder_layers) == ("numbers", 128, 3)
+    assert config.num_threads == TRAINING_PRESETS["numbers"]["num_threads"]
+    overridden = parse_args(["--max-steps", "7", "--dropout", "0.3"])
+    assert overridden.max_steps == 7 and build_model_config(overridden).dropout == 0.3
     with pytest.raises(SystemExit):
         parse_args(["--preset", "wmt15"])
 
@@ -290,15 +294,51 @@ def test_missing_and_mismatched_files(tmp_path):
         train(tiny_run(tmp_path / "run3", "--dataset", "text", "--data-dir", str(data)))
 
 
-def test_a_preset_whose_files_are_missing_names_the_option_to_pass(tmp_path, monkeypatch):
-    """The multi30k preset looks for its files next to the clone; elsewhere (an installed wheel) it says to pass
-    --data-dir."""
-    config = TrainingConfig.from_preset("multi30k", output_dir=str(tmp_path / "run"))
-    assert Path(config.data_dir).name == "multi30k"
+def test_a_preset_finds_its_corpus_through_the_data_variable_or_names_both_ways_to_give_it(tmp_path, monkeypatch):
+    """The multi30k preset reads $VANILLA_TRANSFORMER_DATA/multi30k, never a folder next to the source tree. With
+    neither the variable nor --data-dir it stops before reading or writing anything, naming both; a --data-dir
+    without the files says to pass --data-dir."""
+    monkeypatch.delenv(DATA_DIR_VARIABLE, raising=False)
+    run = tmp_path / "run"
+    config = TrainingConfig.from_preset("multi30k", output_dir=str(run), num_threads=1, mixed_precision="no")
+    assert config.data_dir is None
+    unset = r"--preset multi30k reads multi30k/ from --data-dir, which is not set: pass --data-dir .*VANILLA_TRANSFORMER_DATA"
+    with pytest.raises(ValueError, match=unset):
+        load_splits(config)
+    with pytest.raises(ValueError, match=unset):
+        train(config)
+    assert not run.exists()  # the run stopped before it wrote anything
+
+    monkeypatch.setenv(DATA_DIR_VARIABLE, str(tmp_path / "corpora"))
+    assert parse_args(["--preset", "multi30k"]).data_dir == str(tmp_path / "corpora" / "multi30k")
+    assert parse_args(["--preset", "multi30k", "--data-dir", "mine"]).data_dir == "mine"
     for data_dir, message in ((tmp_path / "nowhere", "is not a directory"), (tmp_path, "has no train.en or train.de")):
-        config = TrainingConfig.from_preset("multi30k", data_dir=str(data_dir), output_dir=str(tmp_path / "run"))
+        config = TrainingConfig.from_preset("multi30k", data_dir=str(data_dir), output_dir=str(run))
         with pytest.raises(FileNotFoundError, match=rf"--data-dir=.*{message}.*pass --data-dir"):
             load_splits(config)
+
+
+def test_the_presets_models_are_the_configuration_presets_of_their_documented_sizes():
+    """Sizes are defined once, as configuration presets: the training presets use them (the numbers task's model has
+    about 1.5M parameters, Multi30k's 6.0M, as their comments say), and so does the benchmark."""
+    sizes = {}
+    for preset in ("numbers", "multi30k"):
+        model_config = build_model_config(TrainingConfig.from_preset(preset))
+        assert (
+            model_config.to_dict()
+            == VanillaTransformerConfig.from_preset(preset, vocab_size=model_config.vocab_size).to_dict()
+        )
+        sizes[preset] = VanillaTransformerForConditionalGeneration(model_config).num_parameters()
+    assert round(sizes["numbers"] / 1e6, 1) == 1.5 and round(sizes["multi30k"] / 1e6, 1) == 6.0
+    multi30k = build_model_config(TrainingConfig.from_preset("multi30k"))
+    assert (multi30k.d_model, multi30k.encoder_layers, multi30k.encoder_ffn_dim, multi30k.dropout) == (
+        256,
+        3,
+        512,
+        0.2,
+    )
+    # An override still wins over the preset's size.
+    assert build_model_config(TrainingConfig.from_preset("multi30k", d_model=128)).d_model == 128
 
 
 def test_tokenizer_larger_than_the_model_vocabulary(tmp_path):

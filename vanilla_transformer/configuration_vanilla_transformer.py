@@ -8,7 +8,7 @@ This file imports only ``transformers``: it is copied next to a saved model and 
 
 from transformers import PreTrainedConfig
 
-# Table 3 of the paper. "base" and "big" are the two models of Table 2; the other rows of Table 3 are ablations.
+# Model sizes by name. "base" and "big" are Table 3's two models of Table 2 (its other rows are ablations).
 PRESETS: dict[str, dict] = {
     "base": dict(
         d_model=512,
@@ -29,6 +29,48 @@ PRESETS: dict[str, dict] = {
         encoder_layers=6,
         decoder_layers=6,
         dropout=0.3,
+    ),
+    # Smaller models of the same architecture, each defined here only: those of the training presets of the same
+    # name (vanilla_transformer.training), and the benchmarks' sizes (scripts/benchmarking.py).
+    "multi30k": dict(  # 6.0M parameters with an 8k vocabulary
+        d_model=256,
+        encoder_ffn_dim=512,
+        decoder_ffn_dim=512,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_layers=3,
+        decoder_layers=3,
+        dropout=0.2,
+    ),
+    "numbers": dict(  # 1.5M parameters with a 500-token vocabulary
+        d_model=128,
+        encoder_ffn_dim=512,
+        decoder_ffn_dim=512,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_layers=3,
+        decoder_layers=3,
+        dropout=0.1,
+    ),
+    "small": dict(
+        d_model=256,
+        encoder_ffn_dim=1024,
+        decoder_ffn_dim=1024,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_layers=3,
+        decoder_layers=3,
+        dropout=0.1,
+    ),
+    "tiny": dict(
+        d_model=32,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_layers=2,
+        decoder_layers=2,
+        dropout=0.1,
     ),
 }
 
@@ -149,7 +191,8 @@ class VanillaTransformerConfig(PreTrainedConfig):
 
     @classmethod
     def from_preset(cls, name: str, **overrides) -> "VanillaTransformerConfig":
-        """The paper's ``"base"`` or ``"big"`` model (Table 3), with any field overridden by keyword."""
+        """A model of `PRESETS`: the paper's ``"base"`` or ``"big"`` (Table 3), or a smaller one, with any field
+        overridden by keyword."""
         if name not in PRESETS:
             raise ValueError(f"unknown preset name={name!r}; choose one of {sorted(PRESETS)}")
         return cls(**{**PRESETS[name], **overrides})

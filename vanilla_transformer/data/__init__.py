@@ -56,9 +56,10 @@ from .corpora import (
     split_lines,
 )
 from .numbers import make_numbers_task
-from .spec import CorpusSpec, load_corpus, load_splits
+from .spec import DATA_DIR_VARIABLE, CorpusSpec, load_corpus, load_splits, shared_data_dir, split_files
 
 __all__ = [
+    "DATA_DIR_VARIABLE",
     "IGNORE_INDEX",
     "CleaningStats",
     "CorpusSpec",
@@ -85,6 +86,8 @@ __all__ = [
     "read_lines",
     "read_parallel_text",
     "read_tsv",
+    "shared_data_dir",
+    "split_files",
     "split_lines",
     "tokenize_pairs",
 ]

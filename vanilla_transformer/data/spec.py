@@ -14,7 +14,10 @@ Kinds (`CorpusSpec.kind`):
 * ``hf:<name>``: the split of a Hugging Face dataset (configuration ``dataset_config``).
 
 ``files`` names a split's files directly instead (`CorpusSpec.from_files`): two aligned text files, one ``.tsv``
-or one ``.jsonl`` file.
+or one ``.jsonl`` file. `split_files` is the one place that names a split's files.
+
+The corpora the presets and benchmarks read (``multi30k/``, ``wmt14_en_de/``) lie in one folder, named by the
+environment variable `DATA_DIR_VARIABLE` (`shared_data_dir`), never by a path relative to the source tree.
 """
 
 from __future__ import annotations
@@ -28,6 +31,15 @@ from .corpora import Pair, Splits, load_hf_translation, read_jsonl, read_paralle
 from .numbers import make_numbers_task
 
 KINDS = ("numbers", "text", "tsv", "jsonl", "hf:<name>")
+
+DATA_DIR_VARIABLE = "VANILLA_TRANSFORMER_DATA"
+"""The environment variable naming the folder that holds the named corpora (``multi30k/``, ``wmt14_en_de/``)."""
+
+
+def shared_data_dir(name: str) -> Path | None:
+    """The folder of corpus `name` in ``$VANILLA_TRANSFORMER_DATA`` (`DATA_DIR_VARIABLE`); None when it is not set."""
+    root = os.environ.get(DATA_DIR_VARIABLE)
+    return Path(root) / name if root else None
 
 
 @dataclass(frozen=True)
@@ -88,9 +100,8 @@ def load_corpus(spec: CorpusSpec, split: str) -> list[Pair]:
         return load_hf_translation(
             spec.hub_dataset, spec.dataset_config, split=split, src_lang=spec.src_lang, tgt_lang=spec.tgt_lang
         )
-    data_dir = corpus_data_dir(spec)
-    names = {"text": [f"{split}.{spec.src_lang}", f"{split}.{spec.tgt_lang}"], "tsv": [f"{split}.tsv"]}
-    paths = [data_dir / name for name in names.get(spec.kind, [f"{split}.jsonl"])]
+    corpus_data_dir(spec)
+    paths = split_files(spec, split)
     missing = [path.name for path in paths if not path.is_file()]
     if missing:
         raise FileNotFoundError(
@@ -98,6 +109,21 @@ def load_corpus(spec: CorpusSpec, split: str) -> list[Pair]:
             f"files of the corpus, named <split>.{'<lang>' if spec.kind == 'text' else spec.kind}"
         )
     return _read_files(tuple(str(path) for path in paths), spec)
+
+
+def split_files(spec: CorpusSpec, split: str) -> tuple[Path, ...]:
+    """The files that hold `split` of a file corpus: those `spec.files` gives, else in ``data_dir``
+    ``<split>.<src_lang>`` and ``<split>.<tgt_lang>`` (text), ``<split>.tsv`` or ``<split>.jsonl``. Not checked.
+
+    Raises:
+        ValueError: For the numbers task and Hugging Face datasets, which have no files, or without ``data_dir``.
+    """
+    if split in spec.files:
+        return tuple(Path(path) for path in spec.files[split])
+    if spec.kind == "numbers" or spec.hub_dataset is not None:
+        raise ValueError(f"a {spec.kind} corpus has no files")
+    names = {"text": [f"{split}.{spec.src_lang}", f"{split}.{spec.tgt_lang}"], "tsv": [f"{split}.tsv"]}
+    return tuple(Path(_data_dir_option(spec)) / name for name in names.get(spec.kind, [f"{split}.jsonl"]))
 
 
 def load_splits(spec: CorpusSpec, names: Sequence[str] = ("train", "valid", "test")) -> Splits:
@@ -109,14 +135,18 @@ def load_splits(spec: CorpusSpec, names: Sequence[str] = ("train", "valid", "tes
 
 def corpus_data_dir(spec: CorpusSpec) -> Path:
     """``spec.data_dir``, checked; the errors name the option that sets it."""
-    if spec.data_dir is None:
-        raise ValueError(f"a {spec.kind} corpus is read from {spec.option}, which is not set")
-    data_dir = Path(spec.data_dir)
+    data_dir = Path(_data_dir_option(spec))
     if not data_dir.is_dir():
         raise FileNotFoundError(
             f"{spec.option}={spec.data_dir} is not a directory: pass {spec.option} with the corpus's files"
         )
     return data_dir
+
+
+def _data_dir_option(spec: CorpusSpec) -> str:
+    if spec.data_dir is None:
+        raise ValueError(f"a {spec.kind} corpus is read from {spec.option}, which is not set")
+    return spec.data_dir
 
 
 def _files_kind(paths: Sequence[str | os.PathLike[str]]) -> str:
@@ -139,4 +169,13 @@ def _read_files(paths: tuple[str, ...], spec: CorpusSpec) -> list[Pair]:
     return read_jsonl(paths[0], spec.src_lang, spec.tgt_lang)
 
 
-__all__ = ["KINDS", "CorpusSpec", "corpus_data_dir", "load_corpus", "load_splits"]
+__all__ = [
+    "DATA_DIR_VARIABLE",
+    "KINDS",
+    "CorpusSpec",
+    "corpus_data_dir",
+    "load_corpus",
+    "load_splits",
+    "shared_data_dir",
+    "split_files",
+]

@@ -11,12 +11,9 @@ import torch
 from accelerate import Accelerator
 from accelerate.logging import get_logger
 from accelerate.utils import gather_object
-from transformers import PreTrainedTokenizerBase
 
 from ..data import (
     IGNORE_INDEX,
-    Pair,
-    Splits,
     TokenBatchSampler,
     TranslationCollator,
     example_lengths,
@@ -31,6 +28,7 @@ from .checkpoints import (
     load_weights,
 )
 from .options import TrainingConfig
+from .setup import RunData
 from .step import teacher_forced_logits, to_device
 from .tracking import read_metrics
 
@@ -52,115 +50,122 @@ def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> 
     }
 
 
-def _translate_across_processes(
-    accelerator: Accelerator,
-    model,
-    tokenizer: PreTrainedTokenizerBase,
-    sentences: Sequence[str],
-    config: TrainingConfig,
-) -> list[str]:
-    """Translate `sentences`, process r taking sentences r, r + P, ...; every process returns all translations."""
-    rank, world = accelerator.process_index, accelerator.num_processes
-    mine = translate(
-        model,
-        tokenizer,
-        sentences[rank::world],
-        num_beams=config.num_beams,
-        length_penalty=config.length_penalty,
-        max_length_offset=config.max_length_offset,
-        batch_size=config.translate_batch_size,
-    )
-    translations: list[str] = [""] * len(sentences)
-    for process, part in enumerate(gather_object([mine])):
-        translations[process::world] = part
-    return translations
+class Evaluator:
+    """Scores the model a run trains, the work split across the run's processes: validation loss and scores during
+    training (`validate`), the choice between candidate weights (`select_on_valid`) and the test set at the end
+    (`score_test_set`). It holds what every score needs, so the training loop passes only a step or candidates."""
 
+    def __init__(self, accelerator: Accelerator, model, data: RunData, config: TrainingConfig) -> None:
+        self.accelerator, self.model, self.data, self.config = accelerator, model, data, config
+        self.collate = TranslationCollator(data.tokenizer.pad_token_id)
 
-@torch.no_grad()
-def _validation_loss(
-    accelerator: Accelerator, model, examples: Sequence[dict], config: TrainingConfig, collate: TranslationCollator
-) -> dict[str, float]:
-    """Label-smoothed loss and perplexity per target token, over all examples, split across processes."""
-    lengths = example_lengths(examples)
-    max_tokens = max(config.max_tokens, max(src + tgt for src, tgt in lengths))
-    batches = TokenBatchSampler(lengths, max_tokens, shuffle=False).epoch_batches(0)
-    totals = torch.zeros(3, dtype=torch.float64, device=accelerator.device)  # smoothed loss, NLL, target tokens
-    model.eval()
-    for indices in batches[accelerator.process_index :: accelerator.num_processes]:
-        batch = to_device(collate([examples[i] for i in indices]), accelerator.device)
-        logits = teacher_forced_logits(model, batch)
-        labels = batch["labels"]
-        # num_items_in_batch=1: the summed loss, divided by the token count of all processes below.
-        totals[0] += token_cross_entropy(logits, labels, 1, label_smoothing=config.label_smoothing).double()
-        totals[1] += token_cross_entropy(logits, labels, 1).double()
-        totals[2] += (labels != IGNORE_INDEX).sum()
-    model.train()
-    smoothed, nll, tokens = accelerator.reduce(totals, "sum").tolist()
-    return {"valid_loss": smoothed / tokens, "valid_ppl": math.exp(nll / tokens)}
+    def translate(self, sentences: Sequence[str]) -> list[str]:
+        """Translate `sentences` with the run's search, process r taking sentences r, r + P, ...; every process
+        returns all translations."""
+        config, rank, world = self.config, self.accelerator.process_index, self.accelerator.num_processes
+        mine = translate(
+            self.model,
+            self.data.tokenizer,
+            sentences[rank::world],
+            num_beams=config.num_beams,
+            length_penalty=config.length_penalty,
+            max_length_offset=config.max_length_offset,
+            batch_size=config.translate_batch_size,
+        )
+        translations: list[str] = [""] * len(sentences)
+        for process, part in enumerate(gather_object([mine])):
+            translations[process::world] = part
+        return translations
 
+    @torch.no_grad()
+    def validation_loss(self) -> dict[str, float]:
+        """Label-smoothed loss and perplexity per target token, over all validation examples."""
+        accelerator, model, examples = self.accelerator, self.model, self.data.valid_examples
+        lengths = example_lengths(examples)
+        max_tokens = max(self.config.max_tokens, max(src + tgt for src, tgt in lengths))
+        batches = TokenBatchSampler(lengths, max_tokens, shuffle=False).epoch_batches(0)
+        totals = torch.zeros(3, dtype=torch.float64, device=accelerator.device)  # smoothed loss, NLL, target tokens
+        model.eval()
+        for indices in batches[accelerator.process_index :: accelerator.num_processes]:
+            batch = to_device(self.collate([examples[i] for i in indices]), accelerator.device)
+            logits = teacher_forced_logits(model, batch)  # [B, T, V]
+            labels = batch["labels"]
+            # num_items_in_batch=1: the summed loss, divided by the token count of all processes below.
+            totals[0] += token_cross_entropy(logits, labels, 1, label_smoothing=self.config.label_smoothing).double()
+            totals[1] += token_cross_entropy(logits, labels, 1).double()
+            totals[2] += (labels != IGNORE_INDEX).sum()
+        model.train()
+        smoothed, nll, tokens = accelerator.reduce(totals, "sum").tolist()
+        return {"valid_loss": smoothed / tokens, "valid_ppl": math.exp(nll / tokens)}
 
-def evaluate_on_valid(
-    accelerator: Accelerator,
-    model,
-    tokenizer: PreTrainedTokenizerBase,
-    pairs: Sequence[Pair],
-    examples: Sequence[dict],
-    config: TrainingConfig,
-    collate: TranslationCollator,
-    step: int,
-) -> None:
-    """Log the validation loss and perplexity, and BLEU, chrF and exact match of beam-search translations."""
-    logs = _validation_loss(accelerator, model, examples, config, collate)
-    hypotheses = _translate_across_processes(accelerator, model, tokenizer, [src for src, _ in pairs], config)
-    scores = score_translations(hypotheses, [tgt for _, tgt in pairs])
-    logs.update({f"valid_{name}": value for name, value in scores.items() if name != "bleu_signature"})
-    accelerator.log(logs, step=step)
-    logger.info(
-        f"step {step}: validation loss {logs['valid_loss']:.3f}, exact match {logs['valid_exact_match']:.1f}%, "
-        f"chrF {logs['valid_chrf']:.2f}, BLEU {logs['valid_bleu']:.2f}",
-        main_process_only=True,
-    )
+    def validate(self, step: int) -> None:
+        """Log the validation loss and perplexity, and BLEU, chrF and exact match of beam-search translations."""
+        logs = self.validation_loss()
+        pairs = self.data.valid
+        scores = score_translations(self.translate([src for src, _ in pairs]), [tgt for _, tgt in pairs])
+        logs.update({f"valid_{name}": value for name, value in scores.items() if name != "bleu_signature"})
+        self.accelerator.log(logs, step=step)
+        logger.info(
+            f"step {step}: validation loss {logs['valid_loss']:.3f}, exact match {logs['valid_exact_match']:.1f}%, "
+            f"chrF {logs['valid_chrf']:.2f}, BLEU {logs['valid_bleu']:.2f}",
+            main_process_only=True,
+        )
 
+    def select_on_valid(self, candidates: dict[str, list[Path]]) -> dict[str, Any]:
+        """Choose between the candidate weights (each the average of its checkpoints) by validation BLEU; the model
+        is left with the weights of the last candidate scored (the caller loads the selected ones).
 
-def select_on_valid(
-    accelerator: Accelerator,
-    model,
-    tokenizer: PreTrainedTokenizerBase,
-    splits: Splits,
-    candidates: dict[str, list[Path]],
-    config: TrainingConfig,
-) -> dict[str, Any]:
-    """Choose between the candidate weights (each the average of its checkpoints) by validation BLEU.
+        The first candidate (the average) is kept unless another is better on validation by more than
+        ``config.select_margin`` BLEU points, the noise of the score. Returns the validation BLEU of each candidate
+        (``valid_bleu_<name>``), the ``selected`` name and the test BLEU of the candidates not selected
+        (``test_bleu_<name>``; `score_test_set` scores the selected one), so that the effect of checkpoint
+        averaging is measured on both sets.
+        """
+        valid, test = self.data.valid, self.data.test
+        results: dict[str, Any] = {}
+        for name, paths in candidates.items():
+            load_weights(self.model, average_checkpoints(paths))
+            hypotheses = self.translate([src for src, _ in valid])
+            results[f"valid_bleu_{name}"] = compute_bleu(hypotheses, [tgt for _, tgt in valid])["score"]
+        preferred, best = next(iter(candidates)), max(candidates, key=lambda name: results[f"valid_bleu_{name}"])
+        better = results[f"valid_bleu_{best}"] > results[f"valid_bleu_{preferred}"] + self.config.select_margin
+        results["selected"] = best if better else preferred
+        for name, paths in candidates.items():
+            if name != results["selected"] and test:
+                load_weights(self.model, average_checkpoints(paths))
+                hypotheses = self.translate([src for src, _ in test])
+                results[f"test_bleu_{name}"] = compute_bleu(hypotheses, [tgt for _, tgt in test])["score"]
+        logger.info(
+            "validation BLEU: "
+            + ", ".join(f"{name} {results[f'valid_bleu_{name}']:.2f}" for name in candidates)
+            + f"; selected: {results['selected']}",
+            main_process_only=True,
+        )
+        return results
 
-    The first candidate (the average) is kept unless another is better on validation by more than
-    ``config.select_margin`` BLEU points, the noise of the score. Returns the validation BLEU of each candidate
-    (``valid_bleu_<name>``), the ``selected`` name and the test BLEU of the candidates not selected
-    (``test_bleu_<name>``; the caller scores the selected one), so that the effect of checkpoint averaging is
-    measured on both sets.
-    """
-    sources, references = [src for src, _ in splits.valid], [tgt for _, tgt in splits.valid]
-    results: dict[str, Any] = {}
-    for name, paths in candidates.items():
-        load_weights(model, average_checkpoints(paths))
-        hypotheses = _translate_across_processes(accelerator, model, tokenizer, sources, config)
-        results[f"valid_bleu_{name}"] = compute_bleu(hypotheses, references)["score"]
-    preferred, best = next(iter(candidates)), max(candidates, key=lambda name: results[f"valid_bleu_{name}"])
-    better = results[f"valid_bleu_{best}"] > results[f"valid_bleu_{preferred}"] + config.select_margin
-    results["selected"] = best if better else preferred
-    for name, paths in candidates.items():
-        if name != results["selected"] and splits.test:
-            load_weights(model, average_checkpoints(paths))
-            hypotheses = _translate_across_processes(
-                accelerator, model, tokenizer, [s for s, _ in splits.test], config
+    def score_test_set(self) -> dict[str, Any]:
+        """Translate the test set, write it with its translations into the run directory, print samples; the
+        scores (``test_bleu``, ...)."""
+        config, pairs = self.config, self.data.test
+        sources, references = [src for src, _ in pairs], [tgt for _, tgt in pairs]
+        hypotheses = self.translate(sources)
+        scores = {f"test_{name}": value for name, value in score_translations(hypotheses, references).items()}
+        if self.accelerator.is_main_process:
+            run_dir = Path(config.output_dir)
+            files = {config.src_lang: sources, config.tgt_lang: references, f"hyp.{config.tgt_lang}": hypotheses}
+            for suffix, lines in files.items():
+                (run_dir / f"test.{suffix}").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+            samples = "".join(
+                f"\n  {src}\n    -> {hyp}" + ("" if hyp == ref else f"   (reference: {ref})")
+                for src, hyp, ref in list(zip(sources, hypotheses, references, strict=True))[: config.num_samples]
             )
-            results[f"test_bleu_{name}"] = compute_bleu(hypotheses, [t for _, t in splits.test])["score"]
-    logger.info(
-        "validation BLEU: "
-        + ", ".join(f"{name} {results[f'valid_bleu_{name}']:.2f}" for name in candidates)
-        + f"; selected: {results['selected']}",
-        main_process_only=True,
-    )
-    return results
+            logger.info(f"sample test translations:{samples}", main_process_only=True)
+            logger.info(
+                f"test: exact match {scores['test_exact_match']:.1f}%, chrF {scores['test_chrf']:.2f}, "
+                f"BLEU {scores['test_bleu']:.2f} ({scores['test_bleu_signature']})",
+                main_process_only=True,
+            )
+        return scores
 
 
 def best_validation(metrics_path: Path) -> dict[str, Any]:
@@ -170,28 +175,3 @@ def best_validation(metrics_path: Path) -> dict[str, Any]:
         return {}
     best = max(rows, key=lambda row: row["valid_bleu"])
     return {"best_valid_bleu": best["valid_bleu"], "best_valid_step": best["step"]}
-
-
-def score_test_set(
-    accelerator: Accelerator, model, tokenizer: PreTrainedTokenizerBase, pairs: Sequence[Pair], config: TrainingConfig
-) -> dict[str, Any]:
-    """Translate the test set, write it with its translations into the run directory, print samples; the scores."""
-    sources, references = [src for src, _ in pairs], [tgt for _, tgt in pairs]
-    hypotheses = _translate_across_processes(accelerator, model, tokenizer, sources, config)
-    scores = {f"test_{name}": value for name, value in score_translations(hypotheses, references).items()}
-    if accelerator.is_main_process:
-        run_dir = Path(config.output_dir)
-        files = {config.src_lang: sources, config.tgt_lang: references, f"hyp.{config.tgt_lang}": hypotheses}
-        for suffix, lines in files.items():
-            (run_dir / f"test.{suffix}").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-        samples = "".join(
-            f"\n  {src}\n    -> {hyp}" + ("" if hyp == ref else f"   (reference: {ref})")
-            for src, hyp, ref in list(zip(sources, hypotheses, references, strict=True))[: config.num_samples]
-        )
-        logger.info(f"sample test translations:{samples}", main_process_only=True)
-        logger.info(
-            f"test: exact match {scores['test_exact_match']:.1f}%, chrF {scores['test_chrf']:.2f}, "
-            f"BLEU {scores['test_bleu']:.2f} ({scores['test_bleu_signature']})",
-            main_process_only=True,
-        )
-    return scores

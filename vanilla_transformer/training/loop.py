@@ -39,7 +39,8 @@ from accelerate.utils import set_seed
 from tqdm.auto import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from ..data import Splits, TokenBatchSampler, TranslationCollator
+from ..configuration_vanilla_transformer import VanillaTransformerConfig
+from ..data import TokenBatchSampler
 from ..data.cache import TokenCorpus
 from ..export.model_dir import write_training_summary
 from ..modeling_vanilla_transformer import (
@@ -54,7 +55,7 @@ from .checkpoints import (
     load_weights,
     save_checkpoint,
 )
-from .evaluation import best_validation, evaluate_on_valid, score_test_set, select_on_valid
+from .evaluation import Evaluator, best_validation
 from .options import TRAINING_CONFIG_NAME, TrainingConfig, micro_batch_plan
 from .results import export_model, run_environment, training_summary
 from .run_dir import inspect_run_dir, lock_run_dir, mark_run_started, prepare_run_dir
@@ -120,9 +121,11 @@ def gradient_accumulation_steps(config: TrainingConfig, num_processes: int) -> i
 
 @dataclass
 class _Run:
-    """A started run: its directory, the Accelerator, and the checkpoint it resumes from."""
+    """A started run: its settings and model configuration (built once), its directory, the Accelerator, and the
+    checkpoint it resumes from."""
 
     config: TrainingConfig
+    model_config: VanillaTransformerConfig
     accelerator: Accelerator
     run_dir: Path
     resume_from: Path | None
@@ -144,10 +147,12 @@ class _Trainer:
     state: TrainingState  # what checkpoints hold, pickle-free
     sampler: TokenBatchSampler
     grad_accum: int
+    evaluator: Evaluator  # scores `unwrapped`
 
 
 def _start_run(config: TrainingConfig) -> _Run:
-    """Check the run directory (nothing is written yet), start the Accelerator and the JSONL log, seed."""
+    """Check the run directory (nothing is written yet), build the model configuration, start the Accelerator and
+    the JSONL log, seed."""
     if config.num_threads is not None:
         torch.set_num_threads(config.num_threads)
     run_dir = Path(config.output_dir)
@@ -159,7 +164,7 @@ def _start_run(config: TrainingConfig) -> _Run:
     precision = {} if config.mixed_precision is None else {"mixed_precision": config.mixed_precision}
     accelerator = Accelerator(log_with=[jsonl, *extra_trackers], project_dir=str(run_dir), **precision)
     set_seed(config.seed, device_specific=True)  # dropout differs between processes; DDP copies rank 0's weights
-    return _Run(config, accelerator, run_dir, resume_from)
+    return _Run(config, build_model_config(config), accelerator, run_dir, resume_from)
 
 
 def _prepare_data(run: _Run) -> RunData:
@@ -168,7 +173,7 @@ def _prepare_data(run: _Run) -> RunData:
     config, accelerator = run.config, run.accelerator
     tokenizer_dir = run.run_dir / "tokenizer"
     resumed = config.resume and not config.overwrite and (run.run_dir / TRAINING_CONFIG_NAME).is_file()
-    data = prepare_data(config, accelerator, build_model_config(config), tokenizer_dir if resumed else None)
+    data = prepare_data(config, accelerator, run.model_config, tokenizer_dir if resumed else None)
     prepare_run_dir(accelerator, config, run.resume_from)
     if accelerator.is_main_process and not tokenizer_dir.is_dir():
         data.tokenizer.save_pretrained(tokenizer_dir)
@@ -184,7 +189,7 @@ def _build_trainer(run: _Run, data: RunData) -> _Trainer:
         data.train.lengths, max_tokens, seed=config.seed, num_replicas=accelerator.num_processes,
         rank=accelerator.process_index,
     )  # fmt: skip
-    model = VanillaTransformerForConditionalGeneration(build_model_config(config))
+    model = VanillaTransformerForConditionalGeneration(run.model_config)
     if config.attn_implementation is not None:
         model.set_attn_implementation(config.attn_implementation)
     optimizer = torch.optim.Adam(model.parameters(), betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_eps)
@@ -198,7 +203,8 @@ def _build_trainer(run: _Run, data: RunData) -> _Trainer:
     mark_run_started(accelerator, config)
     accelerator.init_trackers("vanilla-transformer", config=asdict(config))
     unwrapped = accelerator.unwrap_model(model)
-    trainer = _Trainer(model, unwrapped, optimizer, scheduler, progress, state, sampler, grad_accum)
+    evaluator = Evaluator(accelerator, unwrapped, data, config)
+    trainer = _Trainer(model, unwrapped, optimizer, scheduler, progress, state, sampler, grad_accum, evaluator)
     tokens_per_step = max_tokens * grad_accum * accelerator.num_processes
     logger.info(
         f"{trainer.unwrapped.num_parameters():,} parameters; {len(data.train):,} training pairs; "
@@ -263,7 +269,6 @@ def _train_loop(run: _Run, data: RunData, trainer: _Trainer) -> _LogWindow:
     config, accelerator, progress = run.config, run.accelerator, trainer.progress
     keep_last = max(config.keep_checkpoints, config.average_checkpoints)
     batches = _training_batches(trainer.sampler, data.train, data.tokenizer.pad_token_id, progress)
-    collate = TranslationCollator(data.tokenizer.pad_token_id)
     window = _LogWindow()
     bar = tqdm(total=config.max_steps, initial=progress.step, desc="training", disable=not accelerator.is_main_process)
     clock = time.perf_counter()
@@ -284,10 +289,7 @@ def _train_loop(run: _Run, data: RunData, trainer: _Trainer) -> _LogWindow:
             if progress.step % config.log_every == 0:
                 window.log(accelerator, bar, progress.step, learning_rate, progress.epoch)
             if progress.step % config.eval_every == 0 and data.valid_examples:
-                evaluate_on_valid(
-                    accelerator, trainer.unwrapped, data.tokenizer, data.valid, data.valid_examples, config, collate,
-                    progress.step,
-                )  # fmt: skip
+                trainer.evaluator.validate(progress.step)
                 window.restart()
             progress.seconds, clock = progress.seconds + time.perf_counter() - clock, time.perf_counter()
             if progress.step % config.save_every == 0:
@@ -327,8 +329,7 @@ def _finish(run: _Run, data: RunData, trainer: _Trainer, window: _LogWindow) -> 
     candidates = {"averaged": averaged, "last": checkpoints[-1:]}
     chosen = "averaged"
     if config.select_on_valid and len(averaged) > 1 and data.valid:
-        splits = Splits([], data.valid, data.test)
-        results.update(select_on_valid(accelerator, unwrapped, data.tokenizer, splits, candidates, config))
+        results.update(trainer.evaluator.select_on_valid(candidates))
         chosen = results["selected"]
     load_weights(unwrapped, average_checkpoints(candidates[chosen]))
     results["averaged_checkpoints"] = [path.name for path in candidates[chosen]]
@@ -336,7 +337,7 @@ def _finish(run: _Run, data: RunData, trainer: _Trainer, window: _LogWindow) -> 
     if accelerator.is_main_process:
         export_model(unwrapped, data.tokenizer, run.run_dir / "model", config)
     if data.test:
-        results.update(score_test_set(accelerator, unwrapped, data.tokenizer, data.test, config))
+        results.update(trainer.evaluator.score_test_set())
         if "selected" in results:
             results[f"test_bleu_{chosen}"] = results["test_bleu"]
     if accelerator.is_main_process:
@@ -350,7 +351,7 @@ def _write_results(run: _Run, data: RunData, results: dict[str, Any]) -> None:
     )
     if run.accelerator.is_main_process:
         (run.run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-        write_training_summary(run.run_dir / "model", training_summary(run.config, results))
+        write_training_summary(run.run_dir / "model", training_summary(run.config, data.corpus, results))
         plot_metrics(run.run_dir / "metrics.jsonl", run.run_dir / "metrics.png", required=False)
 
 

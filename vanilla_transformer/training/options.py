@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 from ..configuration_vanilla_transformer import PRESETS as MODEL_PRESETS
+from ..data.spec import DATA_DIR_VARIABLE, shared_data_dir
 from ..data.spec import KINDS as DATASET_KINDS
 from ..translation import check_search_settings
 
-_REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 TRAINING_CONFIG_NAME = "training_config.json"
 
 
@@ -46,7 +46,11 @@ class TrainingConfig:
 
     # Data.
     dataset: str = _option("numbers", f"corpus: one of {', '.join(DATASET_KINDS)} (a Hugging Face dataset)")
-    data_dir: str | None = _option(None, "directory of the files of a text, tsv or jsonl dataset")
+    data_dir: str | None = _option(
+        None,
+        f"directory of the files of a text, tsv or jsonl dataset (a preset's default: its folder in "
+        f"${DATA_DIR_VARIABLE}, e.g. $VANILLA_TRANSFORMER_DATA/multi30k)",
+    )
     dataset_config: str | None = _option(None, "configuration of a Hugging Face dataset, e.g. de-en")
     src_lang: str = _option("en", "source language code (file suffix, column or key)")
     tgt_lang: str = _option("de", "target language code")
@@ -81,7 +85,9 @@ class TrainingConfig:
         "train the tokenizer on at most this many training pairs (1M sentences), spread evenly over the corpus, "
         "as SentencePiece's input_sentence_size; 0: all. Keeps the trainer's memory and time flat as the corpus grows",
     )
-    model: str = _option("base", "model preset of Table 3: base or big")
+    model: str = _option(
+        "base", f"model size, a configuration preset: {', '.join(MODEL_PRESETS)} (base and big are Table 3's)"
+    )
     d_model: int | None = _option(None, "override the preset's d_model")
     layers: int | None = _option(None, "override the number of encoder and of decoder layers (N)")
     heads: int | None = _option(None, "override the number of attention heads (h)")
@@ -223,10 +229,16 @@ class TrainingConfig:
 
     @classmethod
     def from_preset(cls, name: str, **overrides: Any) -> TrainingConfig:
-        """The settings of preset `name` (see `TRAINING_PRESETS`), with any field overridden by keyword."""
+        """The settings of preset `name` (see `TRAINING_PRESETS`), with any field overridden by keyword. A preset
+        that reads a named corpus (`PRESET_DATA_FOLDERS`) finds it in ``$VANILLA_TRANSFORMER_DATA`` unless
+        ``data_dir`` is given; with neither, its ``data_dir`` stays unset and the run stops naming both."""
         if name not in TRAINING_PRESETS:
             raise ValueError(f"unknown preset --preset={name!r}; choose one of {', '.join(TRAINING_PRESETS)}")
-        return cls(**{"preset": name, **TRAINING_PRESETS[name], **overrides})
+        settings = {"preset": name, **TRAINING_PRESETS[name]}
+        shared = shared_data_dir(PRESET_DATA_FOLDERS[name]) if name in PRESET_DATA_FOLDERS else None
+        if shared is not None:
+            settings["data_dir"] = str(shared)
+        return cls(**{**settings, **overrides})
 
     @classmethod
     def load(cls, path: str | Path) -> TrainingConfig:
@@ -287,12 +299,7 @@ TRAINING_PRESETS: dict[str, dict[str, Any]] = {
         dataset="numbers",
         vocab_size=500,
         max_length=64,
-        model="base",
-        d_model=128,
-        layers=3,
-        heads=4,
-        ffn_dim=512,
-        dropout=0.1,
+        model="numbers",
         max_tokens=2048,
         tokens_per_step=None,
         max_steps=1000,
@@ -305,7 +312,7 @@ TRAINING_PRESETS: dict[str, dict[str, Any]] = {
         average_checkpoints=5,
         num_threads=1,
     ),
-    # Multi30k English-German (29k captions), the raw files of ../shared/data/multi30k next to the repository, in
+    # Multi30k English-German (29k captions), the raw files of $VANILLA_TRANSFORMER_DATA/multi30k (or --data-dir), in
     # 60 minutes of two CPU cores: 57 minutes of training (evaluations included), then the final selection and test
     # (under a minute). A small base model (N=3, d_model=256, h=4, d_ff=512; 6.0M parameters) at 4,096 tokens per
     # step, in bf16 autocast with eager attention: this CPU (AVX-512 BF16) trains it 1.33 times faster than fp32
@@ -320,17 +327,11 @@ TRAINING_PRESETS: dict[str, dict[str, Any]] = {
     # (docs/results/multi30k/length-penalty-sweep.json).
     "multi30k": dict(
         dataset="text",
-        data_dir=str(_REPOSITORY_ROOT.parent / "shared" / "data" / "multi30k"),
         valid_split="valid",
         test_split="test_2016_flickr",
         vocab_size=8000,
         max_length=128,
-        model="base",
-        d_model=256,
-        layers=3,
-        heads=4,
-        ffn_dim=512,
-        dropout=0.2,
+        model="multi30k",
         max_tokens=4096,
         tokens_per_step=None,
         max_steps=20_000,
@@ -382,6 +383,9 @@ TRAINING_PRESETS: dict[str, dict[str, Any]] = {
     ),
 }
 DEFAULT_PRESET = "numbers"
+
+PRESET_DATA_FOLDERS = {"multi30k": "multi30k"}
+"""The presets that read a named corpus, and its folder in ``$VANILLA_TRANSFORMER_DATA`` (`DATA_DIR_VARIABLE`)."""
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Any
 
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
+from ..data import split_files
 from ..export.model_dir import save_model_dir
 from ..modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
@@ -24,7 +25,7 @@ from .checkpoints import (
     load_weights,
 )
 from .options import TRAINING_CONFIG_NAME, TrainingConfig
-from .setup import build_model_config, corpus_spec
+from .setup import RunCorpus, build_model_config
 
 RECORDED_PACKAGES = ("vanilla-transformer", "torch", "transformers", "tokenizers", "accelerate", "sacrebleu", "peft")
 """The packages whose versions a run records in ``results.json`` (those installed)."""
@@ -76,7 +77,7 @@ LOCAL_KINDS = {"text": "plain-text", "tsv": "TSV", "jsonl": "JSON Lines"}
 """The corpus kinds read from the user's own files, and how the model card names their format."""
 
 
-def local_data_description(config: TrainingConfig) -> dict[str, str] | None:
+def local_data_description(corpus: RunCorpus) -> dict[str, str] | None:
     """How the model card names a corpus read from the user's own files (``--dataset text/tsv/jsonl`` with
     ``--data-dir``, or ``--train-src`` and the other split files): by file and folder names only, never an absolute
     path, which would say where the files lay on the training machine and nothing about the data.
@@ -86,23 +87,11 @@ def local_data_description(config: TrainingConfig) -> dict[str, str] | None:
         files in my-corpus"``), ``local_data`` (e.g. ``"train.tsv (training), valid.tsv (validation) and test.tsv
         (test) in the folder my-corpus"``) and ``notes``, the card's line naming the files and the languages.
     """
-    spec = corpus_spec(config)
+    spec = corpus.spec
     if spec.kind not in LOCAL_KINDS:
         return None
     roles = {"train": "training", "valid": "validation", "test": "test"}
-    if spec.files:
-        files = {role: [Path(path) for path in spec.files[split]] for split, role in roles.items()}
-    else:
-        data_dir = Path(spec.data_dir or ".")
-        names = {
-            "text": ["{split}." + config.src_lang, "{split}." + config.tgt_lang],
-            "tsv": ["{split}.tsv"],
-            "jsonl": ["{split}.jsonl"],
-        }[spec.kind]
-        files = {
-            role: [data_dir / name.format(split=getattr(config, f"{split}_split")) for name in names]
-            for split, role in roles.items()
-        }
+    files = {role: split_files(spec, corpus.names[split]) for split, role in roles.items()}
     folders = {path.resolve().parent for paths in files.values() for path in paths}
     folder = (folders.pop().name or None) if len(folders) == 1 else None
     by_files: dict[str, list[str]] = {}  # the same files may serve two roles (validation and test)
@@ -118,17 +107,17 @@ def local_data_description(config: TrainingConfig) -> dict[str, str] | None:
         "local_data": f"{listed}{where}",
         "notes": (
             f"Trained on local {label} files, not a Hugging Face Hub dataset: {listed}{where}; "
-            f"{config.src_lang} → {config.tgt_lang}."
+            f"{spec.src_lang} → {spec.tgt_lang}."
         ),
     }
 
 
-def training_summary(config: TrainingConfig, results: dict[str, Any]) -> dict[str, Any]:
+def training_summary(config: TrainingConfig, corpus: RunCorpus, results: dict[str, Any]) -> dict[str, Any]:
     """The run's figures for the model card, from its ``results.json`` (`results`), in the schema of
     `vanilla_transformer.export.hub.read_training_summary`. A Hugging Face dataset is named by its Hub id; the
     user's own files by their names and folder (`local_data_description`), with no Hub id."""
     hub_dataset = config.dataset.removeprefix("hf:") if config.dataset.startswith("hf:") else None
-    local = local_data_description(config)
+    local = local_data_description(corpus)
     notes = None if hub_dataset else f"trained on the {config.dataset!r} data of vanilla-transformer"
     if local:
         notes = local["notes"]

@@ -18,6 +18,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from ..configuration_vanilla_transformer import VanillaTransformerConfig
 from ..data import (
+    DATA_DIR_VARIABLE,
     CorpusSpec,
     Pair,
     Splits,
@@ -25,16 +26,20 @@ from ..data import (
     iter_parallel_text,
     load_corpus,
     load_hf_translation_arrow,
+    split_files,
     tokenize_pairs,
 )
 from ..data import load_splits as load_corpus_splits
 from ..data.cache import TokenCorpus, build_token_cache, cache_key, default_cache_dir, tokenizer_fingerprint
 from ..data.spec import corpus_data_dir
 from ..tokenization import check_tokenizer_matches_config, train_tokenizer
-from .options import TrainingConfig
+from .options import PRESET_DATA_FOLDERS, TrainingConfig
 from .preflight import check_training_pairs
 
 logger = get_logger(__name__)
+
+SPLITS = ("train", "valid", "test")
+"""The roles of a run's splits; ``--<role>-split`` names each one's stored split."""
 
 # --------------------------------------------------------------------------------------------------------------------
 # Data, tokenizer, model
@@ -65,53 +70,78 @@ def corpus_spec(config: TrainingConfig) -> CorpusSpec:
     return CorpusSpec.from_files(files, **common)
 
 
-def _split_name(spec: CorpusSpec, config: TrainingConfig, split: str) -> str:
-    """The stored name of split ``train``, ``valid`` or ``test``: ``--<split>-split``, unless files name it."""
-    return split if spec.files else getattr(config, f"{split}_split")
+@dataclass(frozen=True)
+class RunCorpus:
+    """The run's corpus, built once (`RunCorpus.of`): its `CorpusSpec` and the stored names of its ``train``,
+    ``valid`` and ``test`` splits (``--<split>-split``, unless files name them)."""
+
+    spec: CorpusSpec
+    names: dict[str, str]
+
+    @classmethod
+    def of(cls, config: TrainingConfig) -> RunCorpus:
+        """The corpus of `config` (`corpus_spec`).
+
+        Raises:
+            ValueError: If a file corpus has no ``--data-dir``: for a preset's corpus, naming both ``--data-dir`` and
+                the environment variable `DATA_DIR_VARIABLE` that gives its default.
+        """
+        spec = corpus_spec(config)
+        file_corpus = spec.kind != "numbers" and spec.hub_dataset is None
+        if file_corpus and not spec.files and spec.data_dir is None:
+            folder = PRESET_DATA_FOLDERS.get(config.preset or "")
+            if folder is not None:
+                raise ValueError(
+                    f"--preset {config.preset} reads {folder}/ from --data-dir, which is not set: pass --data-dir "
+                    f"with its files, or set the environment variable {DATA_DIR_VARIABLE} to the folder that holds "
+                    f"{folder}/"
+                )
+        names = {split: split if spec.files else getattr(config, f"{split}_split") for split in SPLITS}
+        return cls(spec, names)
+
+    def load(self, split: str) -> list[Pair]:
+        """The pairs of one split, ``train``, ``valid`` or ``test``, as stored, in a list."""
+        return load_corpus(self.spec, self.names[split])
+
+    def splits(self) -> Splits:
+        """The train, validation and test pairs, as stored, in lists (training streams its training split instead,
+        `train_chunks`)."""
+        return load_corpus_splits(self.spec, [self.names[split] for split in SPLITS])
+
+    def train_chunks(self, chunk_size: int = 20_000) -> tuple[dict[str, Any], Callable[[], Iterator]]:
+        """The training split as a stream: what identifies it (for cache keys) and a function that returns a fresh
+        iterator over its pairs in chunks of at most `chunk_size`.
+
+        Plain-text files are read line by line and a Hugging Face dataset batch by batch from its Arrow files, so the
+        corpus is never held in memory; the identity of files is their path, size and modification time, that of a
+        Hugging Face dataset its fingerprint. TSV and JSON Lines files (small corpora) and the numbers task are read
+        whole.
+        """
+        spec, name = self.spec, self.names["train"]
+        if spec.hub_dataset is not None:
+            dataset = load_hf_translation_arrow(
+                spec.hub_dataset, spec.dataset_config, split=name, src_lang=spec.src_lang, tgt_lang=spec.tgt_lang
+            )
+            batches = lambda: (list(zip(b["source"], b["target"], strict=True)) for b in dataset.iter(chunk_size))  # noqa: E731
+            return {"hf_dataset": dataset._fingerprint}, batches
+        if spec.kind == "numbers":
+            identity: dict[str, Any] = {"numbers": [*spec.numbers, spec.max_number]}
+        else:
+            if not spec.files:
+                corpus_data_dir(spec)  # a missing folder is named by its option
+            files = [str(path) for path in split_files(spec, name)]
+            if len(files) == 2:
+                return {"files": [_file_identity(path) for path in files]}, lambda: iter_parallel_text(
+                    *files, chunk_size
+                )
+            identity = {"files": [_file_identity(path) for path in files]}
+        pairs = load_corpus(spec, name)
+        return identity, lambda: (pairs[i : i + chunk_size] for i in range(0, len(pairs), chunk_size))
 
 
 def load_splits(config: TrainingConfig) -> Splits:
-    """The train, validation and test pairs of the run's corpus (`corpus_spec`), as stored, in lists (training
-    streams its training split instead, `train_chunks`)."""
-    spec = corpus_spec(config)
-    return load_corpus_splits(spec, [_split_name(spec, config, split) for split in ("train", "valid", "test")])
-
-
-def load_split(config: TrainingConfig, split: str) -> list[Pair]:
-    """The pairs of one split, ``train``, ``valid`` or ``test``, as a list."""
-    spec = corpus_spec(config)
-    return load_corpus(spec, _split_name(spec, config, split))
-
-
-def train_chunks(config: TrainingConfig, chunk_size: int = 20_000) -> tuple[dict[str, Any], Callable[[], Iterator]]:
-    """The training split as a stream: what identifies it (for cache keys) and a function that returns a fresh
-    iterator over its pairs in chunks of at most `chunk_size`.
-
-    Plain-text files are read line by line and a Hugging Face dataset batch by batch from its Arrow files, so the
-    corpus is never held in memory; the identity of files is their path, size and modification time, that of a
-    Hugging Face dataset its fingerprint. TSV and JSON Lines files (small corpora) and the numbers task are read
-    whole.
-    """
-    spec, name = corpus_spec(config), _split_name(corpus_spec(config), config, "train")
-    files = spec.files.get("train")
-    if files is None and spec.kind == "text":
-        files = tuple(str(corpus_data_dir(spec) / f"{name}.{lang}") for lang in (spec.src_lang, spec.tgt_lang))
-    if files is not None and len(files) == 2:
-        return {"files": [_file_identity(path) for path in files]}, lambda: iter_parallel_text(*files, chunk_size)
-    if spec.hub_dataset is not None:
-        dataset = load_hf_translation_arrow(
-            spec.hub_dataset, spec.dataset_config, split=name, src_lang=spec.src_lang, tgt_lang=spec.tgt_lang
-        )
-        batches = lambda: (list(zip(b["source"], b["target"], strict=True)) for b in dataset.iter(chunk_size))  # noqa: E731
-        return {"hf_dataset": dataset._fingerprint}, batches
-    pairs = load_corpus(spec, name)
-    if spec.kind == "numbers" and not spec.files:
-        identity: dict[str, Any] = {"numbers": [*spec.numbers, spec.max_number]}
-    else:
-        identity = {
-            "files": [_file_identity(path) for path in files or [corpus_data_dir(spec) / f"{name}.{spec.kind}"]]
-        }
-    return identity, lambda: (pairs[i : i + chunk_size] for i in range(0, len(pairs), chunk_size))
+    """The train, validation and test pairs of the corpus of `config`, as stored, in lists."""
+    return RunCorpus.of(config).splits()
 
 
 def _file_identity(path: str | Path) -> list[Any]:
@@ -139,8 +169,10 @@ def build_model_config(config: TrainingConfig) -> VanillaTransformerConfig:
 
 @dataclass
 class RunData:
-    """The data of a run: its tokenizer, the training corpus (tokenized, memory-mapped) and the evaluation pairs."""
+    """The data of a run: its corpus, its tokenizer, the training split (tokenized, memory-mapped) and the evaluation
+    pairs."""
 
+    corpus: RunCorpus
     tokenizer: PreTrainedTokenizerBase
     train: TokenCorpus
     valid: list[Pair]
@@ -154,7 +186,8 @@ def prepare_data(
     model_config: VanillaTransformerConfig,
     resumed_tokenizer: Path | None,
 ) -> RunData:
-    """The tokenizer, the tokenized training corpus and the evaluation pairs of a run.
+    """The corpus (`RunCorpus`, named once here), the tokenizer, the tokenized training split and the evaluation
+    pairs of a run.
 
     The main process goes first and does the work: it trains the tokenizer on a stream of the cleaned pairs (or
     finds it in the data cache), then cleans, tokenizes and filters the training split into the token cache
@@ -165,11 +198,12 @@ def prepare_data(
     Args:
         resumed_tokenizer: The tokenizer directory of the run being resumed, which the run keeps using.
     """
+    corpus = RunCorpus.of(config)  # every process, so that a corpus named wrongly stops them all at once
     cache_root = Path(config.data_cache_dir) if config.data_cache_dir else default_cache_dir()
     # First the main process; then, on each other machine, its local main process (which finds the cache there if
     # the machines share --data-cache-dir, else builds its own); then all the others, which open it.
     with accelerator.main_process_first(), accelerator.local_main_process_first():
-        identity, chunks = train_chunks(config)
+        identity, chunks = corpus.train_chunks()
         if not next(iter(chunks()), None):
             check_training_pairs(config, [])  # an empty training split, named before anything is trained on it
         tokenizer = _prepare_tokenizer(config, identity, chunks, resumed_tokenizer, cache_root)
@@ -177,15 +211,15 @@ def prepare_data(
         key = {"corpus": identity, "tokenizer": tokenizer_fingerprint(tokenizer), "max_length": config.max_length}
         directory = cache_root / f"tokens-{cache_key(**key)}"
         if (directory / "meta.json").is_file():
-            corpus = TokenCorpus(directory)
+            train = TokenCorpus(directory)
         else:
             logger.info(f"tokenizing the training pairs into {directory}", main_process_only=True)
-            corpus = build_token_cache(chunks(), tokenizer, directory, max_length=config.max_length, key=key)
+            train = build_token_cache(chunks(), tokenizer, directory, max_length=config.max_length, key=key)
             release_freed_memory()
-        valid, test = load_split(config, "valid"), load_split(config, "test")
-    logger.info(f"training pairs: {corpus.stats}", main_process_only=True)
-    check_training_pairs(config, range(corpus.stats.total), range(corpus.stats.kept))
-    return RunData(tokenizer, corpus, valid, test, tokenize_pairs(valid, tokenizer))
+        valid, test = corpus.load("valid"), corpus.load("test")
+    logger.info(f"training pairs: {train.stats}", main_process_only=True)
+    check_training_pairs(config, range(train.stats.total), range(train.stats.kept))
+    return RunData(corpus, tokenizer, train, valid, test, tokenize_pairs(valid, tokenizer))
 
 
 def release_freed_memory() -> None:
