@@ -42,6 +42,7 @@ from vanilla_transformer.training.checkpoints import (
     read_training_state,
 )
 from vanilla_transformer.training.options import micro_batch_plan
+from vanilla_transformer.training.preflight import WORKING_CPU_LAUNCH, launch_mismatch
 from vanilla_transformer.training.tracking import read_metrics
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -366,15 +367,24 @@ def test_resuming_with_incompatible_settings(reference_run):
 TWO_PROCESS_OPTIONS = [*TINY, "--dropout", "0", "--max-steps", "4", "--save-every", "2", "--eval-every", "2"]
 
 
-def launch(output_dir: Path, *options: str, processes: int = 2, launcher: Sequence[str] = (), **env: str):
+def launch(
+    output_dir: Path,
+    *options: str,
+    processes: int = 2,
+    launcher: Sequence[str] = (),
+    topology: Sequence[str] | None = None,
+    **env: str,
+):
     """`accelerate launch` of tests/launch_probe.py (``vanilla-transformer train`` with probes) on the CPU.
 
     `accelerate launch --cpu --num_processes 2` starts one process unless MPI is set up; `--multi_gpu` starts two
-    through torch.distributed, and ACCELERATE_USE_CPU makes them use the CPU (gloo) even where GPUs exist."""
+    through torch.distributed, and ACCELERATE_USE_CPU makes them use the CPU (gloo) even where GPUs exist.
+    `topology` replaces those options."""
     with socket.socket() as probe:  # a free port: the default one may be taken by another job on the machine
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    topology = ["--multi_gpu", "--num_processes", str(processes)] if processes > 1 else ["--num_processes", "1"]
+    if topology is None:
+        topology = ["--multi_gpu", "--num_processes", str(processes)] if processes > 1 else ["--num_processes", "1"]
     command = [
         sys.executable, "-m", "accelerate.commands.launch", *topology, "--num_machines", "1", "--main_process_port",
         str(port), "--dynamo_backend", "no", *launcher, str(REPOSITORY / "tests" / "launch_probe.py"), "train",
@@ -397,7 +407,29 @@ def two_process_run(tmp_path_factory) -> Path:
     output_dir = tmp_path_factory.mktemp("two") / "run"
     completed = launch(output_dir, *TWO_PROCESS_OPTIONS, "--grad-accum", "1", launcher=["--mixed_precision", "no"])
     assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "the launch asked for" not in completed.stderr  # two asked, two run
     return output_dir
+
+
+def test_a_launch_asked_for_two_cpu_processes_that_runs_one_says_so(tmp_path):
+    """`accelerate launch --cpu --num_processes 2` without MPI starts one process: the run says that it was asked
+    for several, and names the command that starts them."""
+    completed = launch(tmp_path / "run", *TINY, "--max-steps", "1", topology=["--cpu", "--num_processes", "2"])
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["num_processes"] == 1
+    assert "the launch asked for several processes" in completed.stderr
+    assert WORKING_CPU_LAUNCH in completed.stderr
+
+
+def test_launch_mismatch_compares_what_the_launcher_recorded_with_the_processes_running():
+    simple_launcher = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "ACCELERATE_USE_CPU": "True"}
+    assert "several processes" in launch_mismatch(1, simple_launcher)
+    assert launch_mismatch(1, {"ACCELERATE_USE_CPU": "True"}) is None  # accelerate launch --num_processes 1
+    assert launch_mismatch(1, {}) is None  # plain python
+    torchrun = {"MASTER_ADDR": "127.0.0.1", "WORLD_SIZE": "2", "RANK": "0"}
+    assert launch_mismatch(2, torchrun) is None
+    assert "2 processes (WORLD_SIZE=2) but 1 process(es) run" in launch_mismatch(1, torchrun)
+    assert launch_mismatch(4, {"OMPI_COMM_WORLD_SIZE": "4", "MASTER_ADDR": "h"}) is None  # mpirun
 
 
 def test_two_processes_equal_one_process_accumulating_two_micro_batches(two_process_run, tmp_path):

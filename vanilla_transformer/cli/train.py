@@ -1,11 +1,15 @@
 """Train a Transformer with the paper's recipe. The default job (``--preset numbers``) takes minutes on a CPU.
 
     vanilla-transformer train                                      # numbers task, small model, 2 CPU cores
-    vanilla-transformer train --preset multi30k                    # Multi30k English-German, small model
+    vanilla-transformer train --preset multi30k --data-dir DIR     # Multi30k English-German (DIR/train.en, ...)
     accelerate launch -m vanilla_transformer train --preset wmt14-base       # the paper's base model, on all GPUs
     vanilla-transformer train --resume --output-dir runs/numbers   # continue an interrupted run
 
-Options override the preset's settings (``--help`` lists them); see `vanilla_transformer.training`.
+Options override the preset's settings (``--help`` lists them); see `vanilla_transformer.training`. A preset's
+corpus is found in ``$VANILLA_TRANSFORMER_DATA`` (e.g. ``$VANILLA_TRANSFORMER_DATA/multi30k``) unless ``--data-dir``
+is given. Several CPU processes: ``ACCELERATE_USE_CPU=true accelerate launch --multi_gpu --num_processes N -m
+vanilla_transformer train``; ``accelerate launch --cpu --num_processes N`` starts one process without MPI, and the
+run warns that it does.
 """
 
 from __future__ import annotations

@@ -57,6 +57,7 @@ from .checkpoints import (
 )
 from .evaluation import Evaluator, best_validation
 from .options import TRAINING_CONFIG_NAME, TrainingConfig, micro_batch_plan
+from .preflight import launch_mismatch
 from .results import export_model, run_environment, training_summary
 from .run_dir import inspect_run_dir, lock_run_dir, mark_run_started, prepare_run_dir
 from .schedule import noam_schedule
@@ -152,7 +153,7 @@ class _Trainer:
 
 def _start_run(config: TrainingConfig) -> _Run:
     """Check the run directory (nothing is written yet), build the model configuration, start the Accelerator and
-    the JSONL log, seed."""
+    the JSONL log (warning when it runs another number of processes than the launch asked for), seed."""
     if config.num_threads is not None:
         torch.set_num_threads(config.num_threads)
     run_dir = Path(config.output_dir)
@@ -164,6 +165,9 @@ def _start_run(config: TrainingConfig) -> _Run:
     precision = {} if config.mixed_precision is None else {"mixed_precision": config.mixed_precision}
     accelerator = Accelerator(log_with=[jsonl, *extra_trackers], project_dir=str(run_dir), **precision)
     set_seed(config.seed, device_specific=True)  # dropout differs between processes; DDP copies rank 0's weights
+    mismatch = launch_mismatch(accelerator.num_processes)
+    if mismatch:
+        logger.warning(mismatch, main_process_only=True)
     return _Run(config, build_model_config(config), accelerator, run_dir, resume_from)
 
 

@@ -1,8 +1,10 @@
-"""Checks of a run's training data before any training, with errors that say which setting or file to fix."""
+"""Checks before any training: of the run's training data, with errors that say which setting or file to fix, and
+of the launch, whose process count must be the one asked for."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 
 from ..data import Pair
 from .options import TrainingConfig
@@ -29,4 +31,38 @@ def check_training_pairs(config: TrainingConfig, read: Sequence[Pair], kept: Seq
         )
 
 
-__all__ = ["check_training_pairs"]
+WORLD_SIZE_VARIABLES = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
+"""Where launchers record the number of processes they start: torchrun (``accelerate launch --multi_gpu``), MPI."""
+
+WORKING_CPU_LAUNCH = (
+    "ACCELERATE_USE_CPU=true accelerate launch --multi_gpu --num_processes N -m vanilla_transformer train ..."
+)
+"""A launch of N processes on CPUs without MPI: torch.distributed starts them, gloo connects them."""
+
+
+def launch_mismatch(num_processes: int, environ: Mapping[str, str] | None = None) -> str | None:
+    """Why the launch runs another number of processes than it was asked for, with the command that works; None
+    when they agree or nothing says what was asked.
+
+    What was asked: the launcher's world size (`WORLD_SIZE_VARIABLES`), else several processes where
+    ``accelerate launch``'s simple launcher prepared a rendezvous (``MASTER_ADDR``, which it sets only for more than
+    one process) but started one: ``accelerate launch --cpu --num_processes 2`` does that unless MPI is set up.
+    """
+    environ = os.environ if environ is None else environ
+    recorded = [(name, environ[name]) for name in WORLD_SIZE_VARIABLES if environ.get(name, "").isdigit()]
+    if recorded:
+        name, value = recorded[0]
+        if int(value) == num_processes:
+            return None
+        asked = f"{value} processes ({name}={value})"
+    elif num_processes == 1 and "MASTER_ADDR" in environ and "ACCELERATE_USE_CPU" in environ:
+        asked = "several processes (accelerate launch --num_processes, without --multi_gpu or MPI)"
+    else:
+        return None
+    return (
+        f"the launch asked for {asked} but {num_processes} process(es) run: `accelerate launch --cpu --num_processes "
+        f"N` starts one process unless MPI is set up (--mpirun_hostfile). For N CPU processes: {WORKING_CPU_LAUNCH}"
+    )
+
+
+__all__ = ["WORKING_CPU_LAUNCH", "WORLD_SIZE_VARIABLES", "check_training_pairs", "launch_mismatch"]
