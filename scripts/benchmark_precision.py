@@ -56,10 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=300, help="training steps of each model")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: %(default)s)")
     parser.add_argument("--test-sentences", type=int, default=500, help="test sentences translated for BLEU")
+    parser.add_argument("--data-dir", help="the Multi30k files (default: $VANILLA_TRANSFORMER_DATA/multi30k)")
     parser.add_argument("--output", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    config = parse_args(["--preset", "multi30k"])
+    config = parse_args(["--preset", "multi30k", *(["--data-dir", args.data_dir] if args.data_dir else [])])
     corpus = RunCorpus.of(config)  # stops naming --data-dir and $VANILLA_TRANSFORMER_DATA when neither is set
     pairs, _ = clean_pairs(corpus.load("train"))
     tokenizer = train_tokenizer((text for pair in pairs for text in pair), config.vocab_size)
