@@ -125,17 +125,17 @@ class RunCorpus:
             batches = lambda: (list(zip(b["source"], b["target"], strict=True)) for b in dataset.iter(chunk_size))  # noqa: E731
             return {"hf_dataset": dataset._fingerprint}, batches
         if spec.kind == "numbers":
+            pairs = load_corpus(spec, name)
             identity: dict[str, Any] = {"numbers": [*spec.numbers, spec.max_number]}
         else:
             if not spec.files:
                 corpus_data_dir(spec)  # a missing folder is named by its option
             files = [str(path) for path in split_files(spec, name)]
-            if len(files) == 2:
-                return {"files": [_file_identity(path) for path in files]}, lambda: iter_parallel_text(
-                    *files, chunk_size
-                )
+            if len(files) == 2:  # aligned plain-text files, streamed
+                lines = lambda: iter_parallel_text(*files, chunk_size)  # noqa: E731
+                return {"files": [_file_identity(path) for path in files]}, lines
+            pairs = load_corpus(spec, name)  # one TSV or JSON Lines file; a missing one is named with its option
             identity = {"files": [_file_identity(path) for path in files]}
-        pairs = load_corpus(spec, name)
         return identity, lambda: (pairs[i : i + chunk_size] for i in range(0, len(pairs), chunk_size))
 
 
