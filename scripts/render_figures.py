@@ -82,7 +82,10 @@ def numbers_table(results: Path) -> str:
                 f"validation exact match at steps {' / '.join(map(str, steps))}",
                 " / ".join(f"{valid[step]:.1f}" for step in steps) + "%",
             ],
-            ["throughput (non-padding source+target tokens, 1 thread)", f"{run['train_tokens_per_second']:,.0f} tokens/s"],
+            [
+                "throughput (non-padding source+target tokens, 1 thread)",
+                f"{run['train_tokens_per_second']:,.0f} tokens/s",
+            ],
             ["padding share (token-bucketed batches)", f"{run['padding_share']:.2%}"],
         ],
     )
@@ -152,6 +155,64 @@ def multi30k_table(results: Path) -> str:
     )
 
 
+def recipe_runs(results: Path, direction: str) -> list[dict]:
+    """The results of the full-length recipe runs (``<direction>-seed<N>``) of a direction, by seed."""
+    folders = sorted(path.parent.name for path in (results / "multi30k").glob(f"{direction}-seed*/results.json"))
+    return [multi30k_run(results, folder)[0] for folder in folders]
+
+
+def multi30k_seeds(results: Path) -> str:
+    """Test BLEU over the seeds of each direction: the values, their mean and spread."""
+    parts = []
+    for direction, label in (("en-de", "English → German"), ("de-en", "German → English")):
+        bleu = [run["test_bleu"] for run in recipe_runs(results, direction)]
+        values = ", ".join(f"{value:.2f}" for value in bleu)
+        parts.append(
+            f"{label} over {len(bleu)} seeds: {values} test BLEU (mean {sum(bleu) / len(bleu):.2f}, "
+            f"spread {max(bleu) - min(bleu):.2f})"
+        )
+    return "; ".join(parts)
+
+
+def valid_losses(results: Path, folder: str) -> dict[int, float]:
+    rows = read_jsonl(results, f"multi30k/{folder}/metrics.jsonl")
+    return {row["step"]: row["valid_loss"] for row in rows if "valid_loss" in row}
+
+
+def dropout_selection(results: Path) -> str:
+    """P_drop 0.1 against the recipe's 0.2: validation loss late in training, and validation BLEU (both at α 0.6)."""
+    low, recipe = valid_losses(results, "en-de-dropout0.1-seed1"), valid_losses(results, "en-de-seed1")
+    low_bleu = read_json(results, "multi30k/en-de-dropout0.1-seed1/results.json")["valid_bleu_averaged"]
+    recipe_bleu = read_json(results, "multi30k/en-de-seed1/results-before-rescoring.json")["valid_bleu_averaged"]
+    return (
+        f"With P_drop 0.1 (54 minutes) validation loss stopped improving ({low[4000]:.2f} at step 4,000, "
+        f"{low[6000]:.2f} at 6,000); with P_drop 0.2 it kept falling ({recipe[4000]:.2f} and {recipe[6000]:.2f}) and "
+        f"validation BLEU was {recipe_bleu:.2f} against {low_bleu:.2f}"
+    )
+
+
+def length_ratio(results: Path) -> str:
+    """How much shorter than the references the first models translated the validation set at section 6.1's α."""
+    runs = read_json(results, "multi30k/length-penalty-sweep.json")["runs"].values()
+    short = [1 - run["scores"]["0.6"]["length_ratio"] for run in runs]
+    return f"{min(short):.0%} to {max(short):.0%} shorter"
+
+
+def final_losses(results: Path) -> str:
+    """The last validation losses of the seed-1 runs of both directions."""
+    parts = []
+    for folder, label, verb in (
+        ("en-de-seed1", "English → German", "was still falling"),
+        ("de-en-seed1", "German → English", "had flattened"),
+    ):
+        losses = valid_losses(results, folder)
+        last, before = sorted(losses)[-1], sorted(losses)[-2]
+        parts.append(
+            f"{label} validation loss {verb} ({losses[before]:.3f} at step {before:,}, {losses[last]:.3f} at {last:,})"
+        )
+    return " and ".join(parts)
+
+
 def multi30k_summary(results: Path) -> str:
     """The headline: test BLEU of the recipe's runs, per direction, with the default job."""
     numbers = read_json(results, "numbers/results.json")
@@ -163,13 +224,12 @@ def multi30k_summary(results: Path) -> str:
         ]
     ]
     for direction, label in (("en-de", "English → German"), ("de-en", "German → English")):
-        runs = [(folder, multi30k_run(results, folder)) for folder, _ in MULTI30K_RUNS if folder.startswith(direction)]
-        recipe = [(folder, run) for folder, (run, _, about) in runs if about["role"] == "recipe"]
-        bleu = [run["test_bleu"] for _, run in recipe]
+        bleu = [run["test_bleu"] for run in recipe_runs(results, direction)]
+        config = read_json(results, f"multi30k/{direction}-seed1/training_config.json")
         rows.append(
             [
                 f"`train --preset multi30k` (Multi30k {label}, 6.0M parameters), {len(bleu)} seeds",
-                "57 minutes of training",
+                f"{config['max_train_minutes']:g} minutes of training",
                 f"sacreBLEU {' / '.join(f'{value:.2f}' for value in bleu)} (mean {sum(bleu) / len(bleu):.2f})",
             ]
         )
@@ -180,7 +240,9 @@ def length_penalty_table(results: Path) -> str:
     """Mean validation BLEU of the Multi30k models at each α (scripts/sweep_length_penalty.py)."""
     sweep = read_json(results, "multi30k/length-penalty-sweep.json")
     alphas = list(sweep["mean_bleu"])
-    longest = [max(run["scores"][alpha]["longest_translation_words"] for run in sweep["runs"].values()) for alpha in alphas]
+    longest = [
+        max(run["scores"][alpha]["longest_translation_words"] for run in sweep["runs"].values()) for alpha in alphas
+    ]
     references = {run["direction"]: run["longest_reference_words"] for run in sweep["runs"].values()}
     reference = ", ".join(f"{words} {direction}" for direction, words in sorted(references.items()))
     return table(
@@ -303,7 +365,15 @@ def decoding_gpu_table(results: Path) -> str:
                     ]
                 )
     return table(
-        ["size", "batch", "search", "ours / MarianMT", "ours, tokens/s", "MarianMT, tokens/s", "same tokens as MarianMT"],
+        [
+            "size",
+            "batch",
+            "search",
+            "ours / MarianMT",
+            "ours, tokens/s",
+            "MarianMT, tokens/s",
+            "same tokens as MarianMT",
+        ],
         ["l", "r", "l", "r", "r", "r", "l"],
         rows,
     )
@@ -316,7 +386,10 @@ def gpu_device(results: Path) -> str:
 
 def gpu_training(results: Path) -> str:
     """The training-step ratios the GPU run measured beside decoding."""
-    reports = {report["settings"]["size"]: report["train"] for report in read_json(results, "decoding_benchmark_cuda_bf16.json")}
+    reports = {
+        report["settings"]["size"]: report["train"]
+        for report in read_json(results, "decoding_benchmark_cuda_bf16.json")
+    }
     random = " and ".join(f"{reports[size]['random']['speedup']:.2f}x {size}" for size in ("small", "base"))
     bucketed = " and ".join(f"{reports[size]['bucketed']['speedup']:.2f}x" for size in ("small", "base"))
     return f"{random} on random batches, {bucketed} token-bucketed"
@@ -392,6 +465,10 @@ FIGURES: dict[str, Callable[[Path], str]] = {
     "multi30k-table": multi30k_table,
     "length-penalty-table": length_penalty_table,
     "selection-stopped": selection_stopped,
+    "multi30k-seeds": multi30k_seeds,
+    "dropout-selection": dropout_selection,
+    "length-ratio": length_ratio,
+    "final-losses": final_losses,
     "precision": precision_figures,
     "data-table": data_table,
     "decoding-cpu-table": decoding_cpu_table,
@@ -447,7 +524,9 @@ def render(root: Path, check: bool) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a figure differs from its file")
+    parser.add_argument(
+        "--check", action="store_true", help="change nothing; exit 1 if a figure differs from its file"
+    )
     parser.add_argument("--root", type=Path, default=ROOT, help="the repository (default: this one)")
     args = parser.parse_args(argv)
     drifted = render(args.root, args.check)
