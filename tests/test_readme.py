@@ -26,11 +26,13 @@ def examples() -> dict[str, str]:
     return {match["path"]: match["text"] for match in EXAMPLE.finditer(README)}
 
 
-def shell_commands() -> list[list[str]]:
-    """Every command line of the README's bash blocks, continuation lines joined, comments dropped."""
+def shell_commands(text: str) -> list[list[str]]:
+    """Every command line of the bash blocks in `text`, continuation lines joined, comments dropped, and shell
+    redirections and process substitutions (``< file``, ``<(head file)``) replaced by a file name."""
     commands = []
-    for block in BASH.findall(README):
+    for block in BASH.findall(text):
         for line in block.replace("\\\n", " ").splitlines():
+            line = re.sub(r"\s<\s*\S+", "", re.sub(r"<\([^)]*\)", "FILE", line))
             for part in re.split(r"&&|\|", line):
                 words = shlex.split(part, comments=True)
                 if words:
@@ -38,11 +40,11 @@ def shell_commands() -> list[list[str]]:
     return commands
 
 
-def package_commands() -> list[tuple[str, list[str]]]:
+def package_commands(text: str = README) -> list[tuple[str, list[str]]]:
     """(command, its arguments) for each ``vanilla-transformer CMD`` and ``accelerate launch -m vanilla_transformer
-    CMD`` in the README."""
+    CMD`` in `text`."""
     found = []
-    for words in shell_commands():
+    for words in shell_commands(text):
         if words[0] == "vanilla-transformer":
             found.append((words[1], words[2:]))
         elif words[:2] == ["accelerate", "launch"] or words[1:3] == ["accelerate", "launch"]:
@@ -76,6 +78,16 @@ def test_every_command_the_readme_shows_parses_with_its_options(tmp_path, monkey
     assert {command for command, _ in commands} >= {"train", "translate", "evaluate", "finetune"}
     for command, arguments in commands:
         parse(command, arguments)
+
+
+@pytest.mark.parametrize("page", sorted(path.name for path in (ROOT / "docs").glob("*.md")))
+def test_every_command_a_docs_page_shows_parses_with_its_options(page, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs" / "lora").mkdir(parents=True)  # push --base-model checks that the folder is an adapter
+    (tmp_path / "runs" / "lora" / "adapter_config.json").write_text("{}", encoding="utf-8")
+    for command, arguments in package_commands((ROOT / "docs" / page).read_text(encoding="utf-8")):
+        if ":" not in COMMANDS[command][0]:  # import-marian and export-marian share a module without parse_args
+            parse(command, arguments)
 
 
 def test_a_readme_option_that_does_not_exist_would_fail(tmp_path, monkeypatch):
