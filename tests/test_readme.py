@@ -1,0 +1,229 @@
+"""The README cannot drift from the code: its file examples are what the data readers read, every command it shows
+parses with that command's own options, its links lead to files, and the documentation site builds strictly."""
+
+import dataclasses
+import importlib
+import importlib.util
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vanilla_transformer.cli import COMMANDS
+from vanilla_transformer.export.model_dir import add_pipeline_support
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+EXAMPLE = re.compile(r"<!-- example: (?P<path>\S+) -->\n```\w*\n(?P<text>.*?)```", re.DOTALL)
+BASH = re.compile(r"```bash\n(.*?)```", re.DOTALL)
+
+
+def examples() -> dict[str, str]:
+    """The README's example files: path -> content."""
+    return {match["path"]: match["text"] for match in EXAMPLE.finditer(README)}
+
+
+def shell_commands(text: str) -> list[list[str]]:
+    """Every command line of the bash blocks in `text`, continuation lines joined, comments dropped, and shell
+    redirections and process substitutions (``< file``, ``<(head file)``) replaced by a file name."""
+    commands = []
+    for block in BASH.findall(text):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = re.sub(r"\s<\s*\S+", "", re.sub(r"<\([^)]*\)", "FILE", line))
+            for part in re.split(r"&&|\|", line):
+                words = shlex.split(part, comments=True)
+                if words:
+                    commands.append(words)
+    return commands
+
+
+def package_commands(text: str = README) -> list[tuple[str, list[str]]]:
+    """(command, its arguments) for each ``vanilla-transformer CMD`` and ``accelerate launch -m vanilla_transformer
+    CMD`` in `text`."""
+    found = []
+    for words in shell_commands(text):
+        if words[0] == "vanilla-transformer":
+            found.append((words[1], words[2:]))
+        elif words[:2] == ["accelerate", "launch"] or words[1:3] == ["accelerate", "launch"]:
+            module = words.index("-m")
+            assert words[module + 1] == "vanilla_transformer", words
+            found.append((words[module + 2], words[module + 3 :]))
+    return found
+
+
+def parse(command: str, arguments: list[str]) -> object:
+    """Parse `arguments` with the command's own parser (argparse exits on an unknown option)."""
+    module_name, _, function = COMMANDS[command][0].partition(":")
+    module = importlib.import_module(f"vanilla_transformer.cli.{module_name}")
+    assert not function, f"{command}: no parser to check against"
+    return module.parse_args(arguments)
+
+
+def test_the_readme_is_short():
+    assert len(README.splitlines()) <= 210
+
+
+def test_the_readme_shows_each_format_with_three_lines():
+    found = examples()
+    assert set(found) == {"mydata/train.en", "mydata/train.de", "mydata/train.tsv", "mydata/train.jsonl"}
+    assert all(len(text.splitlines()) == 3 for text in found.values())
+
+
+def test_every_command_the_readme_shows_parses_with_its_options(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # train's parser looks for a run to resume in the output directory
+    commands = package_commands()
+    assert {command for command, _ in commands} >= {"train", "translate", "evaluate", "finetune"}
+    for command, arguments in commands:
+        parse(command, arguments)
+
+
+@pytest.mark.parametrize("page", sorted(path.name for path in (ROOT / "docs").glob("*.md")))
+def test_every_command_a_docs_page_shows_parses_with_its_options(page, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs" / "lora").mkdir(parents=True)  # push --base-model checks that the folder is an adapter
+    (tmp_path / "runs" / "lora" / "adapter_config.json").write_text("{}", encoding="utf-8")
+    for command, arguments in package_commands((ROOT / "docs" / page).read_text(encoding="utf-8")):
+        if ":" not in COMMANDS[command][0]:  # import-marian and export-marian share a module without parse_args
+            parse(command, arguments)
+
+
+def test_a_readme_option_that_does_not_exist_would_fail(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit):
+        parse("translate", ["--model", "runs/numbers/model", "--inputs", "test.en"])
+
+
+def test_the_own_files_example_is_what_the_readers_read(tmp_path, monkeypatch):
+    """The README's train command, run on its example files, reads the same three pairs from each format: the pairs
+    of the aligned plain-text example, line by line."""
+    from vanilla_transformer.training import load_splits
+
+    monkeypatch.chdir(tmp_path)
+    for path, text in examples().items():
+        folder, name = path.split("/")
+        for split in ("train", "valid", "test"):  # the README shows the train file; the others are alike
+            target = tmp_path / folder / name.replace("train", split, 1)
+            target.parent.mkdir(exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+    trains = [
+        arguments for command, arguments in package_commands() if command == "train" and "--dataset" in arguments
+    ]
+    assert len(trains) == 1, trains
+    config = parse("train", trains[0])
+    found = examples()
+    expected = list(zip(found["mydata/train.en"].splitlines(), found["mydata/train.de"].splitlines(), strict=True))
+    assert len(expected) == 3 and config.dataset in ("text", "tsv", "jsonl")
+    for kind in ("text", "tsv", "jsonl"):
+        splits = load_splits(dataclasses.replace(config, dataset=kind))
+        assert [list(pairs) for pairs in (splits.train, splits.valid, splits.test)] == [expected] * 3, kind
+
+
+def test_the_own_files_round_trip_reads_what_the_run_writes(tmp_path, monkeypatch):
+    """translate reads the run's test.<src> with its model and evaluate scores against its test.<tgt>: the files
+    ``train`` writes in its --output-dir (training.evaluation writes test.<src_lang> and test.<tgt_lang>)."""
+    monkeypatch.chdir(tmp_path)
+    commands = package_commands()
+    config = parse("train", next(arguments for command, arguments in commands if "--dataset" in arguments))
+    run = Path(config.output_dir)
+    translate = parse(
+        "translate",
+        next(
+            arguments for command, arguments in commands if command == "translate" and str(run) in " ".join(arguments)
+        ),
+    )
+    evaluate = parse(
+        "evaluate",
+        next(
+            arguments for command, arguments in commands if command == "evaluate" and str(run) in " ".join(arguments)
+        ),
+    )
+    assert Path(translate.model) == run / "model" and Path(translate.input) == run / f"test.{config.src_lang}"
+    assert Path(evaluate.hypotheses) == Path(translate.output)
+    assert Path(evaluate.reference) == run / f"test.{config.tgt_lang}"
+
+
+def test_a_bad_line_is_named_with_its_file_and_line(tmp_path):
+    from vanilla_transformer.data.corpora import read_tsv
+
+    path = tmp_path / "train.tsv"
+    path.write_text(examples()["mydata/train.tsv"] + "no tab here\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=re.escape(f"{path}:4")):
+        read_tsv(path)
+
+
+def test_the_readme_test_command_is_the_one_ci_runs():
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    test_command = [line for line in BASH.findall(README)[0].splitlines() if "pytest" in line]
+    assert len(test_command) == 1 and "python -m pytest -q" in test_command[0]
+    assert "python -m pytest -q)" in ci  # .ci/run's tests(): the README's command in each environment
+
+
+def test_the_readme_links_lead_to_files():
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", README)
+    local = [link for link in links if not re.match(r"[a-z]+://", link)]
+    assert local and all((ROOT / link).exists() for link in local), [
+        link for link in local if not (ROOT / link).exists()
+    ]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None, reason="mkdocs is not installed (the docs extra)")
+def test_the_documentation_site_builds_strictly(tmp_path):
+    """mkdocs.yml sets strict: a broken link or anchor, or a page missing from the nav, fails the build."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"},
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    home = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    assert "Train on your own files" in home and 'href="model/"' in home  # the README, its links rewritten
+
+
+def test_json_examples_are_json():
+    for line in examples()["mydata/train.jsonl"].splitlines():
+        json.loads(line)
+
+
+def python_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", README, re.DOTALL)
+
+
+def test_the_readme_python_runs_on_a_trained_model(tiny_model_dir, tmp_path, monkeypatch):
+    """Each Python block of the README, run as shown, on the tests' tiny model of the numbers task in place of
+    runs/numbers/model, and with a fine-tune of 2 steps on the README's example sentences instead of 2,000."""
+    monkeypatch.chdir(tmp_path)
+    for name, text in examples().items():
+        if name.endswith((".en", ".de")):
+            for split in ("train", "dev"):
+                path = tmp_path / "data" / f"{split}{Path(name).suffix}"
+                path.parent.mkdir(exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+    model_dir = tmp_path / "model"  # as save_model_dir writes a run's model: with the pipeline code
+    shutil.copytree(tiny_model_dir, model_dir)
+    add_pipeline_support(model_dir)
+    blocks = python_blocks()
+    assert len(blocks) == 3
+    loading, building, finetuning = (block.replace("runs/numbers/model", str(model_dir)) for block in blocks)
+    scope: dict = {}
+    exec(compile(loading, "README.md", "exec"), scope)
+    output = scope["translator"]("seventy-one thousand, four hundred and fifty-six")
+    assert isinstance(output[0]["translation_text"], str)
+    exec(compile(building, "README.md", "exec"), {})
+    assert (tmp_path / "my-transformer" / "config.json").is_file()
+    assert "max_steps=2000, eval_steps=200" in finetuning
+    scope = {}
+    exec(
+        compile(
+            finetuning.replace("max_steps=2000, eval_steps=200", "max_steps=2, eval_steps=1"), "README.md", "exec"
+        ),
+        scope,
+    )
+    assert Path(scope["result"].output_dir).is_dir() and "bleu" in scope["result"].metrics
