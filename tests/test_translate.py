@@ -244,6 +244,14 @@ def test_a_marian_model_searches_through_the_adapter_as_the_oracle(marian, copy_
         assert found[: len(expected)] == expected and all(token == pad for token in found[len(expected) :])
 
 
+def test_a_trace_through_the_adapter_is_translate(marian, copy_model):
+    tokenizer = copy_model[1]
+    for sentence in copy_task.sentences(3, seed=8):
+        trace = trace_beam_search(marian, tokenizer, sentence, num_beams=3)
+        assert trace.text == translate(marian, tokenizer, [sentence], num_beams=3)[0]
+        assert trace.best == max(trace.steps[-1].finished, key=lambda hypothesis: hypothesis[2])[0]
+
+
 class ToyCache:
     """Stands in for a key/value cache: the decoder tokens of each row, reordered like a real cache."""
 

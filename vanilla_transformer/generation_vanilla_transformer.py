@@ -23,12 +23,10 @@ stopping criteria, no streamer, only the output sequences asked for, ...) runs h
 transformers' loop, which then ignores the two fields above (with a warning when they are set). At the same settings
 both give the same tokens: the search is transformers' step for step (the 2k best extensions, of which those among
 the k best that end finish, the k best others live on; the same early-stopping rules), only computed with less
-overhead. ``tests/test_fast_generation.py`` checks both against transformers, ``tests/test_translate.py`` against
-a plain search written for reading (``tests/beam_oracle.py``).
+overhead. The tests check both against transformers and against a plain search written for reading.
 
-The searches need only a `StepDecoder` (logits of one step, selecting rows): ``decoder_vanilla_transformer.py``'s
-incremental decoder, and for any other Hugging Face encoder-decoder ``vanilla_transformer.decoding``'s adapter,
-on which `vanilla_transformer.translation.translate` runs the same `beam_search`.
+The searches need only a `StepDecoder` (one step's logits, selecting rows): the incremental decoder here, and for
+any other encoder-decoder the adapter ``vanilla_transformer.decoding``, on which ``translate()`` runs `beam_search`.
 
 ``_sample`` and ``_beam_search`` are private to transformers, and may change in any release: the override serves
 calls only where their signatures are the ones it was written for (`hook_signatures_match`), and passes every other
@@ -121,10 +119,8 @@ def _top(scores: torch.Tensor, n: int, chunk: int = 64) -> tuple[torch.Tensor, t
 
 
 class StepDecoder(Protocol):
-    """What the searches need of a decoder: rows are hypotheses, `beams` consecutive rows per sentence.
-
-    Two implement it: this package's `IncrementalDecoder`, and ``vanilla_transformer.decoding.CachedStepDecoder``
-    for any Hugging Face encoder-decoder with a cache."""
+    """What the searches need of a decoder: rows are hypotheses, `beams` consecutive rows per sentence. Implemented by
+    `IncrementalDecoder` and, for any Hugging Face encoder-decoder, ``vanilla_transformer.decoding.CachedStepDecoder``."""
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits ``[rows, V]`` of the next token after `tokens` ``[rows]``, the last token of each hypothesis."""
