@@ -114,6 +114,9 @@ def test_beam_search_at_alpha_zero_equals_transformers_own(decoder_steps):
         for how, count in assert_equals_transformers_at_alpha_zero(model, sources, 6, pad_id=0).items():
             ended[how] += count
         assert decoder_steps, "our search did not run on the fast decoder"
+        decoder_steps.clear()
+        transformers_beam_search(model, torch.tensor([sources[0]]), 4, 5)
+        assert not decoder_steps, "the expectation ran on our search, not transformers' loop"
     assert all(ended.values()), ended  # both ways of finishing are covered
 
 
