@@ -362,6 +362,16 @@ def test_trace_beam_search_is_translate_step_by_step(tokenizer):
         assert len(finished) >= 3  # the search ran until k had finished (or the maximum length)
 
 
+@pytest.mark.parametrize("name", ["num_beams", "length_penalty", "max_length_offset"])
+def test_a_search_setting_of_none_is_named(tokenizer, name):
+    """None is "not given" on the command line, never a search setting: translate() names it before decoding."""
+    model = tiny_model(vocab_size=len(tokenizer), seed=0)
+    with pytest.raises(ValueError, match=f"{name} must be given, got {name}=None"):
+        translate(model, tokenizer, ["one"], **{name: None})
+    with pytest.raises(ValueError, match=f"{name} must be given, got {name}=None"):
+        trace_beam_search(model, tokenizer, "one", **{name: None})
+
+
 def test_translate_and_evaluate_scripts(tokenizer, tmp_path, monkeypatch, capsys):
     model = tiny_model(vocab_size=len(tokenizer), seed=1)
     generation_config = paper_generation_config(model.config, max_new_tokens=20)

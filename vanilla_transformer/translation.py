@@ -81,17 +81,20 @@ def paper_generation_config(
     )
 
 
-def check_search_settings(*, where: str = "", flag: bool = False, **settings: object) -> None:
+def check_search_settings(*, where: str = "", flag: bool = False, required: bool = False, **settings: object) -> None:
     """Raise a ValueError naming the first of `settings` that cannot work, e.g. ``num_beams must be at least 1, got
     num_beams=0``: ``num_beams`` must be an integer of at least 1, ``max_length_offset`` an integer of at least 0
     (``True`` and ``4.0`` are not integers), ``length_penalty`` a finite, non-negative number (NaN, infinity and
-    alpha < 0 make GNMT's penalty rank hypotheses backwards or not at all). None values are not checked; `where`
-    goes before the message; `flag` names the settings as command-line options (``--num-beams``)."""
+    alpha < 0 make GNMT's penalty rank hypotheses backwards or not at all). None values are not checked, unless
+    `required` (a search needs every one); `where` goes before the message; `flag` names the settings as command-line
+    options (``--num-beams``)."""
     for name, value in settings.items():
         integer = name != "length_penalty"
-        if value is None:
+        if value is None and not required:
             continue
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral if integer else numbers.Real):
+        if value is None:
+            problem = "must be given"
+        elif isinstance(value, bool) or not isinstance(value, numbers.Integral if integer else numbers.Real):
             problem = "must be an integer" if integer else "must be a number"
         elif integer:
             least = 1 if name == "num_beams" else 0
@@ -111,7 +114,8 @@ def _check_search_arguments(
     max_length_offset: int,
 ) -> None:
     """Reject what would make the search return garbage: a NaN penalty, a negative length, left padding."""
-    check_search_settings(num_beams=num_beams, length_penalty=length_penalty, max_length_offset=max_length_offset)
+    search = dict(num_beams=num_beams, length_penalty=length_penalty, max_length_offset=max_length_offset)
+    check_search_settings(required=True, **search)
     if input_ids.dim() != 2 or (input_ids.shape[0] > 0 and input_ids.shape[1] == 0):
         raise ValueError(f"input_ids has shape {tuple(input_ids.shape)}: expected (batch_size, length), length > 0")
     if attention_mask is None:
@@ -213,7 +217,8 @@ def translate(
     Raises:
         ValueError: Before translating anything: a bad search setting (`check_search_settings`), a long sentence.
     """
-    check_search_settings(num_beams=num_beams, length_penalty=length_penalty, max_length_offset=max_length_offset)
+    search = dict(num_beams=num_beams, length_penalty=length_penalty, max_length_offset=max_length_offset)
+    check_search_settings(required=True, **search)
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got batch_size={batch_size}")
     encoded = tokenizer(list(sentences))["input_ids"] if sentences else []
@@ -221,7 +226,6 @@ def translate(
     # Longest first: similar lengths share a batch (little padding), and memory problems show at once.
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]), reverse=True)
     translations: list[str] = [""] * len(encoded)
-    search = dict(num_beams=num_beams, length_penalty=length_penalty, max_length_offset=max_length_offset)
     with _eval_mode(model):
         starts = range(0, len(order), batch_size)
         for start in tqdm(starts, desc="translating", disable=not show_progress):
@@ -265,7 +269,8 @@ def trace_beam_search(
 ) -> BeamTrace:
     """`translate` of one sentence, step by step: the live and finished hypotheses after every step, for showing
     how the search proceeds. The same search as `translate`, so `text` is its translation."""
-    check_search_settings(num_beams=num_beams, length_penalty=length_penalty, max_length_offset=max_length_offset)
+    search = dict(num_beams=num_beams, length_penalty=length_penalty, max_length_offset=max_length_offset)
+    check_search_settings(required=True, **search)
     encoded = tokenizer([sentence])["input_ids"]
     _check_source_lengths(encoded, getattr(model.config, "max_position_embeddings", None))
     steps: list[BeamStep] = []
@@ -276,15 +281,7 @@ def trace_beam_search(
 
     with _eval_mode(model):
         batch = _right_padded(tokenizer, encoded, model.device)
-        output = translate_ids(
-            model,
-            batch["input_ids"],
-            batch["attention_mask"],
-            num_beams=num_beams,
-            length_penalty=length_penalty,
-            max_length_offset=max_length_offset,
-            observer=observe,
-        )
+        output = translate_ids(model, batch["input_ids"], batch["attention_mask"], **search, observer=observe)
     return BeamTrace(steps, output[0].tolist(), tokenizer.decode(output[0], skip_special_tokens=True))
 
 
