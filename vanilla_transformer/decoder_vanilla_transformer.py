@@ -1,7 +1,7 @@
 """The incremental decoder behind ``model.generate()``: the model's decoder, one token at a time, for the searches of
 ``generation_vanilla_transformer.py``.
 
-Why it is faster than transformers' loop (measurements: the README's section "Decoding"): one decoding step of a
+Why it is faster than transformers' loop (measurements: docs/decoding.md): one decoding step of a
 small model is a hundred-odd tiny operations, so their overhead, not the arithmetic, sets the speed. Here
 
 * the cross-attention keys and values of all decoder layers are one matrix product per call, computed once per
