@@ -23,6 +23,7 @@ from vanilla_transformer.translation import (
     beam_search,
     gnmt_length_penalty,
     paper_generation_config,
+    trace_beam_search,
     translate,
 )
 
@@ -255,6 +256,34 @@ def test_translate_keeps_order_and_model_mode(tokenizer):
     encoded = tokenizer(sentences[1], return_tensors="pt")
     expected = beam_search(model.eval(), encoded["input_ids"], num_beams=3, max_length_offset=3)
     assert batched[1] == tokenizer.decode(expected[0], skip_special_tokens=True)
+
+
+def test_trace_beam_search_is_translate_step_by_step(tokenizer):
+    """The trace's text is translate()'s; its winner is the finished hypothesis with the best GNMT score; its
+    log-probabilities are those of teacher forcing, and its scores log P / ((5 + |Y|) / 6) ** alpha."""
+    model = tiny_model(vocab_size=len(tokenizer), seed=2, head_std=0.3, eos_std=1.0)
+    search = dict(num_beams=3, length_penalty=0.6, max_length_offset=4)
+    for sentence in ["one two", "three four five six seven eight", "nine", ""]:
+        trace = trace_beam_search(model, tokenizer, sentence, **search)
+        assert trace.text == translate(model, tokenizer, [sentence], **search)[0]
+        source = tokenizer(sentence)["input_ids"]
+        assert [step.step for step in trace.steps] == list(range(1, len(trace.steps) + 1))
+        start = model.config.decoder_start_token_id
+        for step in trace.steps:
+            assert 0 < len(step.live) <= 3 or step is trace.steps[-1]
+            assert [log_prob for _, log_prob in step.live] == sorted((p for _, p in step.live), reverse=True)
+            hypotheses = [tokens for tokens, _ in step.live] + [tokens for tokens, _, _ in step.finished]
+            assert all(tokens[0] == start for tokens in hypotheses)
+            assert all(len(tokens) == 1 + step.step for tokens, _ in step.live)
+            forced = sequence_log_probs(model, source, [tokens[1:] for tokens in hypotheses])
+            traced = [p for _, p in step.live] + [p for _, p, _ in step.finished]
+            assert traced == pytest.approx(forced, abs=1e-4)
+            for tokens, log_prob, score in step.finished:
+                assert score == pytest.approx(log_prob / ((5 + len(tokens) - 1) / 6) ** 0.6, abs=1e-5)
+        finished = trace.steps[-1].finished
+        assert trace.best == max(finished, key=lambda hypothesis: hypothesis[2])[0] == finished[0][0]
+        assert tokenizer.decode(trace.best, skip_special_tokens=True) == trace.text
+        assert len(finished) >= 3  # the search ran until k had finished (or the maximum length)
 
 
 def test_translate_and_evaluate_scripts(tokenizer, tmp_path, monkeypatch, capsys):

@@ -248,10 +248,6 @@ class IncrementalDecoder:
         per_layer = memory.permute(2, 3, 0, 4, 1, 5)  # [L, 2, B, H, S, d_k]
         self.memory_keys, self.memory_values = per_layer[:, 0].unbind(0), per_layer[:, 1].unbind(0)
 
-    @property
-    def rows(self) -> int:
-        return self.cache.shape[1]
-
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits ``[rows, V]`` of the next token after `tokens` ``[rows]``, the last token of each hypothesis."""
         w, t = self.w, self.step_index

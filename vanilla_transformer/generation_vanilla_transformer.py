@@ -44,8 +44,9 @@ from __future__ import annotations
 import inspect
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import torch
 from torch.nn import functional as F
@@ -103,13 +104,27 @@ def _top(scores: torch.Tensor, n: int, chunk: int = 64) -> tuple[torch.Tensor, t
     return values, index.gather(1, best)
 
 
+class StepDecoder(Protocol):
+    """What the searches need of a decoder: rows are hypotheses, `beams` consecutive rows per sentence.
+
+    Two implement it: this package's `IncrementalDecoder`, and ``vanilla_transformer.decoding.CachedStepDecoder``
+    for any Hugging Face encoder-decoder with a cache."""
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Logits ``[rows, V]`` of the next token after `tokens` ``[rows]``, the last token of each hypothesis."""
+
+    def select(self, rows: torch.Tensor, sentences: torch.Tensor | None = None) -> None:
+        """Keep the rows `rows` (in this order; each a row of the same sentence, or of a kept one), and, when given,
+        only the `sentences` (indices among the current ones)."""
+
+
 @torch.no_grad()
 def greedy_search(
-    decoder: IncrementalDecoder, start_id: int, eos_ids: torch.Tensor, pad_id: int, max_lengths: torch.Tensor
+    decoder: StepDecoder, start_id: int, eos_ids: torch.Tensor, pad_id: int, max_lengths: torch.Tensor
 ) -> torch.Tensor:
     """transformers' greedy search: the most probable token at each step; a row ends at ``</s>`` or at its own
     maximum length (`max_lengths`, in generated tokens), and is padded after that. Returns ``[rows, 1 + steps]``."""
-    rows, device = decoder.rows, eos_ids.device
+    rows, device = max_lengths.shape[0], eos_ids.device
     output = torch.full((rows, 1 + int(max_lengths.max())), pad_id, dtype=torch.long, device=device)
     output[:, 0] = start_id
     index = torch.arange(rows, device=device)  # the output row of each decoder row
@@ -132,7 +147,8 @@ def greedy_search(
 
 @torch.no_grad()
 def beam_search(
-    decoder: IncrementalDecoder,
+    decoder: StepDecoder,
+    num_beams: int,
     start_id: int,
     eos_id: int,
     fill_id: int,
@@ -142,6 +158,7 @@ def beam_search(
     penalty_type: str = "length",
     early_stopping: bool | str = False,
     num_return_sequences: int = 1,
+    observer: Callable[[int, Beams], None] | None = None,
 ) -> torch.Tensor:
     """transformers' beam search (``_beam_search``), with each sentence's own maximum length and a choice of length
     penalty (``|Y| ** alpha`` or GNMT's), dropping each sentence from the batch once its result cannot change.
@@ -152,14 +169,17 @@ def beam_search(
     its best live one cannot beat the worst of them, judged at the current length, or with ``early_stopping="never"``
     (and alpha > 0) at its maximum length, which is exact; or with ``early_stopping=True`` as soon as it holds k.
 
+    `observer`, when given, is called after every step with the number of tokens generated and the `Beams` of the
+    sentences still searched (those done at this step included), for a trace of the search.
+
     Returns ``[sentences * num_return_sequences, 1 + longest]``: the best hypotheses of each sentence, best first,
     with `fill_id` after their end.
     """
-    k, device = decoder.beams, max_lengths.device
+    k, device = num_beams, max_lengths.device
     sentences, width = max_lengths.shape[0], 1 + int(max_lengths.max())
     result = torch.full((sentences, num_return_sequences, width), fill_id, dtype=torch.long, device=device)
     result_lengths = torch.zeros(sentences, num_return_sequences, dtype=torch.long, device=device)
-    beams = _Beams.start(max_lengths, k, width, start_id, fill_id)
+    beams = Beams.start(max_lengths, k, width, start_id, fill_id)
     length = 0
     while beams.index.numel():
         length += 1
@@ -170,6 +190,8 @@ def beam_search(
         beams.finish(candidates, ends, length, _penalty(length, length_penalty, penalty_type))
         rows = beams.live_on(candidates, ends, length)
         done = beams.settled(length, length_penalty, penalty_type, early_stopping)
+        if observer is not None:
+            observer(length, beams)
         if bool(done.any()):
             result[beams.index[done]] = beams.finished[done, :num_return_sequences]
             result_lengths[beams.index[done]] = beams.finished_lengths[done, :num_return_sequences]
@@ -190,7 +212,7 @@ class _Candidates(NamedTuple):
 
 
 @dataclass
-class _Beams:
+class Beams:
     """The state of the sentences still searched: k live hypotheses each, and the k best finished ones.
 
     Hypotheses are ``[B, k, width]`` token ids, `fill_id` after their current length."""
@@ -205,7 +227,7 @@ class _Beams:
     is_finished: torch.Tensor  # [B, k] False where none yet
 
     @classmethod
-    def start(cls, max_lengths: torch.Tensor, k: int, width: int, start_id: int, fill_id: int) -> _Beams:
+    def start(cls, max_lengths: torch.Tensor, k: int, width: int, start_id: int, fill_id: int) -> Beams:
         sentences, device = max_lengths.shape[0], max_lengths.device
         live = torch.full((sentences, k, width), fill_id, dtype=torch.long, device=device)
         live[:, :, 0] = start_id
@@ -266,9 +288,31 @@ class _Beams:
             done |= full
         return done
 
-    def select(self, sentences: torch.Tensor) -> _Beams:
+    def select(self, sentences: torch.Tensor) -> Beams:
         """The state of `sentences` alone."""
-        return _Beams(*(getattr(self, field.name)[sentences] for field in fields(self)))
+        return Beams(*(getattr(self, field.name)[sentences] for field in fields(self)))
+
+    def hypotheses(self, sentence: int, length: int) -> tuple[list, list]:
+        """For an observer: the `sentence`-th searched sentence's live hypotheses after `length` generated tokens,
+        as (token ids from the start token, log P), best first; and its finished ones so far, as (token ids, score
+        ``log P / penalty``), best first."""
+        live = [
+            (tokens[: 1 + length], score)
+            for tokens, score in zip(self.live[sentence].tolist(), self.live_scores[sentence].tolist(), strict=True)
+            if score > _MASKED / 2  # a real hypothesis (after a step where many ended, fewer than k may live)
+        ]
+        finished = [
+            (tokens[: 1 + size], score)
+            for tokens, size, score, real in zip(
+                self.finished[sentence].tolist(),
+                self.finished_lengths[sentence].tolist(),
+                self.finished_scores[sentence].tolist(),
+                self.is_finished[sentence].tolist(),
+                strict=True,
+            )
+            if real
+        ]
+        return live, finished
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -365,6 +409,7 @@ def fast_generate(model, config, kwargs) -> torch.Tensor:
         fill = int(eos[0])
     return beam_search(
         decoder,
+        beams,
         start,
         int(eos[0]),
         fill,
@@ -455,7 +500,9 @@ class FastGenerationMixin:
 
 
 __all__ = [
+    "Beams",
     "FastGenerationMixin",
+    "StepDecoder",
     "beam_search",
     "fast_generate",
     "greedy_search",

@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -51,8 +52,10 @@ from transformers import (
 from transformers.modeling_outputs import BaseModelOutput
 
 from .cache_vanilla_transformer import cache_field
-from .generation_vanilla_transformer import LENGTH_PENALTY_TYPE
+from .decoding import step_decoder
+from .generation_vanilla_transformer import LENGTH_PENALTY_TYPE, Beams
 from .generation_vanilla_transformer import MAX_LENGTH_OFFSET as MAX_LENGTH_OFFSET_FIELD
+from .generation_vanilla_transformer import beam_search as fast_beam_search
 
 CACHE = cache_field()
 """The argument and output field of a model's generation cache in the installed transformers."""
@@ -118,11 +121,6 @@ def check_search_settings(*, where: str = "", flag: bool = False, **settings: ob
         if problem is not None:
             label = "--" + name.replace("_", "-") if flag else name
             raise ValueError(f"{where}{label} {problem}, got {label}={value!r}")
-
-
-def has_fast_generation(model: PreTrainedModel) -> bool:
-    """Whether ``model.generate`` serves `paper_generation_config` (this package's model, also as remote code)."""
-    return any(cls.__name__ == "FastGenerationMixin" for cls in type(model).__mro__)
 
 
 def gnmt_length_penalty(length: torch.Tensor | int, alpha: float) -> torch.Tensor | float:
@@ -318,6 +316,59 @@ class _Beams:
         return self.finished[:, 0, :output_length]
 
 
+@torch.no_grad()
+def translate_ids(
+    model: PreTrainedModel,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    *,
+    num_beams: int = NUM_BEAMS,
+    length_penalty: float = LENGTH_PENALTY,
+    max_length_offset: int = MAX_LENGTH_OFFSET,
+    observer: Callable[[int, Beams], None] | None = None,
+) -> torch.Tensor:
+    """The best translation of each source sentence under the GNMT-penalised score (see the module docstring): the
+    one beam search, ``generation_vanilla_transformer.beam_search``, on the model's step decoder
+    (``decoding.step_decoder``: this package's incremental decoder, or one forward pass per step of any other).
+
+    Args:
+        model: An encoder-decoder with ``config.decoder_start_token_id``, ``eos_token_id`` and ``pad_token_id``,
+            in eval mode (dropout off).
+        input_ids: Source token ids ``[batch, source length]``, right-padded.
+        attention_mask: 1 for source tokens, 0 for padding; ``None`` when nothing is padded.
+        num_beams: k, the number of hypotheses kept per sentence.
+        length_penalty: GNMT's alpha; 0 ranks by plain log-probability.
+        max_length_offset: Each sentence stops after its own number of source tokens plus this many tokens; no
+            more than ``config.max_position_embeddings`` where the model has one.
+        observer: Called after every step with the search state (see ``beam_search``); `trace_beam_search` uses it.
+
+    Returns:
+        ``[batch, 1 + longest output]`` token ids, in the layout of ``model.generate``: the decoder start token,
+        the output tokens ending in ``</s>`` (unless the maximum length cut them), then padding.
+    """
+    _check_search_arguments(input_ids, attention_mask, num_beams, length_penalty, max_length_offset)
+    config = model.config
+    if attention_mask is None:
+        attention_mask = torch.ones_like(input_ids)
+    if input_ids.shape[0] == 0:  # no sentences: no translations
+        return torch.full((0, 1), config.decoder_start_token_id, dtype=input_ids.dtype, device=input_ids.device)
+    max_lengths = _max_output_lengths(config, attention_mask, max_length_offset)
+    decoder = step_decoder(model, input_ids, attention_mask, num_beams, int(max_lengths.max()))
+    fill = config.pad_token_id if config.pad_token_id is not None else config.eos_token_id
+    return fast_beam_search(
+        decoder,
+        num_beams,
+        config.decoder_start_token_id,
+        config.eos_token_id,
+        fill,
+        max_lengths,
+        length_penalty=length_penalty,
+        penalty_type="gnmt",
+        early_stopping="never",
+        observer=observer,
+    )
+
+
 def translate(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -331,8 +382,8 @@ def translate(
 ) -> list[str]:
     """Translate sentences with the paper's beam search, in batches of similar length, on the model's device.
 
-    This package's model decodes with ``model.generate`` and `paper_generation_config` (its fast incremental
-    decoder); other encoder-decoders with `beam_search`. Both run the same search.
+    Every model runs the same search (`translate_ids`): this package's model on its fast incremental decoder,
+    other encoder-decoders one forward pass per step (``decoding.step_decoder``).
 
     Defaults are the paper's: beam 4, GNMT length penalty alpha = 0.6, at most input length + 50 output tokens.
     The model is put in eval mode for the call and given back in the mode it came in.
@@ -341,7 +392,7 @@ def translate(
         model: The translation model.
         tokenizer: Its tokenizer; it must append ``</s>`` to sources, as the training data did.
         sentences: Source sentences.
-        num_beams, length_penalty, max_length_offset: See `beam_search`.
+        num_beams, length_penalty, max_length_offset: See `translate_ids`.
         batch_size: Sentences per batch (each takes `num_beams` rows in the decoder).
         show_progress: Show a progress bar over batches.
 
@@ -359,41 +410,92 @@ def translate(
     # Longest first: similar lengths share a batch (little padding), and memory problems show at once.
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]), reverse=True)
     translations: list[str] = [""] * len(encoded)
-    generation_config = None
-    if has_fast_generation(model):  # the same search, on the fast incremental decoder
-        longest = max(map(len, encoded), default=0)
-        generation_config = paper_generation_config(
-            model.config,
-            num_beams=num_beams,
-            length_penalty=length_penalty,
-            max_length_offset=max_length_offset,
-            max_new_tokens=min(max(1, longest + max_length_offset), model.config.max_position_embeddings),
-        )
-    was_training = model.training
-    model.eval()
-    try:
+    search = dict(num_beams=num_beams, length_penalty=length_penalty, max_length_offset=max_length_offset)
+    with _eval_mode(model):
         starts = range(0, len(order), batch_size)
         for start in tqdm(starts, desc="translating", disable=not show_progress):
             indices = order[start : start + batch_size]
-            batch = tokenizer.pad(
-                {"input_ids": [encoded[i] for i in indices]}, padding_side="right", return_tensors="pt"
-            ).to(model.device)
-            if generation_config is not None:
-                output = model.generate(**batch, generation_config=generation_config)
-            else:
-                output = beam_search(
-                    model,
-                    batch["input_ids"],
-                    batch["attention_mask"],
-                    num_beams=num_beams,
-                    length_penalty=length_penalty,
-                    max_length_offset=max_length_offset,
-                )
+            batch = _right_padded(tokenizer, [encoded[i] for i in indices], model.device)
+            output = translate_ids(model, batch["input_ids"], batch["attention_mask"], **search)
             for i, text in zip(indices, tokenizer.batch_decode(output, skip_special_tokens=True), strict=True):
                 translations[i] = text
+    return translations
+
+
+class BeamStep(NamedTuple):
+    """The search for one sentence after `step` generated tokens."""
+
+    step: int
+    live: list[tuple[list[int], float]]
+    """The live hypotheses, best first: token ids from the decoder start token, and log P."""
+    finished: list[tuple[list[int], float, float]]
+    """Every hypothesis that has joined the k best finished ones so far (also those pushed out since), best score
+    first: token ids, log P, and GNMT's score log P / lp(|Y|) (log P is recovered as score * lp, to rounding)."""
+
+
+class BeamTrace(NamedTuple):
+    """The whole search for one sentence (`trace_beam_search`)."""
+
+    steps: list[BeamStep]
+    best: list[int]
+    """The winning hypothesis: token ids from the decoder start token."""
+    text: str
+    """Its text: what `translate` returns for the sentence."""
+
+
+def trace_beam_search(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    sentence: str,
+    *,
+    num_beams: int = NUM_BEAMS,
+    length_penalty: float = LENGTH_PENALTY,
+    max_length_offset: int = MAX_LENGTH_OFFSET,
+) -> BeamTrace:
+    """`translate` of one sentence, step by step: the live and finished hypotheses after every step, for showing
+    how the search proceeds. The same search as `translate`, so `text` is its translation."""
+    check_search_settings(num_beams=num_beams, length_penalty=length_penalty, max_length_offset=max_length_offset)
+    encoded = tokenizer([sentence])["input_ids"]
+    _check_source_lengths(encoded, getattr(model.config, "max_position_embeddings", None))
+    steps: list[BeamStep] = []
+    finished: list[tuple[list[int], float, float]] = []
+
+    def observe(length: int, beams: Beams) -> None:
+        live, kept = beams.hypotheses(0, length)
+        for tokens, score in kept:
+            if len(tokens) == 1 + length:  # joined at this step
+                finished.append((tokens, score * gnmt_length_penalty(length, length_penalty), score))
+        finished.sort(key=lambda hypothesis: -hypothesis[2])
+        steps.append(BeamStep(length, live, list(finished)))
+
+    with _eval_mode(model):
+        batch = _right_padded(tokenizer, encoded, model.device)
+        output = translate_ids(
+            model,
+            batch["input_ids"],
+            batch["attention_mask"],
+            num_beams=num_beams,
+            length_penalty=length_penalty,
+            max_length_offset=max_length_offset,
+            observer=observe,
+        )
+    return BeamTrace(steps, output[0].tolist(), tokenizer.decode(output[0], skip_special_tokens=True))
+
+
+@contextmanager
+def _eval_mode(model: PreTrainedModel) -> Iterator[None]:
+    """Dropout off for the block; the model given back in the mode it came in."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
     finally:
         model.train(was_training)
-    return translations
+
+
+def _right_padded(tokenizer: PreTrainedTokenizerBase, encoded: Sequence[Sequence[int]], device) -> dict:
+    """A batch of token id lists, right-padded (positions are absolute), on `device`."""
+    return tokenizer.pad({"input_ids": list(encoded)}, padding_side="right", return_tensors="pt").to(device)
 
 
 def _check_source_lengths(encoded: Sequence[Sequence[int]], limit: int | None) -> None:
@@ -410,10 +512,13 @@ __all__ = [
     "LENGTH_PENALTY",
     "MAX_LENGTH_OFFSET",
     "NUM_BEAMS",
+    "BeamStep",
+    "BeamTrace",
     "beam_search",
     "check_search_settings",
     "gnmt_length_penalty",
-    "has_fast_generation",
     "paper_generation_config",
+    "trace_beam_search",
     "translate",
+    "translate_ids",
 ]

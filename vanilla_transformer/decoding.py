@@ -1,0 +1,77 @@
+"""The decoders the one beam search runs on (`generation_vanilla_transformer.StepDecoder`: one step of logits, and
+selecting rows), for any encoder-decoder.
+
+This package's model decodes on its fast `IncrementalDecoder` wherever that computes what the model computes; any
+other Hugging Face encoder-decoder with a generation cache (MarianMT, BART, T5, a PEFT-wrapped model, ours with a
+hook or in training mode) on `CachedStepDecoder`, one forward pass of the model per step. Either way the search is
+the same code: ``generation_vanilla_transformer.beam_search``.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import PreTrainedModel
+from transformers.modeling_outputs import BaseModelOutput
+
+from .cache_vanilla_transformer import cache_field
+from .decoder_vanilla_transformer import DecoderWeights, IncrementalDecoder, unsupported_modules
+from .generation_vanilla_transformer import StepDecoder
+
+
+def has_fast_generation(model: PreTrainedModel) -> bool:
+    """Whether ``model.generate`` serves the paper's search itself (this package's model, also as remote code)."""
+    return any(cls.__name__ == "FastGenerationMixin" for cls in type(model).__mro__)
+
+
+class CachedStepDecoder:
+    """`StepDecoder` for any Hugging Face encoder-decoder whose generation cache has ``reorder_cache``: the encoder
+    runs once, then each step is one forward pass of the decoder on the last token of every row, with the cache.
+
+    Row ``b * beams + j`` is hypothesis j of sentence b; the encoder output and mask are repeated for each row,
+    as transformers' own beam search does."""
+
+    def __init__(self, model, input_ids: torch.Tensor, attention_mask: torch.Tensor, beams: int):
+        self.model, self.cache, self.cache_name = model, None, cache_field()
+        sentence_of_row = torch.arange(input_ids.shape[0], device=input_ids.device).repeat_interleave(beams)
+        encoded = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        self.encoded = encoded.index_select(0, sentence_of_row)  # [rows, S, d]
+        self.memory_mask = attention_mask.index_select(0, sentence_of_row)  # [rows, S]
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Logits ``[rows, V]`` of the next token after `tokens` ``[rows]``."""
+        outputs = self.model(
+            encoder_outputs=BaseModelOutput(last_hidden_state=self.encoded),
+            attention_mask=self.memory_mask,
+            decoder_input_ids=tokens.unsqueeze(1),
+            use_cache=True,
+            **{self.cache_name: self.cache},
+        )
+        self.cache = getattr(outputs, self.cache_name)
+        if self.cache is None or not hasattr(self.cache, "reorder_cache"):
+            raise TypeError(
+                f"{type(self.model).__name__} returned no generation cache with reorder_cache as {self.cache_name!r}: "
+                f"the beam search needs one"
+            )
+        return outputs.logits[:, -1]
+
+    def select(self, rows: torch.Tensor, sentences: torch.Tensor | None = None) -> None:
+        """Keep the rows `rows`: the cache, by its public ``reorder_cache``, and the encoder output and mask, which
+        follow the rows (each kept row continues a row of its own sentence, so `sentences` adds nothing)."""
+        self.cache.reorder_cache(rows)
+        self.encoded = self.encoded.index_select(0, rows)
+        self.memory_mask = self.memory_mask.index_select(0, rows)
+
+
+def step_decoder(
+    model, input_ids: torch.Tensor, attention_mask: torch.Tensor, beams: int, max_steps: int
+) -> StepDecoder:
+    """The decoder of one search over the right-padded sources `input_ids`, `beams` rows per sentence: this
+    package's `IncrementalDecoder` where its copied weights compute what the model does (our model in eval mode,
+    without hooks or adapters other than plain LoRA), else `CachedStepDecoder`."""
+    if has_fast_generation(model) and not model.training and not unsupported_modules(model):
+        memory = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return IncrementalDecoder(DecoderWeights.of(model), memory, attention_mask, beams, max_steps)
+    return CachedStepDecoder(model, input_ids, attention_mask, beams)
+
+
+__all__ = ["CachedStepDecoder", "has_fast_generation", "step_decoder"]
