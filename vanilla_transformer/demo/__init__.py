@@ -4,18 +4,31 @@ Gradio (the ``demo`` extra) is imported only by `build_app`; the notebook views 
 """
 
 from .app import ALL_HEADS, Session, build_app, launch_settings
-from .core import Hypothesis, Positions, Translation, beam_hypotheses, check_sentence, positions, translate_with_attention
+from .core import (
+    Hypothesis,
+    Positions,
+    Translation,
+    check_sentence,
+    hypotheses,
+    positions,
+    translate_with_attention,
+)
+from .notebook import AttentionView, BeamView, show_attention, show_beam
 
 __all__ = [
     "ALL_HEADS",
+    "AttentionView",
+    "BeamView",
     "Hypothesis",
     "Positions",
     "Session",
     "Translation",
-    "beam_hypotheses",
+    "hypotheses",
     "build_app",
     "check_sentence",
     "launch_settings",
     "positions",
+    "show_attention",
+    "show_beam",
     "translate_with_attention",
 ]

@@ -17,7 +17,7 @@ from ..export.model_dir import load_model_dir
 from ..extras import import_optional
 from ..translation import LENGTH_PENALTY, NUM_BEAMS
 from .core import Translation, positions, translate_with_attention
-from .render import attention_html, heatmap_image
+from .render import attention_html, beam_html, heatmap_image
 
 ALL_HEADS = "all"
 """The head choice that shows every head of the layer side by side."""
@@ -54,7 +54,9 @@ class Session:
             f"{config.encoder_attention_heads} heads, {config.max_position_embeddings} positions."
         )
 
-    def translate(self, text: str, num_beams: float = NUM_BEAMS, length_penalty: float = LENGTH_PENALTY) -> Translation:
+    def translate(
+        self, text: str, num_beams: float = NUM_BEAMS, length_penalty: float = LENGTH_PENALTY
+    ) -> Translation:
         """Translate `text` with its attention maps. Raises ValueError with a message for the page."""
         if self.load_error is not None:
             raise ValueError(self.load_error)
@@ -82,9 +84,15 @@ class Session:
             return "<p>Translate a sentence first: its attention maps appear here.</p>"
         return attention_html(translation.attention, int(layer), None if head == ALL_HEADS else int(head))
 
+    def beam(self, translation: Translation | None) -> str:
+        if translation is None:
+            return "<p>Translate a sentence first: its beam search appears here.</p>"
+        return beam_html(translation.trace, self.tokenizer, translation.length_penalty)
 
-def launch_settings(port: int | None = None, host: str = "127.0.0.1") -> dict[str, Any]:
-    """`Blocks.launch` options of an offline, local app: system-font theme, no share link, no server-side rendering."""
+
+def launch_settings(port: int | None = None, host: str | None = "127.0.0.1") -> dict[str, Any]:
+    """`Blocks.launch` options of an offline app: system-font theme, no share link, no server-side rendering; served
+    on `host` (None: ``$GRADIO_SERVER_NAME`` or 127.0.0.1) and `port` (None: ``$GRADIO_SERVER_PORT`` or 7860)."""
     gr = _gradio()
     theme = gr.themes.Base(
         font=["system-ui", "-apple-system", "Segoe UI", "Helvetica", "Arial", "sans-serif"],
@@ -117,6 +125,13 @@ def build_app(model: str | PreTrainedModel, tokenizer: PreTrainedTokenizerBase |
                 _translate_tab(gr, session, state)
             with gr.Tab("Attention", id="attention"):
                 _attention_tab(gr, session, state)
+            with gr.Tab("Beam search step by step", id="beam"):
+                gr.Markdown(
+                    "The search of the last translation: after each step, the k live hypotheses and the finished "
+                    "ones, each scored by GNMT's log P / lp(|Y|); the best score wins."
+                )
+                beam = gr.HTML(session.beam(None), elem_id="vt-beam")
+                state.change(session.beam, state, beam)
             with gr.Tab("Positions and embeddings", id="positions"):
                 _positions_tab(gr, session)
     demo.vt_session = session
@@ -154,9 +169,7 @@ def _attention_tab(gr, session: Session, state) -> None:
     )
     with gr.Row():
         layer = gr.Radio([str(n) for n in range(1, layers + 1)], value="1", label="Layer", elem_id="vt-layer")
-        head = gr.Radio(
-            [*map(str, range(1, heads + 1)), ALL_HEADS], value="1", label="Head", elem_id="vt-head"
-        )
+        head = gr.Radio([*map(str, range(1, heads + 1)), ALL_HEADS], value="1", label="Head", elem_id="vt-head")
     maps = gr.HTML(session.attention(None, 1, 1), elem_id="vt-attention")
     for trigger in (layer.change, head.change, state.change):
         trigger(session.attention, [state, layer, head], maps)

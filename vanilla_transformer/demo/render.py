@@ -13,8 +13,10 @@ import json
 from collections.abc import Sequence
 
 import numpy as np
+from transformers import PreTrainedTokenizerBase
 
-from ..visualization import KINDS, Attention
+from ..translation import BeamTrace, gnmt_length_penalty
+from ..visualization import KINDS, Attention, display_tokens
 
 STYLE = """<style>
 .vt-maps {display: flex; flex-wrap: wrap; gap: 18px; align-items: flex-start; font-family: system-ui, sans-serif;}
@@ -70,7 +72,9 @@ def attention_map_html(
     )
 
 
-def attention_html(attention: Attention, layer: int, head: int | None = None, kinds: Sequence[str] = tuple(KINDS)) -> str:
+def attention_html(
+    attention: Attention, layer: int, head: int | None = None, kinds: Sequence[str] = tuple(KINDS)
+) -> str:
     """The maps of one layer (counted from 1) for each kind: one head, or with `head` None all heads side by side."""
     parts = []
     for kind in kinds:
@@ -99,6 +103,57 @@ def attention_html(attention: Attention, layer: int, head: int | None = None, ki
     return f'{STYLE}<div class="vt-maps">{"".join(parts)}</div>'
 
 
+def beam_html(trace: BeamTrace, tokenizer: PreTrainedTokenizerBase, length_penalty: float) -> str:
+    """The search step by step: after each step, the live hypotheses (log P) and the finished ones so far (log P,
+    lp(|Y|), score), the winner marked; then which hypothesis wins and whether the length penalty decided it."""
+
+    def shown(tokens: Sequence[int]) -> str:
+        return html.escape(" ".join(display_tokens(tokenizer, tokens[1:])))  # without the decoder start token
+
+    rows = []
+    for step in trace.steps:
+        live = "<br>".join(f"{shown(tokens)} <i>({log_prob:.3f})</i>" for tokens, log_prob in step.live)
+        finished = "<br>".join(
+            f'<span class="{"vt-winner" if tokens == trace.best else ""}">{shown(tokens)}</span> '
+            f"<i>(log P {log_prob:.3f} / lp {gnmt_length_penalty(len(tokens) - 1, length_penalty):.3f} = "
+            f"{score:.3f})</i>"
+            for tokens, log_prob, score in step.finished
+        )
+        rows.append(f'<tr data-step="{step.step}"><td>{step.step}</td><td>{live}</td><td>{finished}</td></tr>')
+    return (
+        f'{STYLE}<p class="vt-verdict">{html.escape(beam_verdict(trace, tokenizer, length_penalty))}</p>'
+        '<table class="vt-beam"><thead><tr><th>step</th><th>live hypotheses (log P), best first</th>'
+        "<th>finished hypotheses (GNMT score = log P / lp), best first</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def beam_verdict(trace: BeamTrace, tokenizer: PreTrainedTokenizerBase, length_penalty: float) -> str:
+    """Why the winner wins: the best GNMT score among the finished hypotheses, and whether ranking by log P alone
+    (no length penalty) would have chosen another."""
+    finished = trace.steps[-1].finished
+    if not finished:
+        return f"The search stopped at the maximum length with no finished hypothesis; the output is {trace.text!r}."
+    tokens, log_prob, score = finished[0]
+    verdict = (
+        f"After {len(trace.steps)} steps, {trace.text!r} wins with the best score log P / lp = {log_prob:.3f} / "
+        f"{gnmt_length_penalty(len(tokens) - 1, length_penalty):.3f} = {score:.3f}, lp(|Y|) = ((5 + |Y|) / 6)^α, "
+        f"α = {length_penalty:g}."
+    )
+    by_log_prob = max(finished, key=lambda hypothesis: hypothesis[1])
+    if by_log_prob[0] != tokens:
+        other = tokenizer.decode(by_log_prob[0], skip_special_tokens=True)
+        verdict += (
+            f" The length penalty decided it: {other!r} ({len(by_log_prob[0]) - 1} tokens) has the higher log P, "
+            f"{by_log_prob[1]:.3f}, but the penalty favours the longer output."
+            if len(by_log_prob[0]) < len(tokens)
+            else f" The length penalty decided it: {other!r} has the higher log P, {by_log_prob[1]:.3f}."
+        )
+    else:
+        verdict += " It also has the highest log P: the length penalty did not change the winner."
+    return verdict
+
+
 def heatmap_image(values: np.ndarray, *, signed: bool = False, scale: int = 1) -> np.ndarray:
     """An RGB image ``[rows * scale, columns * scale, 3]`` (uint8) of `values`: with `signed`, blue for -1, white
     for 0 and red for +1 (values divided by the largest magnitude); otherwise white (minimum) to dark blue
@@ -118,4 +173,4 @@ def heatmap_image(values: np.ndarray, *, signed: bool = False, scale: int = 1) -
     return image.repeat(scale, axis=0).repeat(scale, axis=1)
 
 
-__all__ = ["STYLE", "attention_html", "attention_map_html", "heatmap_image", "shade"]
+__all__ = ["STYLE", "attention_html", "attention_map_html", "beam_html", "beam_verdict", "heatmap_image", "shade"]
