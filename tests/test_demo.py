@@ -230,3 +230,19 @@ def test_a_page_is_served_offline(copy_model):
     # Nothing the page loads comes from elsewhere: no CDN scripts or stylesheets, no web fonts.
     assert [u for u in re.findall(r'(?:src|href)="(https?://[^"]*)', page) if not u.startswith(url)] == []
     assert "googleapis" not in page and "googleapis" not in json.dumps(config)
+
+
+def test_the_latency_script_writes_its_figures_and_environment(tiny_model_dir, tmp_path):
+    """Runs, records; the figure itself is for a quiet machine, so it is not checked here."""
+    from benchmark_demo import main
+
+    source = tmp_path / "source.txt"
+    source.write_text("three hundred and twelve\n\nforty-two\n", encoding="utf-8")
+    output = tmp_path / "results" / "demo_latency.json"
+    assert (
+        main(["--model", str(tiny_model_dir), "--source", str(source), "--threads", "1", "--output", str(output)]) == 0
+    )
+    figures = json.loads(output.read_text())
+    assert figures["sentences"] == 2 and figures["max_seconds"] >= figures["median_seconds"] > 0
+    assert {"command", "load_average_start", "versions"} <= figures.keys()
+    assert figures["versions"]["transformers"]
