@@ -8,7 +8,7 @@ no analytics, no share links, served on 127.0.0.1 unless told otherwise.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -33,7 +33,6 @@ class Session:
     tokenizer: PreTrainedTokenizerBase | None
     name: str
     load_error: str | None = None
-    last: Translation | None = field(default=None, repr=False)
 
     @classmethod
     def load(cls, name_or_path: str) -> Session:
