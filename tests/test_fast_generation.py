@@ -1,8 +1,9 @@
 """generate() on the fast incremental decoder (generation_vanilla_transformer.py) against independent searches:
-transformers' own greedy and beam search loops, and `vanilla_transformer.translation.beam_search` (the paper's)."""
+transformers' own greedy and beam search loops, and the paper's beam search written plainly (`beam_oracle`)."""
 
 import warnings
 
+import beam_oracle
 import pytest
 import torch
 from test_translate import padded_batch, tiny_model
@@ -10,7 +11,7 @@ from transformers import GenerationConfig
 
 from vanilla_transformer.generation_vanilla_transformer import _top
 from vanilla_transformer.tokenization import EOS_ID
-from vanilla_transformer.translation import beam_search, paper_generation_config, translate
+from vanilla_transformer.translation import paper_generation_config, translate
 
 SOURCES = [[5, 6, 7, 8, 9, 10, EOS_ID], [11, 4, 5, EOS_ID], [7, EOS_ID], [4, 4, 9, 10, 6, EOS_ID]]
 
@@ -80,8 +81,8 @@ def test_a_model_without_attention_biases_decodes_on_the_fast_decoder(num_beams,
 
 @pytest.mark.parametrize("alpha", [0.6, 2.0])
 def test_generate_with_the_paper_config_is_the_papers_beam_search(alpha, decoder_steps):
-    """GNMT's penalty and each sentence's own maximum (input length + offset): `generation.beam_search`'s result,
-    which transformers' search (|Y| ** alpha, one maximum per batch) does not give."""
+    """GNMT's penalty and each sentence's own maximum (input length + offset): the oracle's result, which
+    transformers' search (|Y| ** alpha, one maximum per batch) does not give."""
     offset, differs_from_transformers = 4, 0
     for seed in range(4):
         model = tiny_model(vocab_size=12, seed=seed, head_std=0.3, eos_std=1.0)
@@ -89,10 +90,9 @@ def test_generate_with_the_paper_config_is_the_papers_beam_search(alpha, decoder
         config = paper_generation_config(model.config, length_penalty=alpha, max_length_offset=offset)
         output = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=config)
         assert decoder_steps
-        expected = beam_search(
-            model, input_ids, attention_mask, num_beams=4, length_penalty=alpha, max_length_offset=offset
-        )
-        assert output.tolist() == expected.tolist()  # padded with pad_token_id after </s> or the maximum length
+        for row, source in zip(output.tolist(), SOURCES, strict=True):
+            expected = beam_oracle.beam_search(model, source, 4, alpha, len(source) + offset)
+            assert row[1:] == expected + [0] * (output.shape[1] - 1 - len(expected))  # padded with pad_token_id
         for row, source in zip(hypotheses(output, 0), SOURCES, strict=True):
             assert len(row) <= len(source) + offset
         hugging_face = GenerationConfig(
@@ -122,7 +122,7 @@ def test_each_sentence_stops_at_its_own_input_length_plus_offset():
         assert output.shape[1] == 1 + max(map(len, SOURCES)) + 3
 
 
-def test_translate_runs_the_fast_decoder_and_equals_the_reference_search(decoder_steps):
+def test_translate_runs_the_fast_decoder_and_equals_the_oracle(decoder_steps):
     from vanilla_transformer.tokenization import train_tokenizer
 
     words = "one two three four five six seven eight nine ten eins zwei drei vier fünf sechs sieben acht neun zehn"
@@ -131,8 +131,8 @@ def test_translate_runs_the_fast_decoder_and_equals_the_reference_search(decoder
     sentences = ["one two", "three four five six seven eight", "nine", "ten ten ten ten"]
     texts = translate(model, tokenizer, sentences, max_length_offset=5, batch_size=3)
     assert decoder_steps
-    batch = tokenizer(sentences, return_tensors="pt", padding=True)
-    expected = beam_search(model, batch["input_ids"], batch["attention_mask"], max_length_offset=5)
+    sources = tokenizer(sentences)["input_ids"]
+    expected = [beam_oracle.beam_search(model, source, 4, 0.6, len(source) + 5) for source in sources]
     assert texts == tokenizer.batch_decode(expected, skip_special_tokens=True)
 
 

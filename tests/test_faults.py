@@ -23,7 +23,7 @@ from vanilla_transformer.training import parse_args, train
 from vanilla_transformer.training.checkpoints import list_checkpoints, load_checkpoint_weights
 from vanilla_transformer.training.state import CheckpointError
 from vanilla_transformer.training.tracking import read_metrics
-from vanilla_transformer.translation import beam_search, paper_generation_config, translate
+from vanilla_transformer.translation import paper_generation_config, translate, translate_ids
 
 BREAKS = ["\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e"]
 """Characters `str.splitlines` splits on besides \\n and \\r: inside a sentence they are text, not line ends."""
@@ -81,10 +81,10 @@ def test_empty_batches_and_sequences_are_named_in_forward_and_generate(shape):
 
 
 def test_beam_search_of_no_sentences_is_empty_and_of_empty_sentences_an_error():
-    output = beam_search(small_model(), torch.zeros(0, 4, dtype=torch.long))
+    output = translate_ids(small_model(), torch.zeros(0, 4, dtype=torch.long))
     assert output.shape == (0, 1)
     with pytest.raises(ValueError, match=r"input_ids has shape \(2, 0\)"):
-        beam_search(small_model(), torch.zeros(2, 0, dtype=torch.long))
+        translate_ids(small_model(), torch.zeros(2, 0, dtype=torch.long))
 
 
 def test_bad_label_ids_are_reported_as_labels():
@@ -106,7 +106,7 @@ def test_bad_label_ids_are_reported_as_labels():
 )  # fmt: skip
 def test_beam_search_rejects_arguments_that_give_garbage(arguments, message):
     with pytest.raises(ValueError, match=message):
-        beam_search(small_model(), torch.tensor([[5, 6, 3]]), **arguments)
+        translate_ids(small_model(), torch.tensor([[5, 6, 3]]), **arguments)
 
 
 BAD_SEARCHES = [
@@ -151,7 +151,7 @@ def test_the_smallest_valid_search_settings_translate(model_and_tokenizer):
 def test_beam_search_rejects_left_padding():
     ids, mask = torch.tensor([[5, 6, 3], [0, 7, 3]]), torch.tensor([[1, 1, 1], [0, 1, 1]])
     with pytest.raises(ValueError, match="attention_mask is not right-padded"):
-        beam_search(small_model(), ids, mask)
+        translate_ids(small_model(), ids, mask)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -210,7 +210,7 @@ def test_an_over_long_line_is_named_before_any_translation(model_and_tokenizer, 
     model, tokenizer = model_and_tokenizer
     long_line = " ".join(["seven"] * 200)  # more tokens than max_position_embeddings=64
     calls = []
-    monkeypatch.setattr("vanilla_transformer.translation.beam_search", lambda *a, **k: calls.append(1))
+    monkeypatch.setattr("vanilla_transformer.translation.translate_ids", lambda *a, **k: calls.append(1))
     with pytest.raises(
         ValueError, match=r"sentence 2 has \d+ tokens, more than the model's max_position_embeddings=64"
     ):

@@ -652,9 +652,9 @@ def test_remote_code_loads_without_the_package(tmp_path):
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-2:] == [str(expected), str(paper_output)]
-    from vanilla_transformer.translation import beam_search
+    from vanilla_transformer.translation import translate_ids
 
-    reference = beam_search(
+    reference = translate_ids(
         model, torch.tensor(sources), torch.tensor(masks), num_beams=3, length_penalty=0.6, max_length_offset=4
     )
     assert paper_output == reference.tolist()

@@ -10,21 +10,23 @@ import threading
 from pathlib import Path
 from types import SimpleNamespace
 
+import beam_oracle
 import copy_task
 import pytest
 import torch
 from tiny_model import load_script, tiny_config
 from torch.nn import functional as F
+from transformers import GenerationConfig
 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.export.model_dir import save_model_dir
+from vanilla_transformer.generation_vanilla_transformer import gnmt_length_penalty
 from vanilla_transformer.tokenization import EOS_ID, train_tokenizer
 from vanilla_transformer.translation import (
-    beam_search,
-    gnmt_length_penalty,
     paper_generation_config,
     trace_beam_search,
     translate,
+    translate_ids,
 )
 
 
@@ -51,9 +53,9 @@ def tiny_model(
     return model
 
 
-def padded_batch(sources: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+def padded_batch(sources: list[list[int]], pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     width = max(map(len, sources))
-    input_ids = torch.tensor([source + [0] * (width - len(source)) for source in sources])
+    input_ids = torch.tensor([source + [pad_id] * (width - len(source)) for source in sources])
     attention_mask = torch.tensor([[1] * len(source) + [0] * (width - len(source)) for source in sources])
     return input_ids, attention_mask
 
@@ -67,31 +69,54 @@ def test_gnmt_length_penalty_values():
     torch.testing.assert_close(gnmt_length_penalty(lengths, 0.5), torch.tensor([1.0, 2.0**0.5, 2.0]))
 
 
-def test_beam_search_at_alpha_zero_equals_hugging_face_generate():
-    """At alpha = 0 both length penalties are 1: the searches must agree token for token, sentence by sentence."""
+def transformers_beam_search(model, input_ids, num_beams: int, max_new_tokens: int) -> torch.Tensor:
+    """transformers' own beam search at alpha 0 (its loop: a dict output is a call the fast decoder hands over; no
+    logits processor, as a Marian generation config would add)."""
+    config = model.config
+    settings = GenerationConfig(
+        num_beams=num_beams,
+        length_penalty=0.0,
+        early_stopping="never",
+        max_new_tokens=max_new_tokens,
+        do_sample=False,
+        decoder_start_token_id=config.decoder_start_token_id,
+        eos_token_id=config.eos_token_id,
+        pad_token_id=config.pad_token_id,
+    )
+    return model.generate(input_ids=input_ids, generation_config=settings, return_dict_in_generate=True).sequences
+
+
+def assert_equals_transformers_at_alpha_zero(model, sources: list[list[int]], offset: int, pad_id: int) -> dict:
+    """At alpha = 0 both length penalties are 1: the searches must agree token for token, sentence by sentence, and
+    in a padded batch each sentence gets the same output, padded to the longest. Returns how the outputs ended."""
+    ended = {"with </s>": 0, "at the maximum length": 0}
+    batched = translate_ids(
+        model, *padded_batch(sources, pad_id), num_beams=4, length_penalty=0.0, max_length_offset=offset
+    )
+    for index, source in enumerate(sources):
+        input_ids = torch.tensor([source])
+        expected = transformers_beam_search(model, input_ids, 4, len(source) + offset)
+        alone = translate_ids(model, input_ids, num_beams=4, length_penalty=0.0, max_length_offset=offset)
+        assert alone.tolist() == expected.tolist()
+        width = expected.shape[1]
+        assert batched[index, :width].tolist() == expected[0].tolist()
+        assert (batched[index, width:] == pad_id).all()
+        ended["with </s>" if expected[0, -1] == model.config.eos_token_id else "at the maximum length"] += 1
+    return ended
+
+
+def test_beam_search_at_alpha_zero_equals_transformers_own(decoder_steps):
     sources = [[5, 6, 7, 8, 9, 10, EOS_ID], [11, 4, 5, EOS_ID], [7, EOS_ID], [4, 4, 9, 10, 6, EOS_ID]]
-    offset = 6
     ended = {"with </s>": 0, "at the maximum length": 0}
     for seed in range(3):
         model = tiny_model(vocab_size=12, seed=seed, head_std=0.3, eos_std=1.0)
-        batched = beam_search(model, *padded_batch(sources), num_beams=4, length_penalty=0.0, max_length_offset=offset)
-        for index, source in enumerate(sources):
-            input_ids = torch.tensor([source])
-            expected = model.generate(
-                input_ids=input_ids,
-                num_beams=4,
-                length_penalty=0.0,
-                early_stopping="never",
-                max_new_tokens=len(source) + offset,
-                do_sample=False,
-            )
-            alone = beam_search(model, input_ids, num_beams=4, length_penalty=0.0, max_length_offset=offset)
-            assert alone.tolist() == expected.tolist()
-            # In a padded batch, each sentence gets the same output, padded to the longest.
-            width = expected.shape[1]
-            assert batched[index, :width].tolist() == expected[0].tolist()
-            assert (batched[index, width:] == model.config.pad_token_id).all()
-            ended["with </s>" if expected[0, -1] == EOS_ID else "at the maximum length"] += 1
+        decoder_steps.clear()
+        for how, count in assert_equals_transformers_at_alpha_zero(model, sources, 6, pad_id=0).items():
+            ended[how] += count
+        assert decoder_steps, "our search did not run on the fast decoder"
+        decoder_steps.clear()
+        transformers_beam_search(model, torch.tensor([sources[0]]), 4, 5)
+        assert not decoder_steps, "the expectation ran on our search, not transformers' loop"
     assert all(ended.values()), ended  # both ways of finishing are covered
 
 
@@ -123,7 +148,7 @@ def test_exhaustive_beam_search_finds_the_best_gnmt_score_by_brute_force():
     sources = [[4, EOS_ID], [EOS_ID], [4, 4, EOS_ID], [1, 4, EOS_ID], [4, 1, EOS_ID]]
     longest = max(map(len, sources)) + offset
     num_beams = (vocab_size - 1) ** (longest - 1) * vocab_size  # more than all live prefixes times the vocabulary
-    result = beam_search(
+    result = translate_ids(
         model, *padded_batch(sources), num_beams=num_beams, length_penalty=alpha, max_length_offset=offset
     )
 
@@ -142,45 +167,92 @@ def test_exhaustive_beam_search_finds_the_best_gnmt_score_by_brute_force():
     assert differs_from_hugging_face > 0 and differs_from_log_prob > 0
 
 
-@torch.no_grad()
-def reference_beam_search(model, source: list[int], num_beams: int, alpha: float, max_length: int) -> list[int]:
-    """Beam search written plainly: no cache, no batching, no early stop (it runs to the maximum length), the same
-    pruning (the 2k best extensions; ending ones among the k best finish; the k best others live on)."""
-    start = model.config.decoder_start_token_id
-    live, finished = [(0.0, [])], []
-    for length in range(1, max_length + 1):
-        candidates = []
-        for log_prob, tokens in live:
-            logits = model(input_ids=torch.tensor([source]), decoder_input_ids=torch.tensor([[start, *tokens]])).logits
-            next_log_probs = F.log_softmax(logits[0, -1].float(), dim=-1).tolist()
-            candidates += [
-                (log_prob + next_log_prob, [*tokens, token]) for token, next_log_prob in enumerate(next_log_probs)
-            ]
-        candidates = sorted(candidates, key=lambda candidate: -candidate[0])[: 2 * num_beams]
-        ends = [tokens[-1] == EOS_ID or length == max_length for _, tokens in candidates]
-        finished += [
-            (log_prob / ((5 + length) / 6) ** alpha, tokens)
-            for (log_prob, tokens), end in zip(candidates, ends, strict=True)
-            if end
-        ][: sum(ends[:num_beams])]
-        live = [candidate for candidate, end in zip(candidates, ends, strict=True) if not end][:num_beams]
-    return max(finished)[1]
-
-
-@pytest.mark.parametrize("alpha", [0.6, 2.0])
-def test_beam_search_equals_a_plain_search_run_to_the_maximum_length(alpha):
-    """Stopping early must not change the result, and the cache and batching must not either."""
+@pytest.mark.parametrize("alpha", [0.6, 0.0, 2.0])
+def test_beam_search_equals_the_oracle(alpha, decoder_steps):
+    """Stopping early must not change the result, and the cache and batching must not either: the fast search on
+    the incremental decoder gives the plain search's result (`beam_oracle`), each sentence its own maximum length."""
     sources = [[5, 6, 7, 8, EOS_ID], [11, 4, EOS_ID], [7, EOS_ID], [4, 9, 10, 6, 4, 5, EOS_ID]]
     offset = 4
     for seed in range(3):
         model = tiny_model(vocab_size=12, seed=seed, head_std=0.3, eos_std=1.0)
-        result = beam_search(
+        decoder_steps.clear()
+        result = translate_ids(
             model, *padded_batch(sources), num_beams=3, length_penalty=alpha, max_length_offset=offset
         )
+        assert decoder_steps, "our search did not run on the fast decoder"
         for index, source in enumerate(sources):
-            expected = reference_beam_search(model, source, 3, alpha, len(source) + offset)
+            expected = beam_oracle.beam_search(model, source, 3, alpha, len(source) + offset)
             found = result[index, 1:].tolist()
             assert found[: len(expected)] == expected and all(token == 0 for token in found[len(expected) :])
+
+
+def test_the_oracle_tells_a_search_that_ignores_the_penalty():
+    """Equality with the oracle is not automatic: the search without the penalty differs from the oracle with it."""
+    sources = [[5, 6, 7, 8, EOS_ID], [11, 4, EOS_ID], [7, EOS_ID], [4, 9, 10, 6, 4, 5, EOS_ID]]
+    differs = 0
+    for seed in range(3):
+        model = tiny_model(vocab_size=12, seed=seed, head_std=0.3, eos_std=1.0)
+        unpenalised = translate_ids(
+            model, *padded_batch(sources), num_beams=3, length_penalty=0.0, max_length_offset=4
+        )
+        for index, source in enumerate(sources):
+            expected = beam_oracle.beam_search(model, source, 3, 2.0, len(source) + 4)
+            differs += unpenalised[index, 1 : 1 + len(expected)].tolist() != expected
+    assert differs > 0
+
+
+@pytest.fixture(scope="module")
+def marian(copy_model):
+    """MarianMTModel, transformers' own implementation, with the copy model's weights (`vanilla_to_marian`): a
+    trained network (a random one repeats a token and never ends), and no logits processors (the paper's search
+    has none; OPUS-MT's generation config adds bad_words_ids and forced_eos_token_id)."""
+    from vanilla_transformer.export.marian import vanilla_to_marian
+
+    model = vanilla_to_marian(copy_model[0]).eval()
+    config = model.config
+    ids = dict(decoder_start_token_id=config.decoder_start_token_id, eos_token_id=config.eos_token_id)
+    model.generation_config = GenerationConfig(**ids, pad_token_id=config.pad_token_id)
+    return model
+
+
+def marian_sources(copy_model) -> list[list[int]]:
+    return copy_model[1](copy_task.sentences(6, seed=5))["input_ids"]
+
+
+def test_a_marian_model_searches_through_the_adapter_as_transformers_at_alpha_zero(marian, copy_model, monkeypatch):
+    """Any Hugging Face encoder-decoder with a cache runs the same search (`decoding.CachedStepDecoder`): at
+    alpha 0, transformers' own beam search on MarianMT; and translate() gives our model's translations."""
+    from vanilla_transformer.decoding import CachedStepDecoder
+
+    steps = []
+    step = CachedStepDecoder.step
+    monkeypatch.setattr(CachedStepDecoder, "step", lambda self, tokens: steps.append(1) or step(self, tokens))
+    sources, pad = marian_sources(copy_model), marian.config.pad_token_id
+    ended = assert_equals_transformers_at_alpha_zero(marian, sources, 5, pad_id=pad)
+    assert steps, "the adapter did not run"
+    assert ended["with </s>"] > 0
+    model, tokenizer = copy_model
+    sentences = copy_task.sentences(6, seed=5)
+    assert translate(marian, tokenizer, sentences, num_beams=3) == translate(model, tokenizer, sentences, num_beams=3)
+
+
+@pytest.mark.parametrize("alpha", [0.6, 2.0])
+def test_a_marian_model_searches_through_the_adapter_as_the_oracle(marian, copy_model, alpha):
+    sources, pad = marian_sources(copy_model), marian.config.pad_token_id
+    search = dict(num_beams=3, length_penalty=alpha, max_length_offset=4)
+    result = translate_ids(marian, *padded_batch(sources, pad), **search)
+    for index, source in enumerate(sources):
+        expected = beam_oracle.beam_search(marian, source, 3, alpha, len(source) + 4)
+        found = result[index, 1:].tolist()
+        assert found[: len(expected)] == expected and all(token == pad for token in found[len(expected) :])
+
+
+def test_a_trace_through_the_adapter_is_translate(marian, copy_model):
+    tokenizer = copy_model[1]
+    for sentence in copy_task.sentences(3, seed=8):
+        trace = trace_beam_search(marian, tokenizer, sentence, num_beams=3)
+        assert trace.text == translate(marian, tokenizer, [sentence], num_beams=3)[0]
+        assert trace.best == max(trace.steps[-1].finished, key=lambda hypothesis: hypothesis[2])[0]
 
 
 class ToyCache:
@@ -220,7 +292,9 @@ def test_hand_computed_length_penalty_decision(alpha, expected):
     log P = log 0.4 + 6 log 0.99 = -0.977, so it scores -0.977 at alpha 0, -0.977 / 2 ** 0.6 = -0.644 at alpha
     0.6, and -0.977 / 2 ** 2 = -0.244 at alpha 2, the winner. Stopping after step 1 (when "</s>" finishes and
     "a" scores -0.916 at length 1) would miss it: the search must bound what "a" can reach at length 7."""
-    output = beam_search(ToyTranslator(), torch.tensor([[4]]), num_beams=1, length_penalty=alpha, max_length_offset=6)
+    output = translate_ids(
+        ToyTranslator(), torch.tensor([[4]]), num_beams=1, length_penalty=alpha, max_length_offset=6
+    )
     assert output[0, 1:].tolist() == expected
 
 
@@ -231,7 +305,7 @@ def test_each_sentence_stops_at_its_own_input_length_plus_offset():
         model.model.decoder.layers[-1].final_layer_norm.bias.fill_(1.0)
         model.lm_head.weight[[EOS_ID, pad_id]] = -100.0
     sources = [[5, 6, 7, 8, 9, EOS_ID], [11, EOS_ID], [7, 8, 9, EOS_ID]]
-    output = beam_search(model, *padded_batch(sources), num_beams=3, length_penalty=0.6, max_length_offset=4)
+    output = translate_ids(model, *padded_batch(sources), num_beams=3, length_penalty=0.6, max_length_offset=4)
     lengths = (output[:, 1:] != pad_id).sum(dim=1).tolist()
     assert lengths == [len(source) + 4 for source in sources]
     assert output.shape[1] == 1 + max(lengths)
@@ -254,8 +328,10 @@ def test_translate_keeps_order_and_model_mode(tokenizer):
     ]
     assert batched == one_by_one
     encoded = tokenizer(sentences[1], return_tensors="pt")
-    expected = beam_search(model.eval(), encoded["input_ids"], num_beams=3, max_length_offset=3)
-    assert batched[1] == tokenizer.decode(expected[0], skip_special_tokens=True)
+    expected = beam_oracle.beam_search(
+        model.eval(), encoded["input_ids"][0].tolist(), 3, 0.6, encoded["input_ids"].shape[1] + 3
+    )
+    assert batched[1] == tokenizer.decode(expected, skip_special_tokens=True)
 
 
 def test_trace_beam_search_is_translate_step_by_step(tokenizer):

@@ -1,4 +1,5 @@
-"""Fast incremental decoding behind ``model.generate()``: greedy and beam search, and the paper's beam search.
+"""The package's one beam search (and greedy search), on a `StepDecoder`; and the hooks that run them behind
+``model.generate()`` on the fast incremental decoder.
 
 Section 6.1: "we used beam search with a beam size of 4 and length penalty alpha = 0.6 ... We set the maximum output
 length during inference to input length + 50, but terminate early when possible." The length penalty is GNMT's
@@ -22,8 +23,10 @@ stopping criteria, no streamer, only the output sequences asked for, ...) runs h
 transformers' loop, which then ignores the two fields above (with a warning when they are set). At the same settings
 both give the same tokens: the search is transformers' step for step (the 2k best extensions, of which those among
 the k best that end finish, the k best others live on; the same early-stopping rules), only computed with less
-overhead. ``tests/test_fast_generation.py`` checks both against transformers and against
-`vanilla_transformer.translation.beam_search`.
+overhead. The tests check both against transformers and against a plain search written for reading.
+
+The searches need only a `StepDecoder` (one step's logits, selecting rows): the incremental decoder here, and for
+any other encoder-decoder the adapter ``vanilla_transformer.decoding``, on which ``translate()`` runs `beam_search`.
 
 ``_sample`` and ``_beam_search`` are private to transformers, and may change in any release: the override serves
 calls only where their signatures are the ones it was written for (`hook_signatures_match`), and passes every other
@@ -31,9 +34,8 @@ call through untouched. It also leaves to transformers' loop any model whose dec
 weights do not (a forward hook, a PEFT method other than plain LoRA, which it folds into the weights:
 `decoder_vanilla_transformer.unsupported_modules`).
 
-The generation cache, under the name the installed transformers gives it: ``cache_vanilla_transformer.py``.
-
-The decoder itself, and why it is faster, are in ``decoder_vanilla_transformer.py``.
+The generation cache's name: ``cache_vanilla_transformer.py``; the decoder, and why it is faster:
+``decoder_vanilla_transformer.py``.
 
 This file imports only torch and transformers: it is copied next to a saved model with the modeling file, which
 imports it, and runs as remote code.
@@ -63,7 +65,7 @@ LENGTH_PENALTY_TYPE = "length_penalty_type"
 MAX_LENGTH_OFFSET = "max_length_offset"
 """Generation config field: each sentence generates at most its source length + this many tokens."""
 
-_MASKED = -1.0e9
+MASKED = -1.0e9
 """transformers' beam search marks impossible hypotheses with this score; the same here keeps ties the same."""
 
 
@@ -74,9 +76,21 @@ def length_penalty_of(generation_config) -> str:
     return kind
 
 
+def gnmt_length_penalty(length, alpha: float):
+    """GNMT's length penalty, ``lp(Y) = ((5 + |Y|) / 6) ** alpha`` (Wu et al., 2016, eq. 14); 1 for alpha = 0.
+    `length` is an int or a tensor."""
+    return ((5 + length) / 6) ** alpha
+
+
 def _penalty(length, alpha: float, kind: str):
-    """The denominator of a finished hypothesis's score: ``|Y| ** alpha``, or GNMT's ``((5 + |Y|) / 6) ** alpha``."""
-    return ((5 + length) / 6) ** alpha if kind == "gnmt" else length**alpha
+    """The denominator of a finished hypothesis's score: ``|Y| ** alpha``, or GNMT's `gnmt_length_penalty`."""
+    return gnmt_length_penalty(length, alpha) if kind == "gnmt" else length**alpha
+
+
+def output_limits(source_lengths: torch.Tensor, offset: int | None, limit: int) -> torch.Tensor:
+    """Each sentence's most generated tokens ``[B]``: `limit`, and its source length + `offset` where given."""
+    limits = torch.full_like(source_lengths, limit)
+    return limits if offset is None else torch.minimum(limits, source_lengths + offset)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -105,10 +119,8 @@ def _top(scores: torch.Tensor, n: int, chunk: int = 64) -> tuple[torch.Tensor, t
 
 
 class StepDecoder(Protocol):
-    """What the searches need of a decoder: rows are hypotheses, `beams` consecutive rows per sentence.
-
-    Two implement it: this package's `IncrementalDecoder`, and ``vanilla_transformer.decoding.CachedStepDecoder``
-    for any Hugging Face encoder-decoder with a cache."""
+    """What the searches need of a decoder: rows are hypotheses, `beams` consecutive rows per sentence. Implemented by
+    `IncrementalDecoder` and, for any Hugging Face encoder-decoder, ``vanilla_transformer.decoding.CachedStepDecoder``."""
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits ``[rows, V]`` of the next token after `tokens` ``[rows]``, the last token of each hypothesis."""
@@ -222,7 +234,7 @@ class Beams:
     live: torch.Tensor  # [B, k, width]
     live_scores: torch.Tensor  # [B, k] log P
     finished: torch.Tensor  # [B, k, width]
-    finished_scores: torch.Tensor  # [B, k] log P / penalty, sorted, best first; _MASKED where none yet
+    finished_scores: torch.Tensor  # [B, k] log P / penalty, sorted, best first; MASKED where none yet
     finished_lengths: torch.Tensor  # [B, k] generated tokens, </s> included
     is_finished: torch.Tensor  # [B, k] False where none yet
 
@@ -232,14 +244,14 @@ class Beams:
         live = torch.full((sentences, k, width), fill_id, dtype=torch.long, device=device)
         live[:, :, 0] = start_id
         live_scores = torch.zeros(sentences, k, device=device)
-        live_scores[:, 1:] = _MASKED  # the k hypotheses start identical: extend only the first
+        live_scores[:, 1:] = MASKED  # the k hypotheses start identical: extend only the first
         return cls(
             index=torch.arange(sentences, device=device),
             max_lengths=max_lengths,
             live=live,
             live_scores=live_scores,
             finished=live.clone(),
-            finished_scores=torch.full((sentences, k), _MASKED, device=device),
+            finished_scores=torch.full((sentences, k), MASKED, device=device),
             finished_lengths=torch.zeros(sentences, k, dtype=torch.long, device=device),
             is_finished=torch.zeros(sentences, k, dtype=torch.bool, device=device),
         )
@@ -248,10 +260,11 @@ class Beams:
         """The 2k best extensions, given the next token's `log_probs` ``[B * k, V]``: they are among the 2k best of
         each hypothesis."""
         count, k = self.live_scores.shape
-        row_scores, row_tokens = _top(log_probs, 2 * k)
-        row_scores = (row_scores.view(count, k, 2 * k) + self.live_scores.unsqueeze(-1)).view(count, -1)
+        n = min(2 * k, log_probs.shape[-1])  # fewer where the vocabulary is smaller than 2k
+        row_scores, row_tokens = _top(log_probs, n)
+        row_scores = (row_scores.view(count, k, n) + self.live_scores.unsqueeze(-1)).view(count, -1)
         scores, flat = row_scores.topk(2 * k)
-        return _Candidates(scores, flat // (2 * k), row_tokens.view(count, -1).gather(1, flat))
+        return _Candidates(scores, flat // n, row_tokens.view(count, -1).gather(1, flat))
 
     def finish(self, candidates: _Candidates, ends: torch.Tensor, length: int, penalty) -> None:
         """Those among the k best extensions that `ends` join the finished hypotheses, scored ``log P / penalty``.
@@ -259,7 +272,7 @@ class Beams:
         count, k, width = self.live.shape
         ending = ends[:, :k]
         new_scores = candidates.scores[:, :k] / penalty
-        new_scores = new_scores + (~ending).float() * _MASKED
+        new_scores = new_scores + (~ending).float() * MASKED
         new = self.live.gather(1, candidates.beams[:, :k].unsqueeze(-1).expand(-1, -1, width))
         new[:, :, length] = candidates.tokens[:, :k]
         self.finished_scores, best = torch.cat((self.finished_scores, new_scores), dim=1).topk(k)
@@ -272,7 +285,7 @@ class Beams:
         """The k best extensions that do not end become the live hypotheses. Returns the decoder rows they extend,
         ``[B * k]``, for the cache to follow."""
         count, k, width = self.live.shape
-        self.live_scores, keep = (candidates.scores + ends.float() * _MASKED).topk(k)
+        self.live_scores, keep = (candidates.scores + ends.float() * MASKED).topk(k)
         parents = candidates.beams.gather(1, keep)
         self.live = self.live.gather(1, parents.unsqueeze(-1).expand(-1, -1, width))
         self.live[:, :, length] = candidates.tokens.gather(1, keep)
@@ -291,28 +304,6 @@ class Beams:
     def select(self, sentences: torch.Tensor) -> Beams:
         """The state of `sentences` alone."""
         return Beams(*(getattr(self, field.name)[sentences] for field in fields(self)))
-
-    def hypotheses(self, sentence: int, length: int) -> tuple[list, list]:
-        """For an observer: the `sentence`-th searched sentence's live hypotheses after `length` generated tokens,
-        as (token ids from the start token, log P), best first; and its finished ones so far, as (token ids, score
-        ``log P / penalty``), best first."""
-        live = [
-            (tokens[: 1 + length], score)
-            for tokens, score in zip(self.live[sentence].tolist(), self.live_scores[sentence].tolist(), strict=True)
-            if score > _MASKED / 2  # a real hypothesis (after a step where many ended, fewer than k may live)
-        ]
-        finished = [
-            (tokens[: 1 + size], score)
-            for tokens, size, score, real in zip(
-                self.finished[sentence].tolist(),
-                self.finished_lengths[sentence].tolist(),
-                self.finished_scores[sentence].tolist(),
-                self.is_finished[sentence].tolist(),
-                strict=True,
-            )
-            if real
-        ]
-        return live, finished
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -378,14 +369,12 @@ def _has_dropout(model) -> bool:
 
 def _max_lengths(model, config, attention_mask, memory: torch.Tensor) -> torch.Tensor:
     """Each sentence's most generated tokens: ``max_length - 1``, and its source length + ``max_length_offset``."""
-    limit = torch.full((memory.shape[0],), config.max_length - 1, device=memory.device)
     offset = getattr(config, MAX_LENGTH_OFFSET, None)
-    if offset is not None:
-        if not isinstance(offset, int) or offset < 0:
-            raise ValueError(f"generation config {MAX_LENGTH_OFFSET}={offset!r}: expected a non-negative integer")
-        sources = attention_mask.sum(1) if attention_mask is not None else torch.full_like(limit, memory.shape[1])
-        limit = torch.minimum(limit, sources.to(limit.device) + offset)
-    return limit.clamp(max=model.config.max_position_embeddings)
+    if offset is not None and (not isinstance(offset, int) or offset < 0):
+        raise ValueError(f"generation config {MAX_LENGTH_OFFSET}={offset!r}: expected a non-negative integer")
+    sources = attention_mask.sum(1) if attention_mask is not None else torch.tensor([memory.shape[1]] * len(memory))
+    limit = min(config.max_length - 1, model.config.max_position_embeddings)
+    return output_limits(sources.to(memory.device), offset, limit)
 
 
 def fast_generate(model, config, kwargs) -> torch.Tensor:
@@ -405,7 +394,7 @@ def fast_generate(model, config, kwargs) -> torch.Tensor:
     fill = int(pad) if pad is not None else int(eos[0])
     if length_penalty_of(config) == "length" and fill == 0:
         # transformers pads beam search output with </s> when pad_token_id is 0 (its `pad or eos`): the same here.
-        # The paper's search pads with pad_token_id, as `vanilla_transformer.translation.beam_search` does.
+        # The paper's search pads with pad_token_id.
         fill = int(eos[0])
     return beam_search(
         decoder,
@@ -506,5 +495,7 @@ __all__ = [
     "beam_search",
     "fast_generate",
     "greedy_search",
+    "gnmt_length_penalty",
     "hook_signatures_match",
+    "output_limits",
 ]
