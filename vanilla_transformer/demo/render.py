@@ -15,7 +15,8 @@ from collections.abc import Sequence
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
-from ..translation import BeamTrace, gnmt_length_penalty
+from ..generation_vanilla_transformer import gnmt_length_penalty
+from ..translation import BeamTrace
 from ..visualization import KINDS, Attention, display_tokens
 
 STYLE = """<style>
