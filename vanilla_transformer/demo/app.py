@@ -154,8 +154,9 @@ def _translate_tab(gr, session: Session, state) -> None:
             raise gr.Error(str(error), print_exception=False) from None
         return translation.text, session.timing(translation), session.hypothesis_rows(translation), translation
 
-    button.click(run, [source, num_beams, alpha], [output, timing, table, state])
-    source.submit(run, [source, num_beams, alpha], [output, timing, table, state])
+    # One translation at a time: compute_attention switches the shared model's attention implementation.
+    for trigger in (button.click, source.submit):
+        trigger(run, [source, num_beams, alpha], [output, timing, table, state], concurrency_id="model")
 
 
 def _attention_tab(gr, session: Session, state) -> None:
