@@ -8,6 +8,7 @@ tokenizers, safetensors and accelerate only. Training and evaluation, plots and 
     pip install "vanilla-transformer[serve]"    # ctranslate2
     pip install "vanilla-transformer[marian]"   # sentencepiece: MarianMT (OPUS-MT) tokenizers, for import-marian
     pip install "vanilla-transformer[peft]"     # peft: fine-tuning with adapters (LoRA)
+    pip install "vanilla-transformer[demo]"     # gradio: the browser demo and its Hub Space
     pip install "vanilla-transformer[all]"
 """
 
@@ -23,6 +24,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "serve": ("ctranslate2",),
     "marian": ("sentencepiece",),
     "peft": ("peft",),
+    "demo": ("gradio",),
 }
 """The importable modules each extra installs; pyproject.toml's ``[project.optional-dependencies]`` lists them."""
 

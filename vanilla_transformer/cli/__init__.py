@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export-ctranslate2": ("export_ctranslate2", "convert a model directory to CTranslate2"),
     "push": ("push", "upload a model directory to the Hugging Face Hub with its model card"),
     "attention": ("attention", "draw a sentence's attention maps as PNG"),
+    "demo": ("demo", "serve a browser demo of a model: translation, attention maps, beam search, positions"),
     "import-marian": ("marian:import_main", "convert a MarianMT (OPUS-MT) model directory or Hub id into this format"),
     "export-marian": ("marian:export_main", "write a model of this package as a plain MarianMTModel directory"),
 }
@@ -48,6 +49,7 @@ COMMAND_EXTRA: dict[str, str] = {
     "finetune": "train",
     "export-ctranslate2": "serve",
     "attention": "plots",
+    "demo": "demo",
     "import-marian": "marian",
 }
 """The extra each command needs beyond the core install; translate, push and export-marian need none."""

@@ -4,11 +4,13 @@ Examples:
     vanilla-transformer push runs/base/model my-org/transformer-base-en-de
     vanilla-transformer push runs/base/model my-org/transformer-base-en-de --dry-run upload/   # write, do not upload
     vanilla-transformer push runs/lora my-org/transformer-lora --base-model my-org/transformer-base-en-de  # an adapter
+    vanilla-transformer push runs/base/model my-org/transformer-base-en-de --space my-org/transformer-demo  # + a Space
 
 The repository gets the model saved anew (config.json with auto_map, safetensors weights, the modeling,
 configuration and pipeline code), the tokenizer, generation_config.json, training_summary.json and a README.md model
 card built from the package's model_card.md template with the figures of the run's training_summary.json. Log in
-first with `hf auth login`, or pass --token.
+first with `hf auth login`, or pass --token. --space also uploads a Gradio Space of the model's demo (the 'demo'
+extra's app: app.py, requirements.txt, README.md); with --dry-run DIR its folder is written to DIR-space.
 
 A LoRA adapter folder (finetune --lora) is uploaded as an adapter: adapter_config.json, adapter_model.safetensors,
 the tokenizer, training_summary.json and an adapter model card whose metadata names the base model. The base must be
@@ -23,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vanilla_transformer.cli import configure_logging
+from vanilla_transformer.demo.space import push_space, write_space
 from vanilla_transformer.export.hub import prepare_upload_folder, push_to_hub
 from vanilla_transformer.export.model_dir import is_adapter_dir
 
@@ -53,7 +56,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="for a LoRA adapter folder: the Hub id of its base model, recorded in the upload instead of the local "
         "path the adapter names (default: the adapter's base_model_name_or_path, if it is a Hub id)",
     )
+    parser.add_argument(
+        "--space",
+        metavar="SPACE_ID",
+        help="also upload a Gradio Space, org/name, with the demo of the model (vanilla-transformer demo)",
+    )
     args = parser.parse_args(argv)
+    if args.space is not None and is_adapter_dir(args.model_dir):
+        parser.error(f"--space is for model directories; {args.model_dir} is a LoRA adapter folder")
     if args.base_model is not None and not is_adapter_dir(args.model_dir):
         parser.error(f"--base-model is for a LoRA adapter folder; {args.model_dir} has no adapter_config.json")
     return args
@@ -67,6 +77,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.dry_run is not None:
         folder = prepare_upload_folder(args.model_dir, args.dry_run, repo_id=args.repo_id, template=args.template)
         logger.info("dry run: wrote %s", ", ".join(sorted(path.name for path in folder.iterdir())))
+        if args.space is not None:
+            space = write_space(args.dry_run.with_name(args.dry_run.name + "-space"), args.repo_id)
+            logger.info("dry run: wrote the Space folder %s", space)
         return 0
     url = push_to_hub(
         args.model_dir,
@@ -77,6 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         commit_message=args.commit_message,
     )
     logger.info("uploaded %s to %s", args.model_dir, url)
+    if args.space is not None:
+        logger.info("uploaded the Space to %s", push_space(args.space, args.repo_id, token=args.token))
     return 0
 
 

@@ -1,0 +1,85 @@
+#!/usr/bin/env python
+"""How long the demo takes to answer: a sentence's translation (the paper's beam search, traced step by step) plus
+all its attention maps, as the Translate button computes them (``demo.translate_with_attention``), on the CPU.
+
+Issue 28 asks for under one second per sentence with the Multi30k model. The model is loaded once (its load time is
+recorded), one sentence warms up, then each of the first ``--sentences`` test sentences is answered ``--repeats``
+times, one at a time, on ``--threads`` threads. Writes the median, the 90th percentile and the slowest answer, with
+the command, the load average and the package versions (``training.results.run_environment``). Run it alone on the
+machine: other jobs change the figure.
+
+Usage (a model of ``vanilla-transformer train --preset multi30k``)::
+
+    python scripts/benchmark_demo.py --model runs/multi30k/model --output docs/results/demo_latency.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from vanilla_transformer.demo import translate_with_attention
+from vanilla_transformer.export.model_dir import load_model_dir
+from vanilla_transformer.training.results import run_environment
+
+MULTI30K = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "multi30k"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True, help="model directory (e.g. runs/multi30k/model)")
+    parser.add_argument("--source", type=Path, default=MULTI30K / "test_2016_flickr.en", help="source sentences")
+    parser.add_argument("--sentences", type=int, default=100, help="first this many sentences (default: %(default)s)")
+    parser.add_argument("--repeats", type=int, default=1, help="answers per sentence (default: %(default)s)")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: %(default)s)")
+    parser.add_argument("--output", type=Path, help="write the figures to this JSON file")
+    args = parser.parse_args(argv)
+    if not args.source.is_file():
+        parser.error(f"--source={args.source} is not a file")
+    if args.sentences < 1 or args.repeats < 1:
+        parser.error("--sentences and --repeats must be at least 1")
+    load_average_start = os.getloadavg()
+    torch.set_num_threads(args.threads)
+    sources = [line for line in args.source.read_text(encoding="utf-8").splitlines() if line.strip()]
+    sources = sources[: args.sentences]
+    started = time.perf_counter()
+    model, tokenizer = load_model_dir(args.model)
+    load_seconds = time.perf_counter() - started
+    translate_with_attention(model, tokenizer, sources[0])  # warm-up: first-call allocations
+    seconds = []
+    for _ in range(args.repeats):
+        for sentence in sources:
+            started = time.perf_counter()
+            translate_with_attention(model, tokenizer, sentence)
+            seconds.append(time.perf_counter() - started)
+    ordered = sorted(seconds)
+    figures = {
+        "what": "seconds per sentence for the demo's Translate: beam search (beam 4, alpha 0.6) traced step by "
+        "step, plus every attention map (output_attentions)",
+        "model": str(args.model),
+        "source": str(args.source),
+        "sentences": len(sources),
+        "repeats": args.repeats,
+        "threads": args.threads,
+        "load_seconds": round(load_seconds, 3),
+        "median_seconds": round(statistics.median(seconds), 4),
+        "p90_seconds": round(ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))], 4),
+        "max_seconds": round(ordered[-1], 4),
+        "under_one_second": ordered[-1] < 1.0,
+        **run_environment(load_average_start),
+    }
+    print(json.dumps(figures, indent=2))
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,42 @@
+"""Serve the browser demo of a model: translate, see every attention map, follow the beam search, see the positions.
+
+Examples:
+    vanilla-transformer demo runs/multi30k/model                 # http://127.0.0.1:7860
+    vanilla-transformer demo my-org/transformer-base-en-de --port 8000
+
+The app (Gradio, the 'demo' extra) runs offline on this machine: no share link, no fonts or scripts from the
+internet. A model that does not load still gets a page, which says why. Stop it with Ctrl+C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Sequence
+
+from vanilla_transformer.cli import configure_logging
+from vanilla_transformer.demo import build_app, launch_settings
+
+logger = logging.getLogger("demo")
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model", help="saved model directory or Hub id, with its tokenizer")
+    parser.add_argument("--host", default="127.0.0.1", help="address to serve on (default: 127.0.0.1, this machine)")
+    parser.add_argument("--port", type=int, default=7860, help="port to serve on (default: 7860)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    configure_logging()
+    args = parse_args(argv)
+    demo = build_app(args.model)
+    if demo.vt_session.load_error is not None:
+        logger.error("%s (the page says so too)", demo.vt_session.load_error)
+    demo.launch(**launch_settings(args.port, args.host))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,111 @@
+"""A Hugging Face Space of the demo: a folder with ``app.py``, ``requirements.txt`` and a README holding the Space
+metadata, and its upload (``vanilla-transformer push MODEL_DIR REPO_ID --space SPACE_ID``).
+
+The Space's app loads the model from the Hub (or from ``$VANILLA_TRANSFORMER_MODEL``) and needs only the package
+with its ``demo`` extra: ``pip install -r requirements.txt && gradio app.py``.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from huggingface_hub import HfApi
+
+from .. import __version__
+from ..export.model_dir import is_local_path
+
+MODEL_VARIABLE = "VANILLA_TRANSFORMER_MODEL"
+"""The environment variable that names another model for a Space's app (a Hub id or a local directory)."""
+
+GRADIO_VERSION = "6.31.0"
+"""The Gradio the Space asks for when none is installed here: the one the demo is tested with."""
+
+APP = '''"""The vanilla-transformer demo of {model}: `gradio app.py` or `python app.py` serves it."""
+
+import os
+
+from vanilla_transformer.demo import build_app, launch_settings
+
+MODEL = os.environ.get("{variable}", {model!r})
+demo = build_app(MODEL)
+
+if __name__ == "__main__":
+    demo.launch(**launch_settings(host=None))  # GRADIO_SERVER_NAME, set on Spaces, or 127.0.0.1
+'''
+
+README = """---
+title: {title_yaml}
+emoji: 🔍
+colorFrom: blue
+colorTo: indigo
+sdk: gradio
+sdk_version: {gradio}
+app_file: app.py
+pinned: false
+license: apache-2.0
+{models}---
+
+# {title}
+
+The Transformer of "Attention Is All You Need" ([vanilla-transformer](https://pypi.org/project/vanilla-transformer/)),
+{model_line}. Translate with the paper's beam search, see every layer and head of the encoder self-attention, the
+decoder's masked self-attention and the encoder-decoder alignment, follow the beam search step by step, and see the
+sinusoidal positions of section 3.5.
+
+Run it locally: `pip install -r requirements.txt && gradio app.py`.
+"""
+
+
+def write_space(folder: str | os.PathLike[str], model: str, *, title: str | None = None) -> Path:
+    """Write the Space folder of the demo of `model` (a Hub id; a local directory for a local run).
+
+    Raises:
+        ValueError: If `folder` exists and is not an empty directory.
+    """
+    folder = Path(folder)
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise ValueError(f"folder={str(folder)!r} exists and is not an empty directory")
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        gradio = importlib.metadata.version("gradio")
+    except importlib.metadata.PackageNotFoundError:
+        gradio = GRADIO_VERSION
+    hub_model = not is_local_path(model)
+    title = title or f"{model.rsplit('/', 1)[-1]} demo"
+    (folder / "app.py").write_text(APP.format(model=model, variable=MODEL_VARIABLE), encoding="utf-8")
+    (folder / "requirements.txt").write_text(f"vanilla-transformer[demo]=={__version__}\n", encoding="utf-8")
+    readme = README.format(
+        title=title,
+        title_yaml=json.dumps(title, ensure_ascii=False),
+        gradio=gradio,
+        models=f"models:\n- {model}\n" if hub_model else "",
+        model_line=f"the model [{model}](https://huggingface.co/{model})" if hub_model else f"the model {model}",
+    )
+    (folder / "README.md").write_text(readme, encoding="utf-8")
+    return folder
+
+
+def push_space(
+    space_id: str,
+    model: str,
+    *,
+    private: bool = False,
+    token: str | None = None,
+    commit_message: str = "Upload vanilla Transformer demo",
+) -> str:
+    """Upload the folder of `write_space` to the Gradio Space `space_id`, created if needed; the commit's URL."""
+    api = HfApi(token=token)
+    with tempfile.TemporaryDirectory() as staging:
+        folder = write_space(Path(staging) / "space", model)
+        api.create_repo(space_id, repo_type="space", space_sdk="gradio", private=private, exist_ok=True)
+        commit = api.upload_folder(
+            repo_id=space_id, repo_type="space", folder_path=folder, commit_message=commit_message
+        )
+    return commit.commit_url
+
+
+__all__ = ["MODEL_VARIABLE", "push_space", "write_space"]
