@@ -8,9 +8,11 @@ not timed, and the median time per step is reported, so that load from other pro
 ratios, not the absolute figures.
 
 Then ``generate()`` (greedy and beam ``--num-beams``) of the same sentences, interleaved the same way: ``plain``
-(the model without adapter), ``adapter`` (the trained LoRA model, a peft ``PeftModel``) and ``merged`` (its
-``merge_and_unload()``), in generated tokens per second; the adapter's and the merged model's translations must be
-the same.
+(the model without adapter), ``adapter`` (the trained LoRA model, a peft ``PeftModel``), ``merged`` (its
+``merge_and_unload()``) and ``marian_adapter`` (the same network as a ``MarianMTModel``, `vanilla_to_marian`, with
+the same adapter: what a user of transformers' own model would run), in generated tokens per second. All four run
+transformers' search semantics (the |Y|^alpha length penalty, ``max_new_tokens``), which MarianMT shares; the
+adapter's, the merged model's and the Marian twin's translations must be the same.
 
 Usage (the model of ``vanilla-transformer train``; ``--json`` writes the figures with the command, the wall time,
 the load average before and after, and the package versions)::
@@ -36,10 +38,11 @@ from typing import Any
 
 import torch
 import transformers
-from transformers import DataCollatorForSeq2Seq
+from transformers import DataCollatorForSeq2Seq, GenerationConfig
 
 from vanilla_transformer.data import make_numbers_task
 from vanilla_transformer.export.adapters import add_lora
+from vanilla_transformer.export.marian import marian_permutation, vanilla_to_marian
 from vanilla_transformer.export.model_dir import load_model_dir
 from vanilla_transformer.extras import import_optional
 
@@ -172,10 +175,43 @@ def make_generate(model, num_beams: int, outputs: list) -> Callable[[dict], None
     return run
 
 
+def marian_with_adapter(lora, targets: Sequence[str], r: int, alpha: int):
+    """The LoRA model's base as a `MarianMTModel` with the same adapter: Marian orders the model dimension
+    differently (`marian_permutation`), so each LoRA matrix that reads the residual stream (A of q/k/v_proj, fc1)
+    is permuted along it, and each that writes it (B of out_proj, fc2) along its rows."""
+    peft = import_optional("peft", "peft", "scripts/benchmark_lora.py")
+    base = copy.deepcopy(lora).unload()
+    marian = vanilla_to_marian(base)
+    config = peft.LoraConfig(r=r, lora_alpha=alpha, lora_dropout=0.0, target_modules=list(targets))
+    marian = peft.get_peft_model(marian, config)
+    inverse = torch.argsort(marian_permutation(base.config.d_model))
+    ours = {name: p for name, p in lora.named_parameters() if ".lora_" in name}
+    with torch.no_grad():
+        for name, parameter in marian.named_parameters():
+            if ".lora_" not in name:
+                continue
+            weight = ours[name]
+            if ".lora_A." in name and not name.split(".lora_A.")[0].endswith(("out_proj", "fc2")):
+                weight = weight[:, inverse]
+            elif ".lora_B." in name and name.split(".lora_B.")[0].endswith(("out_proj", "fc2")):
+                weight = weight[inverse]
+            parameter.copy_(weight)
+    return marian.eval()
+
+
 def benchmark_generate(args: argparse.Namespace, base, lora, tokenizer) -> dict[str, Any]:
-    """generate() of the plain model, the adapter model and the merged model, greedy and beam, interleaved."""
+    """generate() of the plain model, the adapter model, the merged model and the Marian twin with the same
+    adapter, greedy and beam, interleaved."""
     merged = copy.deepcopy(lora).merge_and_unload().eval()
-    models = {"plain": base.eval(), "adapter": lora.eval(), "merged": merged}
+    targets = [name.strip() for name in args.lora_target_modules.split(",")]
+    marian = marian_with_adapter(lora, targets, args.lora_r, args.lora_alpha).to(args.device)
+    models = {"plain": base.eval(), "adapter": lora.eval(), "merged": merged, "marian_adapter": marian}
+    for model in models.values():  # transformers' search semantics for all: the paper's fields off
+        model.generation_config = GenerationConfig(
+            decoder_start_token_id=base.config.decoder_start_token_id,
+            eos_token_id=base.config.eos_token_id,
+            pad_token_id=base.config.pad_token_id,
+        )
     sources = [s for s, _ in sentence_pairs(args.generate_batches * args.generate_batch_size, seed=2)]
     batches = [
         tokenizer(sources[i : i + args.generate_batch_size], padding=True, return_tensors="pt").to(args.device)
@@ -190,11 +226,15 @@ def benchmark_generate(args: argparse.Namespace, base, lora, tokenizer) -> dict[
         tokens = {
             name: sum(int((out[:, 1:] != pad).sum()) for out in generated[1:]) for name, generated in outputs.items()
         }
-        same = all(torch.equal(a, b) for a, b in zip(outputs["adapter"], outputs["merged"], strict=True))
         results[label] = {
             name: {"tokens_per_s": tokens[name] / sum(seconds[name]), **summarize(seconds[name])} for name in models
         }
-        results[label]["adapter_equals_merged"] = same
+        for other in ("merged", "marian_adapter"):
+            same = all(torch.equal(a, b) for a, b in zip(outputs["adapter"], outputs[other], strict=True))
+            results[label][f"adapter_equals_{other.removesuffix('_adapter')}"] = same
+        results[label]["adapter_over_marian"] = (
+            results[label]["adapter"]["tokens_per_s"] / results[label]["marian_adapter"]["tokens_per_s"]
+        )
     results["sentences"] = len(sources)
     return results
 
@@ -245,10 +285,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for label in ("greedy", f"beam{args.num_beams}"):
         speeds = " ".join(
-            f"{name}={generation[label][name]['tokens_per_s']:.0f}" for name in ("plain", "adapter", "merged")
+            f"{name}={generation[label][name]['tokens_per_s']:.0f}"
+            for name in ("plain", "adapter", "merged", "marian_adapter")
         )
+        figures = generation[label]
         print(
-            f"LORA generate {label} tokens/s {speeds} adapter_equals_merged={generation[label]['adapter_equals_merged']}"
+            f"LORA generate {label} tokens/s {speeds} adapter/marian={figures['adapter_over_marian']:.2f}x "
+            f"adapter_equals_merged={figures['adapter_equals_merged']} "
+            f"adapter_equals_marian={figures['adapter_equals_marian']}"
         )
     print(f"wrote {args.json}")
     return 0

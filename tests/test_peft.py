@@ -381,3 +381,26 @@ def test_bad_lora_options_and_adapter_folders_fail_early(lora_run, tiny_model_di
     (moved / "adapter_model.safetensors").unlink()
     with pytest.raises(FileNotFoundError, match="has no adapter_model.safetensors"):
         load_model_dir(moved)
+
+
+def test_the_lora_benchmarks_marian_twin_computes_what_the_adapted_model_does(copy_model, copy_batch):
+    """scripts/benchmark_lora.py times MarianMT with the same adapter against ours; its twin must be the same
+    function: equal logits, and with the permutation left out of the adapter's matrices, different ones."""
+    from benchmark_lora import marian_with_adapter
+
+    model, _ = copy_model
+    adapted = with_lora(model, seed=3)
+    twin = marian_with_adapter(adapted, ["q_proj", "v_proj"], r=8, alpha=16)
+    decoder_input_ids = copy_batch["input_ids"][:, :-1].clone()
+    decoder_input_ids[:, 0] = model.config.decoder_start_token_id
+    with torch.no_grad():
+        expected = adapted(**copy_batch, decoder_input_ids=decoder_input_ids).logits
+        assert torch.allclose(twin(**copy_batch, decoder_input_ids=decoder_input_ids).logits, expected, atol=1e-4)
+        broken = marian_with_adapter(adapted, ["q_proj", "v_proj"], r=8, alpha=16)
+        ours = dict(adapted.named_parameters())
+        for name, parameter in broken.named_parameters():
+            if ".lora_" in name:
+                parameter.copy_(ours[name])  # unpermuted
+        assert not torch.allclose(
+            broken(**copy_batch, decoder_input_ids=decoder_input_ids).logits, expected, atol=1e-2
+        )
