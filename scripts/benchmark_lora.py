@@ -45,6 +45,8 @@ from vanilla_transformer.export.adapters import add_lora
 from vanilla_transformer.export.marian import marian_permutation, vanilla_to_marian
 from vanilla_transformer.export.model_dir import load_model_dir
 from vanilla_transformer.extras import import_optional
+from vanilla_transformer.metrics import exact_match
+from vanilla_transformer.translation import translate
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -60,13 +62,22 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--lora-target-modules", default="q_proj,v_proj", help="comma-separated layers (default: %(default)s)"
     )
-    parser.add_argument("--learning-rate", type=float, default=1e-4, help="Adam's rate (default: %(default)s)")
+    parser.add_argument(
+        "--learning-rate", type=float, default=1e-4, help="Adam's rate, full fine-tuning (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--lora-learning-rate", type=float, default=1e-3, help="Adam's rate, the adapter (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--score-sentences", type=int, default=300, help="held-out pairs scored after training (default: %(default)s)"
+    )
     parser.add_argument("--generate-batches", type=int, default=8, help="batches to translate (default: %(default)s)")
     parser.add_argument("--generate-batch-size", type=int, default=32, help="sentences each (default: %(default)s)")
     parser.add_argument("--num-beams", type=int, default=4, help="beam size of the beam run (default: %(default)s)")
     parser.add_argument("--device", default="cpu", help="default: %(default)s")
     args = parser.parse_args(argv)
-    for name in ("threads", "steps", "batch_size", "lora_r", "generate_batches", "generate_batch_size", "num_beams"):
+    positive = ("threads", "steps", "batch_size", "lora_r", "generate_batches", "generate_batch_size", "num_beams")
+    for name in (*positive, "score_sentences"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if args.warmup < 0:
@@ -140,8 +151,8 @@ def summarize(seconds: Sequence[float]) -> dict[str, float]:
     }
 
 
-def benchmark_training(args: argparse.Namespace, base, tokenizer) -> tuple[dict[str, Any], torch.nn.Module]:
-    """Time per step of full and LoRA fine-tuning on the same batches; returns the figures and the LoRA model."""
+def benchmark_training(args: argparse.Namespace, base, tokenizer) -> tuple[dict[str, Any], dict[str, torch.nn.Module]]:
+    """Time per step of full and LoRA fine-tuning on the same batches; returns the figures and the two models."""
     full = copy.deepcopy(base)
     targets = [name.strip() for name in args.lora_target_modules.split(",")]
     lora = add_lora(copy.deepcopy(base), r=args.lora_r, alpha=args.lora_alpha, dropout=0.0, target_modules=targets)
@@ -150,7 +161,8 @@ def benchmark_training(args: argparse.Namespace, base, tokenizer) -> tuple[dict[
     pairs = sentence_pairs((args.steps + args.warmup) * args.batch_size, seed=1)
     batches = training_batches(tokenizer, full, pairs, args.batch_size, args.device)
     losses: dict[str, list[float]] = {"full": [], "lora": []}
-    steps = {name: make_step(model, args.learning_rate) for name, model in (("full", full), ("lora", lora))}
+    rates = {"full": args.learning_rate, "lora": args.lora_learning_rate}
+    steps = {name: make_step(model, rates[name]) for name, model in (("full", full), ("lora", lora))}
     contestants = {name: (lambda batch, n=name: losses[n].append(steps[n](batch))) for name in steps}
     seconds = interleaved(contestants, batches, args.warmup)
     figures = {name: summarize(values) for name, values in seconds.items()}
@@ -161,9 +173,21 @@ def benchmark_training(args: argparse.Namespace, base, tokenizer) -> tuple[dict[
         "seconds_per_step": figures,
         "lora_over_full_median": figures["lora"]["median_s"] / figures["full"]["median_s"],
         "parameters": {"full": trainable_parameters(full), "lora": trainable_parameters(lora)},
+        "learning_rate": rates,
         "final_loss": {name: values[-1] for name, values in losses.items()},
     }
-    return result, lora.eval()
+    return result, {"full": full.eval(), "lora": lora.eval()}
+
+
+def score_models(args: argparse.Namespace, models: dict[str, torch.nn.Module], tokenizer, pairs) -> dict[str, Any]:
+    """Exact match (%) of each model on held-out pairs (none of them among the fine-tuning pairs `pairs`), with the
+    paper's search (`translate`, beam 4, GNMT's penalty 0.6)."""
+    seen = {source for source, _ in pairs}
+    held_out = [pair for pair in sentence_pairs(4 * args.score_sentences, seed=3) if pair[0] not in seen]
+    held_out = held_out[: args.score_sentences]
+    sources, references = [s for s, _ in held_out], [t for _, t in held_out]
+    scores = {name: exact_match(translate(model, tokenizer, sources), references) for name, model in models.items()}
+    return {"sentences": len(held_out), "search": "beam 4, GNMT alpha 0.6", "exact_match": scores}
 
 
 def make_generate(model, num_beams: int, outputs: list) -> Callable[[dict], None]:
@@ -207,7 +231,8 @@ def benchmark_generate(args: argparse.Namespace, base, lora, tokenizer) -> dict[
     marian = marian_with_adapter(lora, targets, args.lora_r, args.lora_alpha).to(args.device)
     models = {"plain": base.eval(), "adapter": lora.eval(), "merged": merged, "marian_adapter": marian}
     for model in models.values():  # transformers' search semantics for all: the paper's fields off
-        model.generation_config = GenerationConfig(
+        # A peft model's generate() reads its base model's config, not the wrapper's attribute.
+        (model.get_base_model() if hasattr(model, "get_base_model") else model).generation_config = GenerationConfig(
             decoder_start_token_id=base.config.decoder_start_token_id,
             eos_token_id=base.config.eos_token_id,
             pad_token_id=base.config.pad_token_id,
@@ -258,8 +283,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     base, tokenizer = load_model_dir(args.model, args.device)
-    training, lora = benchmark_training(args, base, tokenizer)
-    generation = benchmark_generate(args, base, lora, tokenizer)
+    training, tuned = benchmark_training(args, base, tokenizer)
+    pairs = sentence_pairs((args.steps + args.warmup) * args.batch_size, seed=1)
+    training["score"] = score_models(args, {"base": base, **tuned}, tokenizer, pairs)
+    generation = benchmark_generate(args, base, tuned["lora"], tokenizer)
     results = {
         "command": shlex.join([sys.executable, *sys.argv]) if argv is None else shlex.join(["benchmark_lora", *argv]),
         "started": started.isoformat(timespec="seconds"),
@@ -283,6 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"ratio={training['lora_over_full_median']:.2f} trainable full={training['parameters']['full']['trainable']:,} "
         f"lora={training['parameters']['lora']['trainable']:,}"
     )
+    print("LORA exact match " + " ".join(f"{k}={v:.1f}%" for k, v in training["score"]["exact_match"].items()))
     for label in ("greedy", f"beam{args.num_beams}"):
         speeds = " ".join(
             f"{name}={generation[label][name]['tokens_per_s']:.0f}"
