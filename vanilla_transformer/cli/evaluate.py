@@ -22,6 +22,7 @@ from vanilla_transformer.cli.decoding import (
     STDIN,
     add_decoding_arguments,
     check_decoding_arguments,
+    check_output_file,
     read_input_lines,
     translate_with_options,
 )
@@ -47,6 +48,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if len(from_stdin) > 1:
         parser.error(f"only one input can be read from standard input (-), got {' and '.join(from_stdin)}")
     check_decoding_arguments(args)
+    check_output_file(args.output, "--output")
+    check_output_file(args.results, "--results")
     return args
 
 

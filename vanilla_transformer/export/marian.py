@@ -213,9 +213,9 @@ def import_marian(
             separate vocabularies, pre-norm, a LayerNorm on embeddings or after the stacks, learned positions, a
             non-zero final_logits_bias, an activation we lack.
     """
-    check_marian_config(AutoConfig.from_pretrained(src))
+    check_marian_config(AutoConfig.from_pretrained(src, trust_remote_code=False))
     tokenizer = _load_tokenizer(src) if with_tokenizer else None
-    marian, info = MarianMTModel.from_pretrained(src, output_loading_info=True)
+    marian, info = MarianMTModel.from_pretrained(src, output_loading_info=True, trust_remote_code=False)
     check_marian_weights(marian, info)
     model = marian_to_vanilla(marian)
     # generation_config.json, or for older OPUS-MT directories the settings in config.json (num_beams, max_length,
@@ -291,11 +291,11 @@ def export_marian(src: str | os.PathLike, dst: str | os.PathLike, *, with_tokeni
         with_tokenizer: False to convert a model saved without its tokenizer.
     """
     check_model_dir(src)
-    config = AutoConfig.from_pretrained(src)
+    config = AutoConfig.from_pretrained(src, trust_remote_code=False)
     if not isinstance(config, VanillaTransformerConfig):
         raise MarianConversionError(f"{src} holds model_type={config.model_type!r}, not a vanilla_transformer model")
     tokenizer = _load_tokenizer(src) if with_tokenizer else None
-    model = VanillaTransformerForConditionalGeneration.from_pretrained(src)
+    model = VanillaTransformerForConditionalGeneration.from_pretrained(src, trust_remote_code=False)
     marian = vanilla_to_marian(model, copy.deepcopy(model.generation_config))
     _warn_unless_ctranslate2_compatible(marian)
     with _fresh_directory(dst) as directory:
@@ -340,7 +340,7 @@ def _load_tokenizer(src: str | os.PathLike):
     if Path(src).is_dir() and not (Path(src) / "tokenizer_config.json").is_file():
         raise MarianConversionError(f"no tokenizer in {src} (no tokenizer_config.json); {hint}")
     try:
-        return AutoTokenizer.from_pretrained(src)
+        return AutoTokenizer.from_pretrained(src, trust_remote_code=False)
     except (OSError, ValueError, ImportError) as error:
         raise MarianConversionError(
             f"cannot load the tokenizer of {src} ({error}); a MarianTokenizer needs `pip install sentencepiece`; {hint}"

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import safe_open
 from transformers import (
     AutoModelForSeq2SeqLM,
     AutoTokenizer,
@@ -261,6 +262,43 @@ def check_model_dir(directory: str | os.PathLike[str]) -> None:
                 f"{directory} is a training run directory, not a model directory: pass {directory / 'model'}"
             )
         raise FileNotFoundError(f"{directory} holds no config.json: it is not a Hugging Face model directory")
+    check_model_files(directory)
+
+
+JSON_FILES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+)
+"""The JSON files of a model directory that `check_model_files` parses before anything loads them."""
+
+WEIGHTS_FILE = "model.safetensors"
+
+
+def check_model_files(directory: str | os.PathLike[str]) -> None:
+    """Raise a ValueError naming the file and the fix if a JSON file of `directory` (`JSON_FILES`) is not JSON or
+    ``model.safetensors`` has a damaged or truncated header; transformers' own errors name neither, and a damaged
+    generation_config.json would be skipped silently (decoding with other settings than the model's).
+
+    Only headers are read: the weights themselves are checked by safetensors as they load."""
+    directory = Path(directory)
+    fix = "the file is damaged: copy, export or download the model directory again"
+    for name in JSON_FILES:
+        path = directory / name
+        if path.is_file():
+            try:
+                json.loads(path.read_bytes().decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as error:
+                raise ValueError(f"{path} is not valid JSON ({error}): {fix}") from error
+    weights = directory / WEIGHTS_FILE
+    if weights.is_file():
+        try:
+            with safe_open(str(weights), framework="pt") as handle:
+                handle.keys()
+        except Exception as error:  # safetensors' SafetensorError: an empty, truncated or foreign file
+            raise ValueError(f"{weights} is not a complete safetensors file ({error}): {fix}") from error
 
 
 __all__ = [
@@ -271,6 +309,7 @@ __all__ = [
     "adapter_base_model",
     "add_pipeline_support",
     "check_model_dir",
+    "check_model_files",
     "is_adapter_dir",
     "is_local_path",
     "load_adapter_dir",
