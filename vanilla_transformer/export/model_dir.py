@@ -177,6 +177,16 @@ def _load_model_and_tokenizer(
     return model, tokenizer
 
 
+def is_saved_model_dir(directory: str | os.PathLike[str]) -> bool:
+    """Whether `directory` is a model directory of this package (its config.json names ``vanilla_transformer``): what
+    `save_model_dir` writes, so that an atomic rewrite (`vanilla_transformer.export.atomic`) may replace it."""
+    try:
+        config = json.loads((Path(directory) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and config.get("model_type") == "vanilla_transformer"
+
+
 def is_adapter_dir(directory: str | os.PathLike[str]) -> bool:
     """Whether `directory` is a local peft adapter folder: it holds ``adapter_config.json`` and no ``config.json``."""
     directory = Path(directory)
@@ -312,6 +322,7 @@ __all__ = [
     "check_model_files",
     "is_adapter_dir",
     "is_local_path",
+    "is_saved_model_dir",
     "load_adapter_dir",
     "load_model_dir",
     "save_model_dir",
