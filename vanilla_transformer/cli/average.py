@@ -20,7 +20,8 @@ from vanilla_transformer.export.atomic import write_directory
 from vanilla_transformer.export.model_dir import is_saved_model_dir
 from vanilla_transformer.training import average_run
 from vanilla_transformer.training.checkpoints import list_checkpoints
-from vanilla_transformer.training.options import TRAINING_CONFIG_NAME, TrainingConfig
+from vanilla_transformer.training.options import TRAINING_CONFIG_NAME
+from vanilla_transformer.training.run_dir import load_saved_config
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -32,18 +33,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def default_output(run_dir: Path, last: int | None) -> Path:
-    """``<run_dir>/average-<n>``, n the number of checkpoints `average_run` averages (at most `last`)."""
+    """``<run_dir>/average-<n>``, n the number of checkpoints `average_run` averages (at most `last`); a missing or
+    damaged ``training_config.json`` is named."""
     saved = run_dir / TRAINING_CONFIG_NAME
     if not saved.is_file():
         raise FileNotFoundError(f"{run_dir} is not a training run: it has no {TRAINING_CONFIG_NAME}")
-    last = TrainingConfig.load(saved).average_checkpoints if last is None else last
+    last = load_saved_config(saved).average_checkpoints if last is None else last
     return run_dir / f"average-{max(min(last, len(list_checkpoints(run_dir / 'checkpoints'))), 1)}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     run_dir = Path(args.run_dir)
-    output = Path(args.output) if args.output else default_output(run_dir, args.last)
+    default = default_output(run_dir, args.last)  # checks the run's settings before anything is written
+    output = Path(args.output) if args.output else default
     write_directory(
         output,
         lambda folder: average_run(run_dir, last=args.last, output_dir=folder),
