@@ -12,8 +12,6 @@ import sys
 import pytest
 from fault_support import REPO
 
-from vanilla_transformer.export.atomic import PAUSE_ENV
-
 
 def _digest(folder):
     """The bytes of every file of a folder, to tell that it is whole and unchanged."""
@@ -55,6 +53,8 @@ def test_average_refuses_a_non_empty_folder_it_did_not_write(run_copy, run_cli, 
 
 @pytest.mark.parametrize("point", ["started", "written", "exchanged", "removing"])
 def test_average_killed_at_any_point_leaves_a_whole_model(run_copy, point):
+    from vanilla_transformer.export.atomic import PAUSE_ENV
+
     model = run_copy / "model"
     before = _digest(model)
     env = {**os.environ, "PYTHONPATH": str(REPO), PAUSE_ENV: point}
