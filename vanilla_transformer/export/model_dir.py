@@ -159,18 +159,30 @@ def is_local_path(name: str) -> bool:
 def _load_model_and_tokenizer(
     name: str, *, revision: str | None = None, use_safetensors: bool | None = None
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    fix = "copy, export or download the model directory again"
     try:
         tokenizer = AutoTokenizer.from_pretrained(name, revision=revision, trust_remote_code=False)
-    except (OSError, ValueError) as error:
+    except ImportError:
+        raise
+    except Exception as error:  # a damaged tokenizer file fails in transformers or tokenizers, as any exception
         raise ValueError(
-            f"{name!r} has no loadable tokenizer; save it next to the model with save_model_dir ({error})"
+            f"{name!r} has no loadable tokenizer: its tokenizer.json or tokenizer_config.json ({type(error).__name__}: "
+            f"{error}): save it next to the model with save_model_dir, or {fix}"
         ) from error
     try:
-        model = AutoModelForSeq2SeqLM.from_pretrained(
-            name, revision=revision, trust_remote_code=False, use_safetensors=use_safetensors
+        model, info = AutoModelForSeq2SeqLM.from_pretrained(
+            name, revision=revision, trust_remote_code=False, use_safetensors=use_safetensors, output_loading_info=True
         )
-    except (OSError, ValueError) as error:
-        raise ValueError(f"{name!r} has no loadable model ({error})") from error
+    except (OSError, ValueError, RuntimeError, KeyError, TypeError) as error:
+        raise ValueError(
+            f"{name!r} has no loadable model: its config.json or {WEIGHTS_FILE} ({type(error).__name__}: {error}); {fix}"
+        ) from error
+    missing = sorted(map(str, info.get("missing_keys") or [])) + sorted(map(str, info.get("mismatched_keys") or []))
+    if missing:  # transformers would start these from random values: a damaged or foreign weights file
+        raise ValueError(
+            f"{os.path.join(name, WEIGHTS_FILE)} lacks or mis-sizes {len(missing)} of the model's weights ({missing[:3]}): "
+            f"it is damaged or belongs to another model; {fix}"
+        )
     check_tokenizer_matches_config(tokenizer, model.config)
     if tokenizer.model_max_length > model.config.max_position_embeddings:  # saved before model_max_length was set
         tokenizer.model_max_length = model.config.max_position_embeddings
@@ -299,9 +311,11 @@ def check_model_files(directory: str | os.PathLike[str]) -> None:
         path = directory / name
         if path.is_file():
             try:
-                json.loads(path.read_bytes().decode("utf-8"))
+                content = json.loads(path.read_bytes().decode("utf-8"))
             except (UnicodeDecodeError, json.JSONDecodeError) as error:
                 raise ValueError(f"{path} is not valid JSON ({error}): {fix}") from error
+            if not isinstance(content, dict):
+                raise ValueError(f"{path} must hold a JSON object, not a {type(content).__name__}: {fix}")
     weights = directory / WEIGHTS_FILE
     if weights.is_file():
         try:
