@@ -60,8 +60,11 @@ def test_a_damaged_model_reaches_the_user_as_one_line_in_a_real_process(model_co
     assert "Traceback" not in err and f"{model_copy / 'model.safetensors'} is not a complete safetensors file" in err
 
 
+@pytest.mark.parametrize("foreign_class", [False, True], ids=["own-class", "foreign-class"])
 @pytest.mark.parametrize("config_file", ["tokenizer_config.json", "config.json"])
-def test_auto_map_code_in_a_model_folder_never_runs_even_when_stdin_says_yes(config_file, model_copy, tmp_path):
+def test_auto_map_code_in_a_model_folder_never_runs_even_when_stdin_says_yes(
+    config_file, foreign_class, model_copy, tmp_path
+):
     """A crafted folder names its own class in auto_map; loading must use the package's classes and never ask."""
     witness = tmp_path / "code-ran"
     (model_copy / "evil.py").write_text(
@@ -72,15 +75,24 @@ def test_auto_map_code_in_a_model_folder_never_runs_even_when_stdin_says_yes(con
     settings = json.loads((model_copy / config_file).read_text())
     if config_file == "tokenizer_config.json":
         settings["auto_map"] = {"AutoTokenizer": ["evil.EvilTokenizer", "evil.EvilTokenizer"]}
+        if foreign_class:  # no class of transformers' own serves it: transformers would ask
+            settings["tokenizer_class"] = "EvilTokenizer"
     else:
         settings["auto_map"] = {"AutoConfig": "evil.EvilConfig", "AutoModelForSeq2SeqLM": "evil.EvilConfig"}
+        if foreign_class:
+            settings["model_type"] = "evil"
     (model_copy / config_file).write_text(json.dumps(settings))
     source = tmp_path / "in.txt"
     source.write_text("forty-two\n")
-    for argv in (
-        ["translate", "--model", model_copy, "--num-beams", 1],
-        ["evaluate", "--model", model_copy, "--source", source, "--reference", source, "--num-beams", 1],
-    ):
+    # the issue's cases: translate through tokenizer_config.json, evaluate through config.json
+    if config_file == "tokenizer_config.json":
+        argvs = [["translate", "--model", model_copy, "--num-beams", 1]]
+    else:
+        argvs = [["evaluate", "--model", model_copy, "--source", source, "--reference", source, "--num-beams", 1]]
+    for argv in argvs:
         completed = run_cli_process(*argv, stdin=b"y\n")
         assert not witness.exists(), f"{argv[0]} ran the folder's code"
-        assert "custom code" not in completed.stdout.decode() + completed.stderr.decode()
+        assert "Do you wish to run the custom code" not in completed.stdout.decode() + completed.stderr.decode()
+        assert "Traceback" not in completed.stderr.decode()
+        if foreign_class:
+            assert completed.returncode == 1 and str(model_copy) in completed.stderr.decode()

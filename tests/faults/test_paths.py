@@ -93,7 +93,7 @@ def test_a_renamed_checkpoint_is_refused_for_resume_and_averaging(run_copy, run_
 def test_a_checkpoint_of_another_run_is_refused_for_resume_and_averaging(run_copy, run_cli, tmp_path):
     other = shutil.copytree(run_copy, tmp_path / "other")
     # `other` is another run: its own id, written when it started; its checkpoint copied in from `run_copy`.
-    (other / "checkpoints" / checkpoints.RUN_ID_FILE).write_text(uuid.uuid4().hex + "\n")
+    (other / checkpoints.RUN_MARKER).write_text(uuid.uuid4().hex + "\n")
     with pytest.raises(CheckpointError, match="written by another run"):
         check_checkpoint(_newest(other))
     with pytest.raises(CheckpointError, match="no complete checkpoint to resume from"):
@@ -105,15 +105,15 @@ def test_a_checkpoint_of_another_run_is_refused_for_resume_and_averaging(run_cop
 
 
 def test_every_checkpoint_of_a_run_records_the_id_written_when_it_started(run_copy):
-    run_id = (run_copy / "checkpoints" / checkpoints.RUN_ID_FILE).read_text().strip()
+    run_id = (run_copy / checkpoints.RUN_MARKER).read_text().strip()
     assert len(run_id) == 32
     for checkpoint in list_checkpoints(run_copy / "checkpoints"):
         assert json.loads((checkpoint / "manifest.json").read_text())["run_id"] == run_id
 
 
 def test_a_checkpoint_of_an_older_version_resumes_in_its_own_older_run(run_copy):
-    """Runs written before run ids (manifest format 1, no run-id file) still resume and average."""
-    (run_copy / "checkpoints" / checkpoints.RUN_ID_FILE).unlink()
+    """Runs written before run ids (manifest format 1, an empty marker file) still resume and average."""
+    (run_copy / checkpoints.RUN_MARKER).write_text("")  # as older versions left it
     for checkpoint in list_checkpoints(run_copy / "checkpoints"):
         manifest = json.loads((checkpoint / "manifest.json").read_text())
         del manifest["run_id"]

@@ -63,6 +63,15 @@ USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError, MissingExtr
 safetensors or JSON file and undecodable text all arrive as ValueError), missing files and folders."""
 
 
+def refuse_remote_code_prompts() -> None:
+    """No command ever asks on standard input whether to run a model folder's code: every load passes
+    ``trust_remote_code=False``, and should one not, transformers refuses (its CI setting, a prompt timeout of 0)
+    instead of reading an answer that a pipe (``echo y | ...``) would give, and printing its question into stdout."""
+    from transformers import dynamic_module_utils
+
+    dynamic_module_utils.TIME_OUT_REMOTE_CODE = 0
+
+
 def configure_logging() -> None:
     """The logging of the commands that report through `logging`: INFO and above, as ``LEVEL logger: message``."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -92,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MissingExtraError as error:
         print(error, file=sys.stderr)
         return 2
+    refuse_remote_code_prompts()
     module_name, _, function = COMMANDS[command][0].partition(":")
     module = importlib.import_module(f"{__name__}.{module_name}")
     sys.argv[0] = f"{PROG} {command}"  # argparse's prog, in --help and error messages

@@ -15,7 +15,7 @@ Nothing is loaded with pickle, so a crafted checkpoint cannot run code (older, p
 
 Nor is a manifest trusted: it must list exactly the pieces of a checkpoint, by their plain names (never a path such
 as ``../../x`` or ``/etc/hostname``); its step must be the one the folder is named for (a renamed checkpoint is
-refused); and its run id must be the run's, the id in ``checkpoints/run-id`` (`RUN_ID_FILE`) that training writes
+refused); and its run id must be the run's, the id that training writes into the run's marker file (`RUN_MARKER`)
 when a run starts (a checkpoint copied in from another run is refused, for resuming and for averaging).
 
 Section 6.1 of the paper: "For the base models, we used a single model obtained by averaging the last 5
@@ -52,9 +52,10 @@ _WEIGHTS_NAME = "model.safetensors"
 _STATE_NAME = "training_state.safetensors"
 _MANIFEST_NAME = "manifest.json"
 _FORMAT = 2  # 1: without the run id
-RUN_ID_FILE = "run-id"
-"""The run's id, in its checkpoints folder: written when the run starts (`run_dir.prepare_run_dir`), recorded in each
-checkpoint's manifest."""
+RUN_MARKER = ".vanilla-transformer-run"
+"""The file marking a folder that `train` created or claimed while it was empty (`run_dir`); it holds the run's id,
+written when the run starts (`run_dir.prepare_run_dir`) and recorded in each checkpoint's manifest. Runs of older
+versions left it empty: their checkpoints have no run id either."""
 # Prefixes that wrappers add to parameter names: DistributedDataParallel, torch.compile.
 _WRAPPER_PREFIXES = ("module.", "_orig_mod.")
 
@@ -192,11 +193,14 @@ def check_checkpoint(path: str | Path) -> dict[str, Any]:
 
 
 def read_run_id(directory: str | Path) -> str | None:
-    """The run id in a checkpoints folder (`RUN_ID_FILE`); None for a run of an older version, which wrote none."""
-    file = Path(directory) / RUN_ID_FILE
+    """The id of the run whose checkpoints folder is `directory` (in ``<run>/`` `RUN_MARKER`); None for a run of an
+    older version, which wrote none, or a folder outside a run."""
+    file = Path(directory).parent / RUN_MARKER
     if not file.is_file():
         return None
     run_id = file.read_text(encoding="utf-8").strip()
+    if not run_id:
+        return None
     if not re.fullmatch(r"[0-9a-f]{32}", run_id):
         raise CheckpointError(f"{file} is damaged: not a run id; restore it or start a new run")
     return run_id
@@ -239,7 +243,7 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
     if run_id != expected_run:
         raise CheckpointError(
             f"{path} was written by another run (run id {run_id}) than the run of {path.parent} (run id "
-            f"{expected_run}, in {path.parent / RUN_ID_FILE}): a checkpoint copied from another run is not resumed or "
+            f"{expected_run}, in {path.parent.parent / RUN_MARKER}): a checkpoint copied from another run is not resumed or "
             f"averaged; average it in its own run"
         )
     return manifest

@@ -10,8 +10,8 @@ same folder can be used again at once, without ``--overwrite``.
 
 Nothing read back from the folder is trusted: the names built from a saved ``training_config.json`` (its languages
 name the test files) must be plain file names, so ``--overwrite`` deletes only inside the run directory; a damaged
-file is named with its fix. Each run writes a run id (`RUN_ID_FILE`, in its checkpoints folder) when it starts, which
-its checkpoints record (see `vanilla_transformer.training.checkpoints`): a checkpoint copied in from another run is
+file is named with its fix. Each run writes a run id into its marker (`RUN_MARKER`) when it starts, which its
+checkpoints record (see `vanilla_transformer.training.checkpoints`): a checkpoint copied in from another run is
 refused.
 
 A run directory has one writer: `lock_run_dir` takes an exclusive ``flock`` on the folder itself, which the operating
@@ -33,13 +33,10 @@ except ImportError:  # not on Windows: no lock there
 
 from accelerate import Accelerator
 
-from .checkpoints import RUN_ID_FILE, checkpoint_step, find_resumable_checkpoint, list_checkpoints
+from .checkpoints import RUN_MARKER, checkpoint_step, find_resumable_checkpoint, list_checkpoints, read_run_id
 from .options import TRAINING_CONFIG_NAME, TrainingConfig
 
 logger = logging.getLogger(__name__)
-
-RUN_MARKER = ".vanilla-transformer-run"
-"""An empty file marking a folder that `train` created or claimed while it was empty."""
 
 DAMAGED_PREFIX = "damaged-"
 """Checkpoints that could not be resumed from are renamed ``damaged-checkpoint-<step>`` (kept, never deleted)."""
@@ -130,6 +127,7 @@ def _is_plain_name(name: str) -> bool:
 def _run_outputs(config: TrainingConfig) -> list[str]:
     return [
         RUN_MARKER,
+        RUN_MARKER + ".tmp",
         TRAINING_CONFIG_NAME,
         "tokenizer",
         "checkpoints",
@@ -203,13 +201,13 @@ def prepare_run_dir(accelerator: Accelerator, config: TrainingConfig, resume_fro
                         shutil.rmtree(aside)
                     os.replace(checkpoint, aside)
         run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / RUN_MARKER).touch()
-        run_id = run_dir / "checkpoints" / RUN_ID_FILE
-        if resume_from is None and not (config.resume and run_id.is_file()):
-            run_id.parent.mkdir(exist_ok=True)
-            temporary = run_id.with_name(RUN_ID_FILE + ".tmp")
+        marker = run_dir / RUN_MARKER
+        if resume_from is not None or (config.resume and read_run_id(run_dir / "checkpoints")):
+            marker.touch()  # the same run goes on: its id stays
+        else:
+            temporary = marker.with_name(RUN_MARKER + ".tmp")  # a new run: a new id, which its checkpoints record
             temporary.write_text(uuid.uuid4().hex + "\n", encoding="utf-8")
-            os.replace(temporary, run_id)
+            os.replace(temporary, marker)
     accelerator.wait_for_everyone()
 
 
