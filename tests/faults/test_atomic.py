@@ -1,6 +1,7 @@
 """Every write that replaces a folder is atomic and refuses what it did not create (issue 25, item 3), tested on
 `vanilla_transformer.export.atomic.write_directory` with real processes SIGKILLed at each of its points."""
 
+import json
 import os
 import signal
 import subprocess
@@ -155,3 +156,37 @@ def test_an_empty_folder_is_replaced_and_a_missing_one_created(tmp_path):
     for name in ("empty", "new/nested"):
         write_directory(tmp_path / name, lambda folder: (folder / "x").write_text("1"))
         assert (tmp_path / name / "x").read_text() == "1"
+
+
+def test_write_file_replaces_a_file_whole_and_writes_to_pipes_directly(tmp_path):
+    from vanilla_transformer.export.atomic import write_file
+
+    target = tmp_path / "out.txt"
+    target.write_text("old")
+    write_file(target, "new\n")
+    assert target.read_text() == "new\n" and sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    write_file(link, "through the link\n")
+    assert link.is_symlink() and target.read_text() == "through the link\n"
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE, text=True)
+    write_file(fifo, "to the pipe\n")
+    assert reader.communicate(timeout=30)[0] == "to the pipe\n" and fifo.exists() and not fifo.is_file()
+
+
+def test_add_pipeline_support_never_leaves_a_cut_config_json(tmp_path, monkeypatch):
+    """config.json is rewritten through a temporary file: a failure while writing leaves the old one."""
+    from vanilla_transformer.export import model_dir
+
+    (tmp_path / "config.json").write_text('{"model_type": "vanilla_transformer"}')
+
+    def failing_replace(source, destination):
+        raise OSError("killed here")
+
+    monkeypatch.setattr(atomic.os, "replace", failing_replace)
+    with pytest.raises(OSError, match="killed here"):
+        model_dir.add_pipeline_support(tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text()) == {"model_type": "vanilla_transformer"}
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".config.json")]

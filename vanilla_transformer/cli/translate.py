@@ -28,6 +28,7 @@ from vanilla_transformer.cli.decoding import (
     resolve_search_arguments,
     translate_with_options,
 )
+from vanilla_transformer.export.atomic import write_file
 from vanilla_transformer.export.model_dir import check_model_dir
 
 
@@ -87,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         translations = translate_with_options(args, sentences)
     output = "".join(line + "\n" for line in translations)
     if args.output:
-        Path(args.output).write_text(output, encoding="utf-8")
+        write_file(args.output, output)
     else:
         sys.stdout.write(output)
     return 0

@@ -89,6 +89,26 @@ def write_directory(
     return result
 
 
+def write_file(path: str | os.PathLike[str], text: str) -> Path:
+    """Write `text` (UTF-8) to `path` through a temporary file beside it, renamed over it when complete: a killed
+    process leaves the old file or the new one, never a cut or empty one. A pipe, a terminal or another file that is
+    not a regular one (``/dev/stdout``) is written to directly; a link to a regular file replaces the file it names."""
+    path = Path(path)
+    if path.exists() and not path.is_file():
+        with open(path, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        return path
+    path = path.resolve() if path.is_symlink() else path
+    temporary = path.with_name(f".{path.name}{_INCOMPLETE}{os.getpid()}")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    return path
+
+
 def _put_in_place(temporary: Path, target: Path) -> None:
     """Make `temporary` the folder at `target` in one step; delete the folder it replaced."""
     if not target.exists():
@@ -171,4 +191,4 @@ def _pause(point: str) -> None:
             time.sleep(60)
 
 
-__all__ = ["PAUSE_ENV", "PAUSE_POINTS", "write_directory"]
+__all__ = ["PAUSE_ENV", "PAUSE_POINTS", "write_directory", "write_file"]

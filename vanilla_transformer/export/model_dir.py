@@ -36,6 +36,7 @@ from transformers import (
 
 from ..extras import import_optional
 from ..tokenization import check_tokenizer_matches_config
+from .atomic import write_file
 
 SUMMARY_FILE = "training_summary.json"
 """The run summary that training and fine-tuning write into the model directory; the model card reads it."""
@@ -81,7 +82,7 @@ def add_pipeline_support(model_dir: str | os.PathLike[str]) -> None:
     shutil.copyfile(PIPELINE_CODE_FILE, model_dir / PIPELINE_CODE_FILE.name)
     config = json.loads(config_path.read_text(encoding="utf-8"))
     config["custom_pipelines"] = PIPELINE_TASKS
-    config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_file(config_path, json.dumps(config, indent=2, sort_keys=True) + "\n")  # never a cut config.json
 
 
 def save_model_dir(
@@ -120,8 +121,7 @@ def write_training_summary(directory: str | os.PathLike[str], summary: dict[str,
     """Write the run's figures into a model directory as `SUMMARY_FILE`; None values are left out."""
     path = Path(directory) / SUMMARY_FILE
     kept = {key: value for key, value in summary.items() if value is not None}
-    path.write_text(json.dumps(kept, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return path
+    return write_file(path, json.dumps(kept, indent=2, ensure_ascii=False) + "\n")
 
 
 def load_model_dir(
