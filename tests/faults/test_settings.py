@@ -48,3 +48,10 @@ def test_a_generation_config_that_cannot_work_is_named_by_translate(field, value
     status, out, err = run_cli("translate", "--model", model_copy, "--input", source)
     assert status == 1 and out == "", err
     assert "generation_config.json" in err and field in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("device", ["gpu", "cuda:99"])
+def test_a_device_this_machine_lacks_is_named_before_the_model_loads(device, run_cli, tmp_path):
+    missing = tmp_path / "missing"
+    status, _, err = run_cli("translate", "--model", missing, "--input", missing / "in", "--device", device)
+    assert status == 1 and f"--device={device}" in err and "Traceback" not in err, err

@@ -109,12 +109,19 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
 
 def check_decoding_arguments(args: argparse.Namespace) -> None:
     """Reject, before any file or model is read, the search options of `add_decoding_arguments` that cannot work
-    (`check_search_settings`) and a ``--batch-size`` or ``--num-threads`` below 1: a ValueError naming the option."""
+    (`check_search_settings`), a ``--batch-size`` or ``--num-threads`` below 1, and a ``--device`` this machine does not
+    have: a ValueError naming the option."""
     search = {name: getattr(args, name) for name in ("num_beams", "length_penalty", "max_length_offset")}
     check_search_settings(flag=True, **search)
     for option, value in (("--batch-size", args.batch_size), ("--num-threads", args.num_threads)):
         if value is not None and value < 1:
             raise ValueError(f"{option} must be at least 1, got {option}={value}")
+    try:
+        device = torch.device(args.device)
+    except (RuntimeError, ValueError) as error:
+        raise ValueError(f"--device={args.device} is not a device (cpu, cuda, cuda:1, mps, ...): {error}") from error
+    if device.type == "cuda" and (not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()):
+        raise ValueError(f"--device={args.device}: no such CUDA device here; use --device cpu")
 
 
 def resolve_search_arguments(args: argparse.Namespace, generation_config: GenerationConfig | None) -> None:
