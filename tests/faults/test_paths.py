@@ -121,3 +121,10 @@ def test_a_checkpoint_of_an_older_version_resumes_in_its_own_older_run(run_copy)
         (checkpoint / "manifest.json").write_text(json.dumps(manifest))
     assert find_resumable_checkpoint(run_copy / "checkpoints") == _newest(run_copy)
     load_checkpoint_weights(_newest(run_copy))
+
+
+def test_loose_checkpoints_outside_any_run_still_average(run_copy, tmp_path):
+    """A checkpoints folder copied out on its own has no run to match; it is averaged as before (library use)."""
+    loose = shutil.copytree(run_copy / "checkpoints", tmp_path / "loose")
+    assert find_resumable_checkpoint(loose) == list_checkpoints(loose)[-1]
+    load_checkpoint_weights(list_checkpoints(loose)[-1])

@@ -194,7 +194,7 @@ def check_checkpoint(path: str | Path) -> dict[str, Any]:
 
 def read_run_id(directory: str | Path) -> str | None:
     """The id of the run whose checkpoints folder is `directory` (in ``<run>/`` `RUN_MARKER`); None for a run of an
-    older version, which wrote none, or a folder outside a run."""
+    older version, which wrote none, or a folder outside a run (whose checkpoints are not matched to any run)."""
     file = Path(directory).parent / RUN_MARKER
     if not file.is_file():
         return None
@@ -240,7 +240,8 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
             f"renamed is not resumed or averaged; give it back its name {CHECKPOINT_PREFIX}{step:08d}"
         )
     run_id, expected_run = manifest.get("run_id"), read_run_id(path.parent)
-    if run_id != expected_run:
+    in_a_run = (path.parent.parent / RUN_MARKER).is_file()  # loose checkpoints (no run around them): nothing to match
+    if in_a_run and run_id != expected_run:
         raise CheckpointError(
             f"{path} was written by another run (run id {run_id}) than the run of {path.parent} (run id "
             f"{expected_run}, in {path.parent.parent / RUN_MARKER}): a checkpoint copied from another run is not resumed or "
