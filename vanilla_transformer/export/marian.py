@@ -34,7 +34,7 @@ from transformers import AutoConfig, AutoTokenizer, GenerationConfig, MarianConf
 
 from ..configuration_vanilla_transformer import ACTIVATIONS, VanillaTransformerConfig
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration, sinusoidal_table
-from .model_dir import check_model_dir, save_model_dir
+from .model_dir import LOAD_FIX, check_model_dir, load_model, save_model_dir
 
 logger = logging.getLogger(__name__)
 
@@ -295,7 +295,7 @@ def export_marian(src: str | os.PathLike, dst: str | os.PathLike, *, with_tokeni
     if not isinstance(config, VanillaTransformerConfig):
         raise MarianConversionError(f"{src} holds model_type={config.model_type!r}, not a vanilla_transformer model")
     tokenizer = _load_tokenizer(src) if with_tokenizer else None
-    model = VanillaTransformerForConditionalGeneration.from_pretrained(src, trust_remote_code=False)
+    model = load_model(src)  # every weight from the file, no code from the folder
     marian = vanilla_to_marian(model, copy.deepcopy(model.generation_config))
     _warn_unless_ctranslate2_compatible(marian)
     with _fresh_directory(dst) as directory:
@@ -341,9 +341,11 @@ def _load_tokenizer(src: str | os.PathLike):
         raise MarianConversionError(f"no tokenizer in {src} (no tokenizer_config.json); {hint}")
     try:
         return AutoTokenizer.from_pretrained(src, trust_remote_code=False)
-    except (OSError, ValueError, ImportError) as error:
+    except Exception as error:  # a damaged file fails in transformers or tokenizers as any exception
         raise MarianConversionError(
-            f"cannot load the tokenizer of {src} ({error}); a MarianTokenizer needs `pip install sentencepiece`; {hint}"
+            f"cannot load the tokenizer of {src}, its tokenizer.json or tokenizer_config.json ({type(error).__name__}: "
+            f"{error}); a MarianTokenizer needs "
+            f"`pip install sentencepiece`; a damaged tokenizer file: {LOAD_FIX}; {hint}"
         ) from error
 
 

@@ -159,34 +159,61 @@ def is_local_path(name: str) -> bool:
 def _load_model_and_tokenizer(
     name: str, *, revision: str | None = None, use_safetensors: bool | None = None
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    fix = "copy, export or download the model directory again"
+    tokenizer = load_tokenizer(name, revision=revision)
+    model = load_model(name, revision=revision, use_safetensors=use_safetensors)
+    check_tokenizer_matches_config(tokenizer, model.config)
+    if tokenizer.model_max_length > model.config.max_position_embeddings:  # saved before model_max_length was set
+        tokenizer.model_max_length = model.config.max_position_embeddings
+    return model, tokenizer
+
+
+LOAD_FIX = "copy, export or download the model directory again"
+"""What the errors of `load_tokenizer` and `load_model` tell the user to do about a damaged file."""
+
+
+def load_tokenizer(name: str | os.PathLike[str], *, revision: str | None = None) -> PreTrainedTokenizerBase:
+    """The tokenizer of a model directory or Hub id, without running code from it (``trust_remote_code=False``).
+
+    Raises:
+        ValueError: If it does not load, whatever the cause (a damaged file fails in transformers or tokenizers as
+            any exception), naming the directory, its tokenizer files and the fix.
+    """
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name, revision=revision, trust_remote_code=False)
+        return AutoTokenizer.from_pretrained(name, revision=revision, trust_remote_code=False)
     except ImportError:
         raise
-    except Exception as error:  # a damaged tokenizer file fails in transformers or tokenizers, as any exception
+    except Exception as error:
         raise ValueError(
-            f"{name!r} has no loadable tokenizer: its tokenizer.json or tokenizer_config.json ({type(error).__name__}: "
-            f"{error}): save it next to the model with save_model_dir, or {fix}"
+            f"{str(name)!r} has no loadable tokenizer: its tokenizer.json or tokenizer_config.json ({type(error).__name__}: "
+            f"{error}): save it next to the model with save_model_dir, or {LOAD_FIX}"
         ) from error
+
+
+def load_model(
+    name: str | os.PathLike[str], *, revision: str | None = None, use_safetensors: bool | None = None
+) -> PreTrainedModel:
+    """The model of a model directory or Hub id, without running code from it, every weight read from its file.
+
+    Raises:
+        ValueError: If config.json or the weights do not load, or the weights file lacks (or mis-sizes) some of the
+            model's weights, which transformers would otherwise start from random values; naming the file and the fix.
+    """
     try:
         model, info = AutoModelForSeq2SeqLM.from_pretrained(
             name, revision=revision, trust_remote_code=False, use_safetensors=use_safetensors, output_loading_info=True
         )
     except (OSError, ValueError, RuntimeError, KeyError, TypeError) as error:
         raise ValueError(
-            f"{name!r} has no loadable model: its config.json or {WEIGHTS_FILE} ({type(error).__name__}: {error}); {fix}"
+            f"{str(name)!r} has no loadable model: its config.json or {WEIGHTS_FILE} ({type(error).__name__}: "
+            f"{error}); {LOAD_FIX}"
         ) from error
     missing = sorted(map(str, info.get("missing_keys") or [])) + sorted(map(str, info.get("mismatched_keys") or []))
-    if missing:  # transformers would start these from random values: a damaged or foreign weights file
+    if missing:
         raise ValueError(
-            f"{os.path.join(name, WEIGHTS_FILE)} lacks or mis-sizes {len(missing)} of the model's weights ({missing[:3]}): "
-            f"it is damaged or belongs to another model; {fix}"
+            f"{os.path.join(name, WEIGHTS_FILE)} lacks or mis-sizes {len(missing)} of the model's weights "
+            f"({missing[:3]}): it is damaged or belongs to another model; {LOAD_FIX}"
         )
-    check_tokenizer_matches_config(tokenizer, model.config)
-    if tokenizer.model_max_length > model.config.max_position_embeddings:  # saved before model_max_length was set
-        tokenizer.model_max_length = model.config.max_position_embeddings
-    return model, tokenizer
+    return model
 
 
 def is_saved_model_dir(directory: str | os.PathLike[str]) -> bool:
@@ -306,7 +333,7 @@ def check_model_files(directory: str | os.PathLike[str]) -> None:
 
     Only headers are read: the weights themselves are checked by safetensors as they load."""
     directory = Path(directory)
-    fix = "the file is damaged: copy, export or download the model directory again"
+    fix = f"the file is damaged: {LOAD_FIX}"
     for name in JSON_FILES:
         path = directory / name
         if path.is_file():
@@ -338,7 +365,9 @@ __all__ = [
     "is_local_path",
     "is_saved_model_dir",
     "load_adapter_dir",
+    "load_model",
     "load_model_dir",
+    "load_tokenizer",
     "save_model_dir",
     "write_training_summary",
 ]
