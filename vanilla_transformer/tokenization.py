@@ -29,11 +29,12 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import Protocol
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
+
+from .data.corpora import iter_lines
 
 PAD_TOKEN = "<pad>"
 UNK_TOKEN = "<unk>"
@@ -181,6 +182,4 @@ def _iter_texts(texts_or_files: Iterable[str | os.PathLike[str]]) -> Iterator[st
         if isinstance(item, str):
             yield item
         else:
-            with Path(item).open(encoding="utf-8") as lines:
-                for line in lines:
-                    yield line.rstrip("\n")
+            yield from iter_lines(item)  # the one line reader: CRLF, BOM and bad UTF-8 as everywhere

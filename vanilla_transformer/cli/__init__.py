@@ -8,6 +8,10 @@ Each subcommand lives in its own module of this package and is imported only whe
 light commands do not pay for the training stack. A command whose extra is not installed stops with the
 ``pip install "vanilla-transformer[<extra>]"`` line that installs it.
 
+An error a user can act on (bad input, a damaged or missing file, a refused setting: `USER_ERRORS`) leaves a command
+as one line, ``vanilla-transformer <command>: error: <message>``, with exit status 1 and no traceback; the messages
+name the file or option and the fix. ``VANILLA_TRANSFORMER_TRACEBACK=1`` shows the traceback instead.
+
 Multi-process training goes through Accelerate's launcher, with the module form of the command::
 
     accelerate launch --num_processes 8 -m vanilla_transformer train --preset wmt14-base
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -55,6 +60,20 @@ COMMAND_EXTRA: dict[str, str] = {
 """The extra each command needs beyond the core install; translate, push and export-marian need none."""
 
 
+USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError, MissingExtraError)
+"""What a command reports as one line, not a traceback: bad values, damaged files (`CheckpointError`, a damaged
+safetensors or JSON file and undecodable text all arrive as ValueError), missing files and folders."""
+
+
+def refuse_remote_code_prompts() -> None:
+    """No command ever asks on standard input whether to run a model folder's code: every load passes
+    ``trust_remote_code=False``, and should one not, transformers refuses (its CI setting, a prompt timeout of 0)
+    instead of reading an answer that a pipe (``echo y | ...``) would give, and printing its question into stdout."""
+    from transformers import dynamic_module_utils
+
+    dynamic_module_utils.TIME_OUT_REMOTE_CODE = 0
+
+
 def configure_logging() -> None:
     """The logging of the commands that report through `logging`: INFO and above, as ``LEVEL logger: message``."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -84,7 +103,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MissingExtraError as error:
         print(error, file=sys.stderr)
         return 2
+    refuse_remote_code_prompts()
     module_name, _, function = COMMANDS[command][0].partition(":")
     module = importlib.import_module(f"{__name__}.{module_name}")
     sys.argv[0] = f"{PROG} {command}"  # argparse's prog, in --help and error messages
-    return getattr(module, function or "main")(rest)
+    try:
+        return getattr(module, function or "main")(rest)
+    except USER_ERRORS as error:
+        if os.environ.get("VANILLA_TRANSFORMER_TRACEBACK") == "1":
+            raise
+        print(f"{PROG} {command}: error: {error}", file=sys.stderr)
+        return 1

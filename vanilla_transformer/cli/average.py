@@ -4,14 +4,24 @@
 
 `vanilla-transformer train` already does this at the end of a run (into ``<run>/model``); use this script to average a
 different number of checkpoints, or the checkpoints of an interrupted run.
+
+The model directory is written as a whole (`vanilla_transformer.export.atomic.write_directory`): a killed ``average``
+leaves the old folder or the new one, never a mix (no stale training_summary.json, no empty config.json). An existing
+``--output`` is replaced only if it is a model directory; any other non-empty folder is refused.
 """
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from pathlib import Path
 
+from vanilla_transformer.export.atomic import write_directory
+from vanilla_transformer.export.model_dir import is_saved_model_dir
 from vanilla_transformer.training import average_run
+from vanilla_transformer.training.checkpoints import list_checkpoints
+from vanilla_transformer.training.options import TRAINING_CONFIG_NAME
+from vanilla_transformer.training.run_dir import load_saved_config
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -22,9 +32,28 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def default_output(run_dir: Path, last: int | None) -> Path:
+    """``<run_dir>/average-<n>``, n the number of checkpoints `average_run` averages (at most `last`); a missing or
+    damaged ``training_config.json`` is named."""
+    saved = run_dir / TRAINING_CONFIG_NAME
+    if not saved.is_file():
+        raise FileNotFoundError(f"{run_dir} is not a training run: it has no {TRAINING_CONFIG_NAME}")
+    last = load_saved_config(saved).average_checkpoints if last is None else last
+    return run_dir / f"average-{max(min(last, len(list_checkpoints(run_dir / 'checkpoints'))), 1)}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    print(average_run(args.run_dir, last=args.last, output_dir=args.output))
+    run_dir = Path(args.run_dir)
+    default = default_output(run_dir, args.last)  # checks the run's settings before anything is written
+    output = Path(args.output) if args.output else default
+    write_directory(
+        output,
+        lambda folder: average_run(run_dir, last=args.last, output_dir=folder),
+        replaceable=is_saved_model_dir,
+        what="--output",
+    )
+    print(output)
     return 0
 
 

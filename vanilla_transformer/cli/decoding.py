@@ -34,7 +34,9 @@ STDIN = "-"
 
 
 def read_input_lines(path: str | os.PathLike[str], option: str) -> list[str]:
-    """The lines of the UTF-8 text at `path`, split on ``"\\n"`` only (`split_lines`), a byte-order mark dropped.
+    """The lines of the UTF-8 text at `path`, as `decode_lines` reads them: split on ``"\\n"`` only, CRLF line ends
+    and a byte-order mark dropped, a carriage return inside a line read as a space; errors name ``<stdin>`` or the
+    option and file, and the line.
 
     `path` may be a regular file, a pipe or FIFO (``<(head -n 5 ref.txt)``, ``/dev/fd/63``, ``mkfifo``), a
     character device, or ``-`` for standard input. `option` is the command-line argument that named it (e.g.
@@ -47,7 +49,7 @@ def read_input_lines(path: str | os.PathLike[str], option: str) -> list[str]:
         ValueError: If it is not UTF-8 text, naming the line.
     """
     if str(path) == STDIN:
-        name, stream = f"{option}={STDIN} (standard input)", sys.stdin
+        name, stream = "<stdin>", sys.stdin
         data = stream.buffer.read() if hasattr(stream, "buffer") else stream.read().encode("utf-8")
     else:
         name, file = f"{option}={path}", Path(path)
@@ -60,6 +62,21 @@ def read_input_lines(path: str | os.PathLike[str], option: str) -> list[str]:
         except OSError as error:
             raise OSError(f"{name} cannot be read: {error.strerror or error}") from error
     return decode_lines(data, name)
+
+
+def check_output_file(path: str | os.PathLike[str] | None, option: str) -> None:
+    """Refuse, before any model is loaded or line translated, an output file that could not be written: its folder
+    is missing or not a folder or not writable, or the path is a folder. Else the work would be lost at the end."""
+    if path is None:
+        return
+    file = Path(path)
+    folder = file.parent
+    if file.is_dir():
+        raise IsADirectoryError(f"{option}={path} is a directory: name a file to write")
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{option}={path}: the folder {folder} does not exist: create it first")
+    if not os.access(folder, os.W_OK | os.X_OK) or (file.exists() and not os.access(file, os.W_OK)):
+        raise PermissionError(f"{option}={path} cannot be written: no permission")
 
 
 DECODING_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -92,12 +109,19 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
 
 def check_decoding_arguments(args: argparse.Namespace) -> None:
     """Reject, before any file or model is read, the search options of `add_decoding_arguments` that cannot work
-    (`check_search_settings`) and a ``--batch-size`` or ``--num-threads`` below 1: a ValueError naming the option."""
+    (`check_search_settings`), a ``--batch-size`` or ``--num-threads`` below 1, and a ``--device`` this machine does not
+    have: a ValueError naming the option."""
     search = {name: getattr(args, name) for name in ("num_beams", "length_penalty", "max_length_offset")}
     check_search_settings(flag=True, **search)
     for option, value in (("--batch-size", args.batch_size), ("--num-threads", args.num_threads)):
         if value is not None and value < 1:
             raise ValueError(f"{option} must be at least 1, got {option}={value}")
+    try:
+        device = torch.device(args.device)
+    except (RuntimeError, ValueError) as error:
+        raise ValueError(f"--device={args.device} is not a device (cpu, cuda, cuda:1, mps, ...): {error}") from error
+    if device.type == "cuda" and (not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()):
+        raise ValueError(f"--device={args.device}: no such CUDA device here; use --device cpu")
 
 
 def resolve_search_arguments(args: argparse.Namespace, generation_config: GenerationConfig | None) -> None:
@@ -148,6 +172,7 @@ __all__ = [
     "STDIN",
     "add_decoding_arguments",
     "check_decoding_arguments",
+    "check_output_file",
     "read_input_lines",
     "resolve_search_arguments",
     "translate_with_options",

@@ -15,16 +15,17 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
-from pathlib import Path
 
 import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
 from vanilla_transformer.cli.decoding import (
     STDIN,
     add_decoding_arguments,
     check_decoding_arguments,
+    check_output_file,
     read_input_lines,
     translate_with_options,
 )
+from vanilla_transformer.export.atomic import write_file
 from vanilla_transformer.training import score_translations
 
 
@@ -47,6 +48,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if len(from_stdin) > 1:
         parser.error(f"only one input can be read from standard input (-), got {' and '.join(from_stdin)}")
     check_decoding_arguments(args)
+    check_output_file(args.output, "--output")
+    check_output_file(args.results, "--results")
     return args
 
 
@@ -74,13 +77,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"at most input length + {args.max_length_offset}"
         )
         if args.output:
-            Path(args.output).write_text("".join(line + "\n" for line in hypotheses), encoding="utf-8")
+            write_file(args.output, "".join(line + "\n" for line in hypotheses))
     scores = score_translations(hypotheses, references)
     print(f"BLEU = {scores['bleu']:.2f} ({scores['bleu_signature']})")
     print(f"chrF = {scores['chrf']:.2f}")
     print(f"exact match = {scores['exact_match']:.2f}%")
     if args.results:
-        Path(args.results).write_text(json.dumps(scores, indent=2) + "\n", encoding="utf-8")
+        write_file(args.results, json.dumps(scores, indent=2) + "\n")
     return 0
 
 

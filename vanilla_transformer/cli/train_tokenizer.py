@@ -9,17 +9,25 @@ Examples:
 Plain-text files are used line by line as they are. Dataset pairs and the
 numbers task are cleaned with ``clean_pairs`` first, as for training.
 Reload the result with ``AutoTokenizer.from_pretrained(output_dir)``.
+
+The tokenizer folder is written as a whole (`vanilla_transformer.export.atomic.write_directory`), replacing only an
+earlier tokenizer folder. A folder holding a trained model is refused before any training: a new tokenizer gives its
+token ids other meanings, and the model would translate garbage. ``--replace-model-tokenizer`` does it anyway (each
+tokenizer file replaced atomically); any other non-empty folder is refused.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from vanilla_transformer.cli import configure_logging
 from vanilla_transformer.data import CorpusSpec, clean_pairs, load_corpus
+from vanilla_transformer.export.atomic import write_directory
 from vanilla_transformer.tokenization import train_tokenizer
 
 logger = logging.getLogger("train_tokenizer")
@@ -39,6 +47,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--vocab-size", type=int, required=True, help="vocabulary size, special tokens included")
     parser.add_argument("--min-frequency", type=int, default=2, help="minimum pair count for a merge (default: 2)")
     parser.add_argument("--output-dir", type=Path, required=True, help="directory to save the tokenizer to")
+    parser.add_argument(
+        "--replace-model-tokenizer",
+        action="store_true",
+        help="write into a model directory, replacing the tokenizer its weights were trained with",
+    )
     args = parser.parse_args(argv)
 
     sources = [bool(args.files), args.hf_dataset is not None, args.numbers is not None]
@@ -47,6 +60,62 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.hf_dataset is not None and (args.src_lang is None or args.tgt_lang is None):
         parser.error("--hf-dataset needs --src-lang and --tgt-lang")
     return args
+
+
+TOKENIZER_FILES = frozenset(
+    {
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "added_tokens.json",
+        "vocab.json",
+        "merges.txt",
+    }
+)
+"""What a tokenizer's ``save_pretrained`` writes: a folder of these alone is a tokenizer folder, which may be replaced."""
+
+MODEL_FILES = ("config.json", "model.safetensors", "pytorch_model.bin", "adapter_config.json")
+"""Any of these marks a model directory, whose tokenizer is replaced only with --replace-model-tokenizer."""
+
+
+def is_tokenizer_dir(directory: Path) -> bool:
+    """Whether `directory` holds a saved tokenizer and nothing else."""
+    names = {path.name for path in directory.iterdir()}
+    return bool(names) and names <= TOKENIZER_FILES and bool(names & {"tokenizer.json", "tokenizer_config.json"})
+
+
+def check_output_dir(args: argparse.Namespace) -> bool:
+    """Before any training: whether ``--output-dir`` is a model directory (allowed only with
+    ``--replace-model-tokenizer``); a file, or a non-empty folder that is neither a model nor a tokenizer, is refused."""
+    output = args.output_dir
+    if output.exists() and not output.is_dir():
+        raise ValueError(f"--output-dir={output} is a file, not a directory")
+    if not output.is_dir() or not any(output.iterdir()):
+        return False
+    if any((output / name).exists() for name in MODEL_FILES):
+        if not args.replace_model_tokenizer:
+            raise ValueError(
+                f"--output-dir={output} holds a trained model: a new tokenizer would give its token ids other "
+                f"meanings. Choose another --output-dir, or pass --replace-model-tokenizer to replace it anyway"
+            )
+        return True
+    if not is_tokenizer_dir(output):
+        raise ValueError(
+            f"--output-dir={output} is not empty and holds no tokenizer: choose a new or empty directory (only a "
+            f"tokenizer folder is replaced)"
+        )
+    return False
+
+
+def save_tokenizer(tokenizer, output: Path, into_model: bool) -> None:
+    """Write the tokenizer folder as a whole; into a model directory, replace each tokenizer file atomically."""
+    if not into_model:
+        write_directory(output, tokenizer.save_pretrained, replaceable=is_tokenizer_dir, what="--output-dir")
+        return
+    with tempfile.TemporaryDirectory(dir=output, prefix=".tokenizer-") as temporary:
+        tokenizer.save_pretrained(temporary)
+        for path in Path(temporary).iterdir():
+            os.replace(path, output / path.name)
 
 
 def training_texts(args: argparse.Namespace) -> Sequence[str | Path]:
@@ -67,8 +136,9 @@ def training_texts(args: argparse.Namespace) -> Sequence[str | Path]:
 def main(argv: Sequence[str] | None = None) -> int:
     configure_logging()
     args = parse_args(argv)
+    into_model = check_output_dir(args)
     tokenizer = train_tokenizer(training_texts(args), args.vocab_size, min_frequency=args.min_frequency)
-    tokenizer.save_pretrained(args.output_dir)
+    save_tokenizer(tokenizer, args.output_dir, into_model)
     logger.info("saved a tokenizer of %d tokens to %s", len(tokenizer), args.output_dir)
     return 0
 

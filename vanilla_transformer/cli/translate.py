@@ -23,10 +23,12 @@ from vanilla_transformer.cli.decoding import (
     STDIN,
     add_decoding_arguments,
     check_decoding_arguments,
+    check_output_file,
     read_input_lines,
     resolve_search_arguments,
     translate_with_options,
 )
+from vanilla_transformer.export.atomic import write_file
 from vanilla_transformer.export.model_dir import check_model_dir
 
 
@@ -56,6 +58,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.input_option = "FILE" if args.file is not None else "--input"
     args.input = args.file if args.file is not None else args.input
     check_decoding_arguments(args)
+    check_output_file(args.output, "--output")
     return args
 
 
@@ -66,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from vanilla_transformer.export.ctranslate2 import translate_ctranslate2
 
         check_model_dir(args.model)
-        tokenizer = AutoTokenizer.from_pretrained(args.model)
+        tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=False)
         saved = Path(args.model, GENERATION_CONFIG_NAME).is_file()
         resolve_search_arguments(args, GenerationConfig.from_pretrained(args.model) if saved else None)
         longest = max((len(ids) for ids in tokenizer(sentences)["input_ids"]), default=0)
@@ -85,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         translations = translate_with_options(args, sentences)
     output = "".join(line + "\n" for line in translations)
     if args.output:
-        Path(args.output).write_text(output, encoding="utf-8")
+        write_file(args.output, output)
     else:
         sys.stdout.write(output)
     return 0

@@ -171,7 +171,14 @@ def build_token_cache(
         )
         np.save(building / "lengths.npy", lengths.astype(np.uint16 if lengths.max(initial=0) < 2**16 else np.int32))
         stats = CleaningStats(total=total, kept=kept, dropped_empty=empty, dropped_too_long=too_long)
-        meta = {"version": CACHE_VERSION, "pairs": kept, "dtype": dtype.name, "stats": stats.__dict__, "key": key}
+        meta = {
+            "version": CACHE_VERSION,
+            "pairs": kept,
+            "dtype": dtype.name,
+            "vocab_size": len(tokenizer),
+            "stats": stats.__dict__,
+            "key": key,
+        }
         (building / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         logger.info("cleaning: %s", stats)
         try:
@@ -182,6 +189,15 @@ def build_token_cache(
     finally:
         shutil.rmtree(building, ignore_errors=True)
     return TokenCorpus(directory)
+
+
+def _memmap(file: Path, dtype: np.dtype) -> np.ndarray:
+    """`file` as a read-only array of `dtype`; an empty file as an empty array. Raises a ValueError naming the file if
+    its size is not a whole number of items (a cut file)."""
+    size = file.stat().st_size
+    if size % dtype.itemsize:
+        raise ValueError(f"{file.name} has {size} bytes, not a whole number of {dtype.name} ids: it was cut")
+    return np.memmap(file, dtype=dtype, mode="r") if size else np.zeros(0, dtype)
 
 
 class TokenCorpus:
@@ -197,24 +213,41 @@ class TokenCorpus:
         meta_path = self.directory / "meta.json"
         if not meta_path.is_file():
             raise FileNotFoundError(f"{self.directory} is not a token cache: it has no meta.json")
-        self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        if self.meta.get("version") != CACHE_VERSION:
+        try:
+            self._open(meta_path)
+        except (ValueError, TypeError, KeyError, OSError, EOFError) as error:
             raise ValueError(
-                f"{self.directory} is a token cache of version {self.meta.get('version')}, not {CACHE_VERSION}"
-            )
+                f"token cache {self.directory} is damaged ({error}): delete that folder, the next run rebuilds it"
+            ) from error
+
+    def _open(self, meta_path: Path) -> None:
+        """Read meta.json and map the arrays, checking that every file agrees with it (a cut or overwritten file
+        fails here, naming the file, not as an index error deep in a batch)."""
+        try:
+            self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except ValueError as error:
+            raise ValueError(f"{meta_path} is not JSON: {error}") from error
+        if self.meta.get("version") != CACHE_VERSION:
+            raise ValueError(f"{meta_path}: version {self.meta.get('version')}, not {CACHE_VERSION}")
         self.stats = CleaningStats(**self.meta["stats"])
-        dtype = np.dtype(self.meta["dtype"])
+        pairs, dtype = int(self.meta["pairs"]), np.dtype(self.meta["dtype"])
         self._tokens, self._offsets = [], []
         for side in SIDES:
-            offsets = np.memmap(self.directory / f"{side}.offsets.bin", dtype=np.int64, mode="r")
-            size = int(offsets[-1])
-            tokens = (
-                np.memmap(self.directory / f"{side}.tokens.bin", dtype=dtype, mode="r") if size else np.zeros(0, dtype)
-            )
-            if len(offsets) != self.meta["pairs"] + 1 or len(tokens) != size:
-                raise ValueError(f"token cache {self.directory} is damaged: its sizes disagree with meta.json")
+            offsets = _memmap(self.directory / f"{side}.offsets.bin", np.dtype(np.int64))
+            if len(offsets) != pairs + 1 or offsets[0] != 0 or np.any(np.diff(offsets) < 0):
+                raise ValueError(f"{side}.offsets.bin does not hold the {pairs + 1} rising offsets of meta.json")
+            tokens = _memmap(self.directory / f"{side}.tokens.bin", dtype)
+            if len(tokens) != int(offsets[-1]):
+                raise ValueError(f"{side}.tokens.bin holds {len(tokens)} ids, its offsets {int(offsets[-1])}")
             self._tokens.append(tokens)
             self._offsets.append(offsets)
+        try:
+            lengths = self.lengths
+        except (ValueError, OSError, EOFError) as error:
+            raise ValueError(f"lengths.npy cannot be read: {error}") from error
+        if lengths.shape != (pairs, 2):
+            raise ValueError(f"lengths.npy has shape {lengths.shape}, not ({pairs}, 2)")
+        self.vocab_size = self.meta.get("vocab_size")  # None in caches of older versions
 
     def __len__(self) -> int:
         return self.meta["pairs"]
@@ -225,6 +258,14 @@ class TokenCorpus:
         2 bytes per length, rather than from the offsets, 8 bytes)."""
         return np.load(self.directory / "lengths.npy")
 
+    def _check_ids(self, ids: np.ndarray, side: int) -> None:
+        """A token id outside the vocabulary (an overwritten tokens file) is named here, not by an embedding."""
+        if self.vocab_size is not None and ids.size and int(ids.max()) >= self.vocab_size:
+            raise ValueError(
+                f"token cache {self.directory} is damaged: {SIDES[side]}.tokens.bin holds id {int(ids.max())}, beyond "
+                f"the vocabulary of {self.vocab_size}: delete that folder, the next run rebuilds it"
+            )
+
     def _ids(self, side: int, index: int) -> np.ndarray:
         return self._tokens[side][self._offsets[side][index] : self._offsets[side][index + 1]]
 
@@ -232,7 +273,10 @@ class TokenCorpus:
         if not -len(self) <= index < len(self):
             raise IndexError(f"example {index} out of range for {len(self)} examples")
         index %= len(self)
-        return {"input_ids": self._ids(0, index).astype(np.int64), "labels": self._ids(1, index).astype(np.int64)}
+        ids = [self._ids(side, index) for side in range(len(SIDES))]
+        for side, side_ids in enumerate(ids):
+            self._check_ids(side_ids, side)
+        return {"input_ids": ids[0].astype(np.int64), "labels": ids[1].astype(np.int64)}
 
     def collate(self, indices: Sequence[int], pad_token_id: int) -> dict[str, torch.Tensor]:
         """``input_ids`` padded with `pad_token_id`, ``attention_mask``, and ``labels`` padded with -100."""
@@ -241,7 +285,9 @@ class TokenCorpus:
             rows = [self._ids(side, int(index)) for index in indices]
             lengths = np.array([len(row) for row in rows])
             padded = np.full((len(rows), lengths.max()), pad, dtype=np.int64)
-            padded[np.arange(padded.shape[1]) < lengths[:, None]] = np.concatenate(rows)
+            flat = np.concatenate(rows)
+            self._check_ids(flat, side)
+            padded[np.arange(padded.shape[1]) < lengths[:, None]] = flat
             batch[name] = torch.from_numpy(padded)
             if side == 0:
                 batch["attention_mask"] = torch.from_numpy(

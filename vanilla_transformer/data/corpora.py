@@ -78,6 +78,19 @@ def iter_parallel_text(
             yield chunk
 
 
+def iter_lines(path: str | os.PathLike[str]) -> Iterator[str]:
+    """The lines of a UTF-8 file as `read_lines` reads them, streamed (for files too large to hold in memory).
+
+    Raises:
+        FileNotFoundError: If the file does not exist.
+        ValueError: If a line is not UTF-8, naming the file and the line.
+    """
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    with open(path, "rb") as file:
+        yield from _decoded_lines(file)
+
+
 def _decoded_lines(file: BinaryIO) -> Iterator[str]:
     """The lines of a binary file split on ``b"\\n"`` only, decoded as UTF-8, a leading byte-order mark dropped.
 
@@ -90,7 +103,7 @@ def _decoded_lines(file: BinaryIO) -> Iterator[str]:
             text = line.decode("utf-8-sig" if first and number == 1 else "utf-8")
         except UnicodeDecodeError as error:
             raise ValueError(f"{file.name}:{number}: not UTF-8 text ({error.reason})") from error
-        yield text.removesuffix("\n")
+        yield line_text(text)
 
 
 def read_tsv(path: str | os.PathLike[str], src_column: int | str = 0, tgt_column: int | str = 1) -> list[Pair]:
@@ -245,14 +258,25 @@ def read_lines(path: str | os.PathLike[str]) -> list[str]:
 
 
 def decode_lines(data: bytes, name: str) -> list[str]:
-    """The lines (`split_lines`) of UTF-8 `data`, a byte-order mark dropped; else a ValueError naming `name` (a
-    file, or the option that named a pipe) and the line: ``name:line: not UTF-8 text``."""
+    """The lines (`split_lines`) of UTF-8 `data`, a byte-order mark dropped, each line's text as `line_text` makes
+    it; else a ValueError naming `name` (a file, or ``<stdin>``) and the line: ``name:line: not UTF-8 text``.
+
+    The one reader of text lines: files, pipes and standard input all go through it (or, streamed, `iter_parallel_text`
+    through `line_text`), so a BOM, a CRLF file or a stray carriage return reads the same from each."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         line = data[: error.start].count(b"\n") + 1
         raise ValueError(f"{name}:{line}: not UTF-8 text ({error.reason} at byte {error.start})") from error
-    return split_lines(text)
+    return [line_text(line) for line in split_lines(text)]
+
+
+def line_text(line: str) -> str:
+    """A line as read, without its line end: a CRLF line end counts as ``"\\n"`` (a Windows file reads as a Unix one:
+    no ``"\\r"`` reaches a model or a score), and a carriage return inside a line is read as a space, as
+    `clean_text` treats it, rather than as a line break that would shift every later line against its translation.
+    """
+    return line.removesuffix("\n").removesuffix("\r").replace("\r", " ")
 
 
 def split_lines(text: str) -> list[str]:

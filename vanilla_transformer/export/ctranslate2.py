@@ -29,6 +29,7 @@ import torch
 
 from ..configuration_vanilla_transformer import VanillaTransformerConfig
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+from .atomic import write_directory
 from .model_dir import check_model_dir
 
 if TYPE_CHECKING:
@@ -196,10 +197,18 @@ def export_ctranslate2(
             ``None`` for float32.
         tokenizer: For an in-memory model: the tokenizer whose vocabulary the model uses.
         vocabulary: For an in-memory model without tokenizer: the token string of every id.
-        force: Replace `output_dir` if it exists.
+        force: Replace `output_dir` if it exists and is a CTranslate2 model directory (never the model converted,
+            nor a folder holding it or inside it, nor any other folder).
+
+    The directory is written as a whole (`vanilla_transformer.export.atomic.write_directory`): a killed export leaves
+    the old directory or the new one.
 
     Returns:
         `output_dir`.
+
+    Raises:
+        ValueError: If `output_dir` exists and is not empty without `force`, or is not a CTranslate2 model, or is the
+            model's own directory (or holds it, or lies inside it).
     """
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ValueError(f"quantization={quantization!r}; choose one of {QUANTIZATIONS} or None")
@@ -213,6 +222,7 @@ def export_ctranslate2(
                 "a saved model directory is converted with its own tokenizer: pass neither tokenizer nor vocabulary"
             )
         check_model_dir(model)
+        _check_not_onto_input(Path(model), Path(output_dir))
         converter = ct2.converters.TransformersConverter(str(model))
     else:
         spec = model_spec(model, tokenizer, vocabulary)
@@ -222,7 +232,38 @@ def export_ctranslate2(
                 return spec
 
         converter = _SpecConverter()
-    return Path(converter.convert(str(output_dir), quantization=quantization, force=force))
+    output_dir = Path(output_dir)
+    if output_dir.is_dir() and any(output_dir.iterdir()) and not force:
+        raise ValueError(
+            f"{output_dir} exists and is not empty: pass force=True (--force) to replace a CTranslate2 model"
+        )
+    write_directory(
+        output_dir,
+        lambda folder: converter.convert(str(folder), quantization=quantization, force=True),
+        replaceable=is_ctranslate2_dir,
+        what="output_dir",
+    )
+    return output_dir
+
+
+def is_ctranslate2_dir(directory: str | os.PathLike) -> bool:
+    """Whether `directory` holds a CTranslate2 model (``model.bin``) and no Hugging Face model: what `--force` may
+    replace."""
+    directory = Path(directory)
+    return (directory / "model.bin").is_file() and not any(
+        (directory / name).is_file() for name in ("model.safetensors", "pytorch_model.bin", "tokenizer_config.json")
+    )
+
+
+def _check_not_onto_input(model_dir: Path, output_dir: Path) -> None:
+    """Refuse an output that is the model's directory, holds it, or lies inside it: replacing it would delete the
+    model being converted."""
+    model, output = model_dir.resolve(), output_dir.resolve()
+    if model == output or model in output.parents or output in model.parents:
+        raise ValueError(
+            f"output_dir={output_dir} would replace or hold the model being converted ({model_dir}): choose another "
+            f"output directory"
+        )
 
 
 def load_translator(

@@ -34,7 +34,7 @@ from transformers import AutoConfig, AutoTokenizer, GenerationConfig, MarianConf
 
 from ..configuration_vanilla_transformer import ACTIVATIONS, VanillaTransformerConfig
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration, sinusoidal_table
-from .model_dir import check_model_dir, save_model_dir
+from .model_dir import LOAD_FIX, check_model_dir, load_model, save_model_dir
 
 logger = logging.getLogger(__name__)
 
@@ -213,9 +213,9 @@ def import_marian(
             separate vocabularies, pre-norm, a LayerNorm on embeddings or after the stacks, learned positions, a
             non-zero final_logits_bias, an activation we lack.
     """
-    check_marian_config(AutoConfig.from_pretrained(src))
+    check_marian_config(AutoConfig.from_pretrained(src, trust_remote_code=False))
     tokenizer = _load_tokenizer(src) if with_tokenizer else None
-    marian, info = MarianMTModel.from_pretrained(src, output_loading_info=True)
+    marian, info = MarianMTModel.from_pretrained(src, output_loading_info=True, trust_remote_code=False)
     check_marian_weights(marian, info)
     model = marian_to_vanilla(marian)
     # generation_config.json, or for older OPUS-MT directories the settings in config.json (num_beams, max_length,
@@ -291,11 +291,11 @@ def export_marian(src: str | os.PathLike, dst: str | os.PathLike, *, with_tokeni
         with_tokenizer: False to convert a model saved without its tokenizer.
     """
     check_model_dir(src)
-    config = AutoConfig.from_pretrained(src)
+    config = AutoConfig.from_pretrained(src, trust_remote_code=False)
     if not isinstance(config, VanillaTransformerConfig):
         raise MarianConversionError(f"{src} holds model_type={config.model_type!r}, not a vanilla_transformer model")
     tokenizer = _load_tokenizer(src) if with_tokenizer else None
-    model = VanillaTransformerForConditionalGeneration.from_pretrained(src)
+    model = load_model(src)  # every weight from the file, no code from the folder
     marian = vanilla_to_marian(model, copy.deepcopy(model.generation_config))
     _warn_unless_ctranslate2_compatible(marian)
     with _fresh_directory(dst) as directory:
@@ -340,10 +340,12 @@ def _load_tokenizer(src: str | os.PathLike):
     if Path(src).is_dir() and not (Path(src) / "tokenizer_config.json").is_file():
         raise MarianConversionError(f"no tokenizer in {src} (no tokenizer_config.json); {hint}")
     try:
-        return AutoTokenizer.from_pretrained(src)
-    except (OSError, ValueError, ImportError) as error:
+        return AutoTokenizer.from_pretrained(src, trust_remote_code=False)
+    except Exception as error:  # a damaged file fails in transformers or tokenizers as any exception
         raise MarianConversionError(
-            f"cannot load the tokenizer of {src} ({error}); a MarianTokenizer needs `pip install sentencepiece`; {hint}"
+            f"cannot load the tokenizer of {src}, its tokenizer.json or tokenizer_config.json ({type(error).__name__}: "
+            f"{error}); a MarianTokenizer needs "
+            f"`pip install sentencepiece`; a damaged tokenizer file: {LOAD_FIX}; {hint}"
         ) from error
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import safe_open
 from transformers import (
     AutoModelForSeq2SeqLM,
     AutoTokenizer,
@@ -35,6 +36,7 @@ from transformers import (
 
 from ..extras import import_optional
 from ..tokenization import check_tokenizer_matches_config
+from .atomic import write_file
 
 SUMMARY_FILE = "training_summary.json"
 """The run summary that training and fine-tuning write into the model directory; the model card reads it."""
@@ -80,7 +82,7 @@ def add_pipeline_support(model_dir: str | os.PathLike[str]) -> None:
     shutil.copyfile(PIPELINE_CODE_FILE, model_dir / PIPELINE_CODE_FILE.name)
     config = json.loads(config_path.read_text(encoding="utf-8"))
     config["custom_pipelines"] = PIPELINE_TASKS
-    config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_file(config_path, json.dumps(config, indent=2, sort_keys=True) + "\n")  # never a cut config.json
 
 
 def save_model_dir(
@@ -119,8 +121,7 @@ def write_training_summary(directory: str | os.PathLike[str], summary: dict[str,
     """Write the run's figures into a model directory as `SUMMARY_FILE`; None values are left out."""
     path = Path(directory) / SUMMARY_FILE
     kept = {key: value for key, value in summary.items() if value is not None}
-    path.write_text(json.dumps(kept, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return path
+    return write_file(path, json.dumps(kept, indent=2, ensure_ascii=False) + "\n")
 
 
 def load_model_dir(
@@ -158,22 +159,71 @@ def is_local_path(name: str) -> bool:
 def _load_model_and_tokenizer(
     name: str, *, revision: str | None = None, use_safetensors: bool | None = None
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(name, revision=revision, trust_remote_code=False)
-    except (OSError, ValueError) as error:
-        raise ValueError(
-            f"{name!r} has no loadable tokenizer; save it next to the model with save_model_dir ({error})"
-        ) from error
-    try:
-        model = AutoModelForSeq2SeqLM.from_pretrained(
-            name, revision=revision, trust_remote_code=False, use_safetensors=use_safetensors
-        )
-    except (OSError, ValueError) as error:
-        raise ValueError(f"{name!r} has no loadable model ({error})") from error
+    tokenizer = load_tokenizer(name, revision=revision)
+    model = load_model(name, revision=revision, use_safetensors=use_safetensors)
     check_tokenizer_matches_config(tokenizer, model.config)
     if tokenizer.model_max_length > model.config.max_position_embeddings:  # saved before model_max_length was set
         tokenizer.model_max_length = model.config.max_position_embeddings
     return model, tokenizer
+
+
+LOAD_FIX = "copy, export or download the model directory again"
+"""What the errors of `load_tokenizer` and `load_model` tell the user to do about a damaged file."""
+
+
+def load_tokenizer(name: str | os.PathLike[str], *, revision: str | None = None) -> PreTrainedTokenizerBase:
+    """The tokenizer of a model directory or Hub id, without running code from it (``trust_remote_code=False``).
+
+    Raises:
+        ValueError: If it does not load, whatever the cause (a damaged file fails in transformers or tokenizers as
+            any exception), naming the directory, its tokenizer files and the fix.
+    """
+    try:
+        return AutoTokenizer.from_pretrained(name, revision=revision, trust_remote_code=False)
+    except ImportError:
+        raise
+    except Exception as error:
+        raise ValueError(
+            f"{str(name)!r} has no loadable tokenizer: its tokenizer.json or tokenizer_config.json ({type(error).__name__}: "
+            f"{error}): save it next to the model with save_model_dir, or {LOAD_FIX}"
+        ) from error
+
+
+def load_model(
+    name: str | os.PathLike[str], *, revision: str | None = None, use_safetensors: bool | None = None
+) -> PreTrainedModel:
+    """The model of a model directory or Hub id, without running code from it, every weight read from its file.
+
+    Raises:
+        ValueError: If config.json or the weights do not load, or the weights file lacks (or mis-sizes) some of the
+            model's weights, which transformers would otherwise start from random values; naming the file and the fix.
+    """
+    try:
+        model, info = AutoModelForSeq2SeqLM.from_pretrained(
+            name, revision=revision, trust_remote_code=False, use_safetensors=use_safetensors, output_loading_info=True
+        )
+    except (OSError, ValueError, RuntimeError, KeyError, TypeError) as error:
+        raise ValueError(
+            f"{str(name)!r} has no loadable model: its config.json or {WEIGHTS_FILE} ({type(error).__name__}: "
+            f"{error}); {LOAD_FIX}"
+        ) from error
+    missing = sorted(map(str, info.get("missing_keys") or [])) + sorted(map(str, info.get("mismatched_keys") or []))
+    if missing:
+        raise ValueError(
+            f"{os.path.join(name, WEIGHTS_FILE)} lacks or mis-sizes {len(missing)} of the model's weights "
+            f"({missing[:3]}): it is damaged or belongs to another model; {LOAD_FIX}"
+        )
+    return model
+
+
+def is_saved_model_dir(directory: str | os.PathLike[str]) -> bool:
+    """Whether `directory` is a model directory of this package (its config.json names ``vanilla_transformer``): what
+    `save_model_dir` writes, so that an atomic rewrite (`vanilla_transformer.export.atomic`) may replace it."""
+    try:
+        config = json.loads((Path(directory) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and config.get("model_type") == "vanilla_transformer"
 
 
 def is_adapter_dir(directory: str | os.PathLike[str]) -> bool:
@@ -261,6 +311,45 @@ def check_model_dir(directory: str | os.PathLike[str]) -> None:
                 f"{directory} is a training run directory, not a model directory: pass {directory / 'model'}"
             )
         raise FileNotFoundError(f"{directory} holds no config.json: it is not a Hugging Face model directory")
+    check_model_files(directory)
+
+
+JSON_FILES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+)
+"""The JSON files of a model directory that `check_model_files` parses before anything loads them."""
+
+WEIGHTS_FILE = "model.safetensors"
+
+
+def check_model_files(directory: str | os.PathLike[str]) -> None:
+    """Raise a ValueError naming the file and the fix if a JSON file of `directory` (`JSON_FILES`) is not JSON or
+    ``model.safetensors`` has a damaged or truncated header; transformers' own errors name neither, and a damaged
+    generation_config.json would be skipped silently (decoding with other settings than the model's).
+
+    Only headers are read: the weights themselves are checked by safetensors as they load."""
+    directory = Path(directory)
+    fix = f"the file is damaged: {LOAD_FIX}"
+    for name in JSON_FILES:
+        path = directory / name
+        if path.is_file():
+            try:
+                content = json.loads(path.read_bytes().decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as error:
+                raise ValueError(f"{path} is not valid JSON ({error}): {fix}") from error
+            if not isinstance(content, dict):
+                raise ValueError(f"{path} must hold a JSON object, not a {type(content).__name__}: {fix}")
+    weights = directory / WEIGHTS_FILE
+    if weights.is_file():
+        try:
+            with safe_open(str(weights), framework="pt") as handle:
+                handle.keys()
+        except Exception as error:  # safetensors' SafetensorError: an empty, truncated or foreign file
+            raise ValueError(f"{weights} is not a complete safetensors file ({error}): {fix}") from error
 
 
 __all__ = [
@@ -271,10 +360,14 @@ __all__ = [
     "adapter_base_model",
     "add_pipeline_support",
     "check_model_dir",
+    "check_model_files",
     "is_adapter_dir",
     "is_local_path",
+    "is_saved_model_dir",
     "load_adapter_dir",
+    "load_model",
     "load_model_dir",
+    "load_tokenizer",
     "save_model_dir",
     "write_training_summary",
 ]

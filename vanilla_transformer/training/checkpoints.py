@@ -6,12 +6,17 @@ A checkpoint is a directory ``checkpoint-<step>`` holding
 * ``training_state.safetensors``: the optimizer, the learning-rate schedule, the position in the data and the
   mixed-precision loss scale (`state.save_state`: tensors, plus JSON, no pickle);
 * ``rng-<process>.safetensors``: the random number generator states of each process;
-* ``manifest.json``: the size and SHA-256 of each of these files, written last.
+* ``manifest.json``: the size and SHA-256 of each of these files, the step and the run id, written last.
 
 It is written under a temporary name and renamed when complete, so a run killed while saving leaves the previous
 checkpoints intact and no half-written one. Before resuming, `find_resumable_checkpoint` checks the newest checkpoint
 against its manifest; one with a missing or damaged piece is skipped with a warning for the previous complete one.
 Nothing is loaded with pickle, so a crafted checkpoint cannot run code (older, pickled checkpoints are refused).
+
+Nor is a manifest trusted: it must list exactly the pieces of a checkpoint, by their plain names (never a path such
+as ``../../x`` or ``/etc/hostname``); its step must be the one the folder is named for (a renamed checkpoint is
+refused); and its run id must be the run's, the id that training writes into the run's marker file (`RUN_MARKER`)
+when a run starts (a checkpoint copied in from another run is refused, for resuming and for averaging).
 
 Section 6.1 of the paper: "For the base models, we used a single model obtained by averaging the last 5
 checkpoints, which were written at 10-minute intervals. For the big models, we averaged the last 20 checkpoints."
@@ -46,7 +51,11 @@ _TEMPORARY_PREFIX = ".incomplete-"
 _WEIGHTS_NAME = "model.safetensors"
 _STATE_NAME = "training_state.safetensors"
 _MANIFEST_NAME = "manifest.json"
-_FORMAT = 1
+_FORMAT = 2  # 1: without the run id
+RUN_MARKER = ".vanilla-transformer-run"
+"""The file marking a folder that `train` created or claimed while it was empty (`run_dir`); it holds the run's id,
+written when the run starts (`run_dir.prepare_run_dir`) and recorded in each checkpoint's manifest. Runs of older
+versions left it empty: their checkpoints have no run id either."""
 # Prefixes that wrappers add to parameter names: DistributedDataParallel, torch.compile.
 _WRAPPER_PREFIXES = ("module.", "_orig_mod.")
 
@@ -137,7 +146,13 @@ def save_checkpoint(state: TrainingState, directory: str | Path, step: int, keep
         files = {
             name: {"bytes": (temporary / name).stat().st_size, "sha256": _sha256(temporary / name)} for name in names
         }
-        manifest = {"format": _FORMAT, "step": step, "num_processes": accelerator.num_processes, "files": files}
+        manifest = {
+            "format": _FORMAT,
+            "step": step,
+            "run_id": read_run_id(directory),
+            "num_processes": accelerator.num_processes,
+            "files": files,
+        }
         (temporary / _MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         if final.exists():  # a damaged checkpoint of this step, set aside on resuming: never the case in practice
             shutil.rmtree(final)
@@ -166,21 +181,72 @@ def check_checkpoint(path: str | Path) -> dict[str, Any]:
                 f"resumed (its model.safetensors can still be averaged and exported)"
             )
         raise CheckpointError(f"{path} is incomplete: it has no {_MANIFEST_NAME}")
-    try:
-        manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
-        files, num_processes = manifest["files"], manifest["num_processes"]
-    except (ValueError, KeyError, TypeError) as error:
-        raise CheckpointError(f"{manifest_file} is damaged: {error}") from error
-    required = [_WEIGHTS_NAME, _STATE_NAME, *(_rng_name(i) for i in range(num_processes))]
-    for name in required:
-        if name not in files:
-            raise CheckpointError(f"{manifest_file} is damaged: it does not list {name}")
+    manifest = read_manifest(path)
+    files = manifest["files"]
     for name, expected in files.items():
         file = path / name
         if not file.is_file():
             raise CheckpointError(f"{path} is incomplete: {name} is missing")
         if file.stat().st_size != expected["bytes"] or _sha256(file) != expected["sha256"]:
             raise CheckpointError(f"{path} is damaged: {name} differs from what was saved (size or SHA-256)")
+    return manifest
+
+
+def read_run_id(directory: str | Path) -> str | None:
+    """The id of the run whose checkpoints folder is `directory` (in ``<run>/`` `RUN_MARKER`); None for a run of an
+    older version, which wrote none, or a folder outside a run (whose checkpoints are not matched to any run)."""
+    file = Path(directory).parent / RUN_MARKER
+    if not file.is_file():
+        return None
+    run_id = file.read_text(encoding="utf-8").strip()
+    if not run_id:
+        return None
+    if not re.fullmatch(r"[0-9a-f]{32}", run_id):
+        raise CheckpointError(f"{file} is damaged: not a run id; restore it or start a new run")
+    return run_id
+
+
+def read_manifest(path: str | Path) -> dict[str, Any]:
+    """The manifest of a checkpoint, checked against the checkpoint and its run, before any file it lists is opened.
+
+    Raises:
+        CheckpointError: If it is not JSON, lists other files than the checkpoint's pieces (a path leading out of the
+            folder among them), its step is not the folder's (a renamed checkpoint), or its run id is not the run's
+            (a checkpoint of another run).
+    """
+    path = Path(path)
+    manifest_file = path / _MANIFEST_NAME
+    try:
+        manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
+        files, num_processes, step = manifest["files"], manifest["num_processes"], manifest["step"]
+        if not isinstance(files, dict) or not isinstance(num_processes, int) or not isinstance(step, int):
+            raise TypeError("files, num_processes and step must be an object and integers")
+        if not all(isinstance(entry, dict) and {"bytes", "sha256"} <= entry.keys() for entry in files.values()):
+            raise TypeError("each file must have its bytes and sha256")
+    except (ValueError, KeyError, TypeError) as error:
+        raise CheckpointError(f"{manifest_file} is damaged: {error}") from error
+    required = {_WEIGHTS_NAME, _STATE_NAME, *(_rng_name(i) for i in range(max(num_processes, 0)))}
+    if num_processes < 1 or set(files) != required:
+        strange = sorted(set(files) - required)
+        raise CheckpointError(
+            f"{manifest_file} is damaged or crafted: it must list exactly the pieces of a checkpoint "
+            f"({', '.join(sorted(required))}); "
+            + (f"it lists {strange}, which are not" if strange else f"it lists {sorted(files)}")
+        )
+    named = checkpoint_step(path)
+    if step != named:
+        raise CheckpointError(
+            f"{path} holds the checkpoint of step {step} (its {_MANIFEST_NAME}), not of step {named}: a checkpoint "
+            f"renamed is not resumed or averaged; give it back its name {CHECKPOINT_PREFIX}{step:08d}"
+        )
+    run_id, expected_run = manifest.get("run_id"), read_run_id(path.parent)
+    in_a_run = (path.parent.parent / RUN_MARKER).is_file()  # loose checkpoints (no run around them): nothing to match
+    if in_a_run and run_id != expected_run:
+        raise CheckpointError(
+            f"{path} was written by another run (run id {run_id}) than the run of {path.parent} (run id "
+            f"{expected_run}, in {path.parent.parent / RUN_MARKER}): a checkpoint copied from another run is not resumed or "
+            f"averaged; average it in its own run"
+        )
     return manifest
 
 
@@ -218,7 +284,7 @@ def load_checkpoint(state: TrainingState, path: str | Path) -> None:
         CheckpointError: If it was written by a different number of processes, or a piece does not load.
     """
     path, accelerator = Path(path), state.accelerator
-    manifest = json.loads((path / _MANIFEST_NAME).read_text(encoding="utf-8"))
+    manifest = read_manifest(path)
     if manifest["num_processes"] != accelerator.num_processes:
         raise CheckpointError(
             f"{path} was written by {manifest['num_processes']} process(es), this run has "
@@ -247,8 +313,8 @@ def load_checkpoint_weights(path: str | Path) -> dict[str, torch.Tensor]:
     if not file.is_file():
         raise FileNotFoundError(f"no model weights at {file}")
     if path.is_dir() and (path / _MANIFEST_NAME).is_file():
-        expected = json.loads((path / _MANIFEST_NAME).read_text(encoding="utf-8"))["files"].get(_WEIGHTS_NAME, {})
-        if _sha256(file) != expected.get("sha256"):
+        expected = read_manifest(path)["files"][_WEIGHTS_NAME]
+        if _sha256(file) != expected["sha256"]:
             raise CheckpointError(f"{file} is damaged: it differs from what was saved (SHA-256)")
     weights = {}
     for name, tensor in load_file(file).items():

@@ -54,7 +54,8 @@ from transformers import (
 
 from ..data import Pair, clean_pairs, tokenize_pairs
 from ..export.adapters import is_peft_model, lora_settings, save_adapter_dir
-from ..export.model_dir import save_model_dir
+from ..export.atomic import write_directory
+from ..export.model_dir import is_saved_model_dir, save_model_dir
 from ..metrics import compute_chrf, exact_match, load_bleu_metric
 
 logger = logging.getLogger(__name__)
@@ -267,7 +268,14 @@ def _save(
     save_adapter_dir(model, tokenizer, output_dir, summary=summary)
     if merged_dir is not None:
         merged = model.merge_and_unload()  # the base model, its weights W + (alpha / r) B A; no peft modules left
-        save_model_dir(merged, tokenizer, merged_dir, generation_config=generation_config, summary=summary)
+        write_directory(  # whole or not at all: a rerun replaces an earlier merge, never another folder
+            merged_dir,
+            lambda folder: save_model_dir(
+                merged, tokenizer, folder, generation_config=generation_config, summary=summary
+            ),
+            replaceable=is_saved_model_dir,
+            what="the merged model directory",
+        )
         logger.info("saved the merged model to %s", merged_dir)
 
 

@@ -8,6 +8,12 @@ after the new run's data and model settings have passed their checks; a non-empt
 with or without ``--overwrite``. A run that failed before it started left only its marker and what it wrote: the
 same folder can be used again at once, without ``--overwrite``.
 
+Nothing read back from the folder is trusted: the names built from a saved ``training_config.json`` (its languages
+name the test files) must be plain file names, so ``--overwrite`` deletes only inside the run directory; a damaged
+file is named with its fix. Each run writes a run id into its marker (`RUN_MARKER`) when it starts, which its
+checkpoints record (see `vanilla_transformer.training.checkpoints`): a checkpoint copied in from another run is
+refused.
+
 A run directory has one writer: `lock_run_dir` takes an exclusive ``flock`` on the folder itself, which the operating
 system drops when the process ends, however it ends, so a killed run never leaves a stale lock behind.
 """
@@ -17,6 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import uuid
 from pathlib import Path
 
 try:
@@ -26,13 +33,10 @@ except ImportError:  # not on Windows: no lock there
 
 from accelerate import Accelerator
 
-from .checkpoints import checkpoint_step, find_resumable_checkpoint, list_checkpoints
+from .checkpoints import RUN_MARKER, checkpoint_step, find_resumable_checkpoint, list_checkpoints, read_run_id
 from .options import TRAINING_CONFIG_NAME, TrainingConfig
 
 logger = logging.getLogger(__name__)
-
-RUN_MARKER = ".vanilla-transformer-run"
-"""An empty file marking a folder that `train` created or claimed while it was empty."""
 
 DAMAGED_PREFIX = "damaged-"
 """Checkpoints that could not be resumed from are renamed ``damaged-checkpoint-<step>`` (kept, never deleted)."""
@@ -81,10 +85,49 @@ def lock_run_dir(config: TrainingConfig) -> RunLock:
     return RunLock(run_dir, descriptor, created)
 
 
+def load_saved_config(saved: Path) -> TrainingConfig:
+    """The ``training_config.json`` of a run directory, its file names checked (`run_outputs`).
+
+    Raises:
+        ValueError: If it is damaged (not JSON, unknown fields) or names a path outside the run directory, naming the
+            file and the fix.
+    """
+    try:
+        config = TrainingConfig.load(saved)
+    except (ValueError, TypeError) as error:
+        raise ValueError(
+            f"{saved} is damaged ({error}): restore it, or move the run directory aside and start a new run"
+        ) from error
+    run_outputs(config, saved)
+    return config
+
+
+def run_outputs(config: TrainingConfig, source: str | Path = "the settings") -> list[str]:
+    """The names `train` (and `average_run`) write in a run directory of these settings: each a plain file name.
+
+    Raises:
+        ValueError: If a name built from the settings (``src_lang``, ``tgt_lang``) is not one plain file name (holds a
+            path separator, is ``..``, ...), naming `source`: deleting it could reach outside the run directory.
+    """
+    for field in ("src_lang", "tgt_lang"):
+        value = getattr(config, field)
+        if not isinstance(value, str) or not _is_plain_name(f"test.{value}") or not value:
+            raise ValueError(
+                f"{source}: {field}={value!r} is not a language code (a plain name without / or ..): nothing is "
+                f"deleted or written with it"
+            )
+    return _run_outputs(config)
+
+
+def _is_plain_name(name: str) -> bool:
+    """Whether `name` names an entry of a folder itself: one path component, not ``.`` or ``..``."""
+    return name not in ("", ".", "..") and not any(character in name for character in "/\\\0")
+
+
 def _run_outputs(config: TrainingConfig) -> list[str]:
-    """The names `train` (and `average_run`) write in a run directory of these settings."""
     return [
         RUN_MARKER,
+        RUN_MARKER + ".tmp",
         TRAINING_CONFIG_NAME,
         "tokenizer",
         "checkpoints",
@@ -114,15 +157,17 @@ def inspect_run_dir(config: TrainingConfig) -> Path | None:
     if run_dir.exists() and not run_dir.is_dir():
         raise ValueError(f"--output-dir={config.output_dir} is a file, not a directory")
     saved = run_dir / TRAINING_CONFIG_NAME
+    run_outputs(config, "the settings")
     if saved.is_file():
         if config.overwrite:
+            load_saved_config(saved)  # what --overwrite will delete: inside the run directory only
             return None
         if not config.resume:
             raise ValueError(
                 f"--output-dir={config.output_dir} already holds a run: pass --resume to continue it, --overwrite to "
                 f"start it over, or choose another --output-dir"
             )
-        config.check_resumable_from(TrainingConfig.load(saved))
+        config.check_resumable_from(load_saved_config(saved))
         return find_resumable_checkpoint(run_dir / "checkpoints")
     if run_dir.is_dir() and not (run_dir / RUN_MARKER).is_file() and any(run_dir.iterdir()):
         raise ValueError(
@@ -144,7 +189,7 @@ def prepare_run_dir(accelerator: Accelerator, config: TrainingConfig, resume_fro
     if accelerator.is_main_process:
         saved = run_dir / TRAINING_CONFIG_NAME
         if saved.is_file() and config.overwrite:
-            _delete_outputs(run_dir, TrainingConfig.load(saved))
+            _delete_outputs(run_dir, load_saved_config(saved))
         elif not saved.is_file() and (run_dir / RUN_MARKER).is_file():
             _delete_outputs(run_dir, config)
         if resume_from is not None:
@@ -156,7 +201,13 @@ def prepare_run_dir(accelerator: Accelerator, config: TrainingConfig, resume_fro
                         shutil.rmtree(aside)
                     os.replace(checkpoint, aside)
         run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / RUN_MARKER).touch()
+        marker = run_dir / RUN_MARKER
+        if resume_from is not None or (config.resume and read_run_id(run_dir / "checkpoints")):
+            marker.touch()  # the same run goes on: its id stays
+        else:
+            temporary = marker.with_name(RUN_MARKER + ".tmp")  # a new run: a new id, which its checkpoints record
+            temporary.write_text(uuid.uuid4().hex + "\n", encoding="utf-8")
+            os.replace(temporary, marker)
     accelerator.wait_for_everyone()
 
 
@@ -173,9 +224,11 @@ def mark_run_started(accelerator: Accelerator, config: TrainingConfig) -> None:
 def _delete_outputs(run_dir: Path, config: TrainingConfig) -> None:
     """Delete what a run of `config` writes in `run_dir`, and nothing else (what else is there is listed)."""
     averages = {path.name for path in run_dir.glob("average-*") if path.is_dir() and path.name[8:].isdigit()}
-    names = set(_run_outputs(config)) | averages
+    names = set(run_outputs(config, run_dir / TRAINING_CONFIG_NAME)) | averages
     for name in sorted(names):
         path = run_dir / name
+        if path.parent.resolve() != run_dir.resolve():  # never reached: run_outputs checked each name
+            raise ValueError(f"refusing to delete {path}: it is not in the run directory {run_dir}")
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
         elif path.exists() or path.is_symlink():
@@ -190,7 +243,9 @@ __all__ = [
     "RUN_MARKER",
     "RunLock",
     "inspect_run_dir",
+    "load_saved_config",
     "lock_run_dir",
     "mark_run_started",
     "prepare_run_dir",
+    "run_outputs",
 ]
