@@ -24,29 +24,37 @@ from pathlib import Path
 
 import torch
 
+from vanilla_transformer.data import DATA_DIR_VARIABLE, read_lines, shared_data_dir
 from vanilla_transformer.demo import translate_with_attention
 from vanilla_transformer.export.model_dir import load_model_dir
 from vanilla_transformer.training.results import run_environment
 
-MULTI30K = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "multi30k"
+MULTI30K = shared_data_dir("multi30k")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="model directory (e.g. runs/multi30k/model)")
-    parser.add_argument("--source", type=Path, default=MULTI30K / "test_2016_flickr.en", help="source sentences")
+    parser.add_argument(
+        "--source",
+        type=Path,
+        default=MULTI30K / "test_2016_flickr.en" if MULTI30K else None,
+        help=f"source sentences (default: test_2016_flickr.en of multi30k/ in ${DATA_DIR_VARIABLE})",
+    )
     parser.add_argument("--sentences", type=int, default=100, help="first this many sentences (default: %(default)s)")
     parser.add_argument("--repeats", type=int, default=1, help="answers per sentence (default: %(default)s)")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: %(default)s)")
     parser.add_argument("--output", type=Path, help="write the figures to this JSON file")
     args = parser.parse_args(argv)
+    if args.source is None:
+        parser.error(f"pass --source, or set {DATA_DIR_VARIABLE} to the folder holding multi30k/")
     if not args.source.is_file():
         parser.error(f"--source={args.source} is not a file")
     if args.sentences < 1 or args.repeats < 1:
         parser.error("--sentences and --repeats must be at least 1")
     load_average_start = os.getloadavg()
     torch.set_num_threads(args.threads)
-    sources = [line for line in args.source.read_text(encoding="utf-8").splitlines() if line.strip()]
+    sources = [line for line in read_lines(args.source) if line.strip()]
     sources = sources[: args.sentences]
     started = time.perf_counter()
     model, tokenizer = load_model_dir(args.model)

@@ -103,7 +103,7 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
         choices=list(DECODING_DTYPES),
         default="fp32",
         help="precision of the weights and activations while decoding (default: %(default)s). bf16 is faster on GPUs "
-        "and on CPUs with AVX-512 BF16 or AMX, and may change some translations: the README gives BLEU against fp32",
+        "and on CPUs with AVX-512 BF16 or AMX, and may change some translations: docs/decoding.md gives BLEU against fp32",
     )
 
 
@@ -138,7 +138,8 @@ def resolve_search_arguments(args: argparse.Namespace, generation_config: Genera
         ("max_length_offset", MAX_LENGTH_OFFSET_FIELD, MAX_LENGTH_OFFSET),
     ):
         if getattr(args, name) is None:
-            value = getattr(generation_config, field, default) if gnmt else default
+            value = getattr(generation_config, field, None) if gnmt else None
+            value = default if value is None else value  # a field the config leaves unset: section 6.1's
             check_search_settings(
                 where=f"the model's generation_config.json (override it with --{name.replace('_', '-')}): ",
                 **{field: value},

@@ -42,7 +42,8 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 from ..configuration_vanilla_transformer import VanillaTransformerConfig
 from ..data import TokenBatchSampler
 from ..data.cache import TokenCorpus
-from ..export.model_dir import write_training_summary
+from ..export.atomic import write_directory
+from ..export.model_dir import is_saved_model_dir, write_training_summary
 from ..modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
 )
@@ -338,8 +339,13 @@ def _finish(run: _Run, data: RunData, trainer: _Trainer, window: _LogWindow) -> 
     load_weights(unwrapped, average_checkpoints(candidates[chosen]))
     results["averaged_checkpoints"] = [path.name for path in candidates[chosen]]
     logger.info(f"final model: the average of {', '.join(results['averaged_checkpoints'])}", main_process_only=True)
-    if accelerator.is_main_process:
-        export_model(unwrapped, data.tokenizer, run.run_dir / "model", config)
+    if accelerator.is_main_process:  # written whole: a kill leaves the old model directory or the new one
+        write_directory(
+            run.run_dir / "model",
+            lambda folder: export_model(unwrapped, data.tokenizer, folder, config),
+            replaceable=is_saved_model_dir,
+            what="the run's model directory",
+        )
     if data.test:
         results.update(trainer.evaluator.score_test_set())
         if "selected" in results:

@@ -25,6 +25,7 @@ from .checkpoints import (
     load_weights,
 )
 from .options import TRAINING_CONFIG_NAME, TrainingConfig
+from .run_dir import load_saved_config
 from .setup import RunCorpus, build_model_config
 
 RECORDED_PACKAGES = ("vanilla-transformer", "torch", "transformers", "tokenizers", "accelerate", "sacrebleu", "peft")
@@ -168,7 +169,7 @@ def average_run(run_dir: str | Path, last: int | None = None, output_dir: str | 
     saved = run_dir / TRAINING_CONFIG_NAME
     if not saved.is_file():
         raise FileNotFoundError(f"{run_dir} is not a training run: it has no {TRAINING_CONFIG_NAME}")
-    config = TrainingConfig.load(saved)
+    config = load_saved_config(saved)
     last = config.average_checkpoints if last is None else last
     if last < 1:
         raise ValueError(f"last must be at least 1, got last={last}")
@@ -181,5 +182,5 @@ def average_run(run_dir: str | Path, last: int | None = None, output_dir: str | 
         )
     model = VanillaTransformerForConditionalGeneration(build_model_config(config))
     load_weights(model, average_checkpoints(checkpoints))
-    tokenizer = AutoTokenizer.from_pretrained(run_dir / "tokenizer")
+    tokenizer = AutoTokenizer.from_pretrained(run_dir / "tokenizer", trust_remote_code=False)
     return export_model(model, tokenizer, Path(output_dir or run_dir / f"average-{len(checkpoints)}"), config)

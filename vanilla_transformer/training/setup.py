@@ -257,11 +257,11 @@ def _prepare_tokenizer(
     """The run's tokenizer: the resumed run's, else ``config.tokenizer``, else the data cache's for this corpus and
     vocabulary size, else trained on a stream of the cleaned training pairs and saved in the cache."""
     if resumed_tokenizer is not None:
-        return AutoTokenizer.from_pretrained(resumed_tokenizer)
+        return AutoTokenizer.from_pretrained(resumed_tokenizer, trust_remote_code=False)
     if config.tokenizer is not None:
         if not Path(config.tokenizer).is_dir():
             raise FileNotFoundError(f"--tokenizer={config.tokenizer} is not a directory")
-        return AutoTokenizer.from_pretrained(config.tokenizer)
+        return AutoTokenizer.from_pretrained(config.tokenizer, trust_remote_code=False)
     limit = config.tokenizer_train_pairs
     cached = cache_root / f"tokenizer-{cache_key(corpus=identity, vocab_size=config.vocab_size, pairs=limit)}"
     if not cached.is_dir():
@@ -282,4 +282,4 @@ def _prepare_tokenizer(
                 raise
         finally:
             shutil.rmtree(building, ignore_errors=True)
-    return AutoTokenizer.from_pretrained(cached)
+    return AutoTokenizer.from_pretrained(cached, trust_remote_code=False)
