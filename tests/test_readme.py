@@ -56,8 +56,17 @@ def package_commands(text: str = README) -> list[tuple[str, list[str]]]:
     return found
 
 
+OUTPUT_OPTIONS = ("--output", "--results")
+"""Files a command writes; their parser refuses a folder that does not exist (the pages' earlier commands, such as
+train's --output-dir, create them)."""
+
+
 def parse(command: str, arguments: list[str]) -> object:
-    """Parse `arguments` with the command's own parser (argparse exits on an unknown option)."""
+    """Parse `arguments` with the command's own parser (argparse exits on an unknown option), in a working directory
+    where the folders of the files it writes exist, as the commands before it on the page leave them."""
+    for option, value in zip(arguments, arguments[1:], strict=False):
+        if option in OUTPUT_OPTIONS and command in ("translate", "evaluate"):
+            Path(value).parent.mkdir(parents=True, exist_ok=True)
     module_name, _, function = COMMANDS[command][0].partition(":")
     module = importlib.import_module(f"vanilla_transformer.cli.{module_name}")
     assert not function, f"{command}: no parser to check against"
