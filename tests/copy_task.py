@@ -21,7 +21,8 @@ def sentences(count: int, seed: int) -> list[str]:
 
 
 def train_copy_model(d_model: int = 64, steps: int = 200, lr: float = 3e-3, seed: int = 0):
-    """(model, tokenizer): a model of `tiny_config`'s depth (`new_tiny_model`) after `steps` Adam steps on the copy task, in eval mode."""
+    """(model, tokenizer): a model of `tiny_config`'s depth (`new_tiny_model`) after `steps` Adam steps on the copy
+    task, in eval mode."""
     train = sentences(2000, seed=0)
     tokenizer = train_tokenizer(train, vocab_size=320, min_frequency=1)
     model = new_tiny_model(
