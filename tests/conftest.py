@@ -1,5 +1,6 @@
 """Test-wide settings (tiny models run fastest on one thread, and nothing may reach the Hugging Face Hub), and the
-tiny models the tests share, each built once per session from `tiny_model.TINY_CONFIG`."""
+tiny models the tests share, each built once per session from `tiny_model.TINY_CONFIG` (the "tiny" preset,
+without dropout), the factories of fresh ones, and the padded batch of token-id lists."""
 
 import os
 from pathlib import Path
@@ -20,6 +21,59 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     from tiny_model import build_model_dir
 
     return build_model_dir(tmp_path_factory.mktemp("tiny-model"))
+
+
+@pytest.fixture(scope="session")
+def make_tiny_model():
+    """The factory of the tests' random tiny models: ``make_tiny_model(seed=0, **overrides)``
+    (`tiny_model.new_tiny_model`), a fresh model in eval mode each call."""
+    from tiny_model import new_tiny_model
+
+    return new_tiny_model
+
+
+@pytest.fixture(scope="session")
+def make_peaked_model(make_tiny_model):
+    """``make_peaked_model(vocab_size, seed, head_std=0.5, eos_std=1.5, d_model=16, **overrides)``: a smaller random
+    model (one encoder layer, 2 heads, untied head) whose output distributions are neither flat nor one-hot, and whose
+    </s> probability varies, for comparing searches."""
+    from vanilla_transformer.tokenization import EOS_ID
+
+    def make_peaked_model(
+        vocab_size: int, seed: int, head_std: float = 0.5, eos_std: float = 1.5, d_model: int = 16, **overrides
+    ):
+        model = make_tiny_model(
+            seed,
+            vocab_size=vocab_size,
+            d_model=d_model,
+            encoder_layers=1,
+            encoder_attention_heads=2,
+            decoder_attention_heads=2,
+            encoder_ffn_dim=32,
+            decoder_ffn_dim=32,
+            tie_word_embeddings=False,
+            **overrides,
+        )
+        with torch.no_grad():
+            model.lm_head.weight.normal_(0.0, head_std)
+            model.lm_head.weight[EOS_ID].normal_(0.0, eos_std)
+        return model
+
+    return make_peaked_model
+
+
+@pytest.fixture(scope="session")
+def padded_batch():
+    """``padded_batch(sources, pad_id=0)``: (input_ids, attention_mask) of token-id lists, right-padded to the
+    longest."""
+
+    def padded_batch(sources: list[list[int]], pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        width = max(map(len, sources))
+        input_ids = torch.tensor([source + [pad_id] * (width - len(source)) for source in sources])
+        attention_mask = torch.tensor([[1] * len(source) + [0] * (width - len(source)) for source in sources])
+        return input_ids, attention_mask
+
+    return padded_batch
 
 
 @pytest.fixture(scope="session")

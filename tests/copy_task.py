@@ -7,9 +7,8 @@ from __future__ import annotations
 import random
 
 import torch
-from tiny_model import tiny_config
+from tiny_model import new_tiny_model
 
-from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.data import TranslationCollator, tokenize_pairs
 from vanilla_transformer.tokenization import train_tokenizer
 
@@ -22,12 +21,13 @@ def sentences(count: int, seed: int) -> list[str]:
 
 
 def train_copy_model(d_model: int = 64, steps: int = 200, lr: float = 3e-3, seed: int = 0):
-    """(model, tokenizer): a model of `tiny_config`'s depth after `steps` Adam steps on the copy task, in eval mode."""
+    """(model, tokenizer): a model of `tiny_config`'s depth (`new_tiny_model`) after `steps` Adam steps on the copy
+    task, in eval mode."""
     train = sentences(2000, seed=0)
     tokenizer = train_tokenizer(train, vocab_size=320, min_frequency=1)
-    torch.manual_seed(seed)
-    config = tiny_config(len(tokenizer), d_model=d_model, encoder_ffn_dim=2 * d_model, decoder_ffn_dim=2 * d_model)
-    model = VanillaTransformerForConditionalGeneration(config).train()
+    model = new_tiny_model(
+        seed, vocab_size=len(tokenizer), d_model=d_model, encoder_ffn_dim=2 * d_model, decoder_ffn_dim=2 * d_model
+    ).train()
     examples = tokenize_pairs([(s, s) for s in train], tokenizer)
     collate = TranslationCollator(tokenizer.pad_token_id)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)

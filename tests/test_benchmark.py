@@ -19,7 +19,7 @@ def tiny_pair(impl="sdpa", dropout=0.0, seed=0):
     return bench.build_pair(config, bench.Settings(size="tiny", attn_implementation=impl), seed=seed)
 
 
-def padded_batch(seed=1, vocab=60):
+def random_labelled_batch(seed=1, vocab=60):
     """Right-padded sources and labels of different lengths (more than 10% padding, so training packs tokens)."""
     g = torch.Generator().manual_seed(seed)
     pairs = []
@@ -34,7 +34,7 @@ def padded_batch(seed=1, vocab=60):
 def test_marian_twin_computes_the_same_function(impl):
     ours, marian = tiny_pair(impl)
     ours.eval(), marian.eval()
-    batch = padded_batch()
+    batch = random_labelled_batch()
     assert marian.model.encoder.embed_positions.weight.equal(sinusoidal_table(64, 32))
     assert not marian.final_logits_bias.any()
     with torch.no_grad():
@@ -50,7 +50,7 @@ def test_training_step_equals_marian(impl):
     """In training our model skips padding; loss and gradients must still be Marian's, and real-token logits too."""
     ours, marian = tiny_pair(impl)
     ours.train(), marian.train()
-    batch = padded_batch()
+    batch = random_labelled_batch()
     a, b = ours(**batch), marian(**batch)
     scored = batch["labels"] != -100
     torch.testing.assert_close(a.logits[scored], b.logits[scored], atol=1e-5, rtol=1e-5)
@@ -69,7 +69,7 @@ def test_training_step_equals_marian(impl):
 def test_training_skips_padding_only_when_it_pays():
     ours, _ = tiny_pair()
     ours.train()
-    batch = padded_batch()
+    batch = random_labelled_batch()
     unscored = batch["labels"] == -100
     assert not ours(**batch).logits[unscored].any()  # padded positions were not computed
     ours.eval()

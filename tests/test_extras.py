@@ -19,7 +19,7 @@ installed (the core works without it: `test_the_core_works_without_any_extra`)."
 SOURCES = [source for source, _ in SPLITS.valid[:2]]
 
 
-def run_core_work(model_dir, block: list[str]) -> dict:
+def run_core_work(exported_model_dir, block: list[str]) -> dict:
     """In a fresh interpreter where the modules `block` cannot be imported: import the package, load the model
     directory, generate, translate with the paper's beam search and through the pipeline; return what got loaded."""
     script = textwrap.dedent(
@@ -33,11 +33,11 @@ def run_core_work(model_dir, block: list[str]) -> dict:
         from vanilla_transformer.export.model_dir import load_model_dir
         from vanilla_transformer.translation import translate
 
-        model, tokenizer = load_model_dir({str(model_dir)!r})
+        model, tokenizer = load_model_dir({str(exported_model_dir)!r})
         inputs = tokenizer({SOURCES!r}, padding=True, return_tensors="pt")
         generated = tokenizer.batch_decode(model.generate(**inputs, max_new_tokens=8), skip_special_tokens=True)
         translated = translate(model, tokenizer, {SOURCES!r}, max_length_offset=8)
-        translator = pipeline("translation", model={str(model_dir)!r}, trust_remote_code=True)
+        translator = pipeline("translation", model={str(exported_model_dir)!r}, trust_remote_code=True)
         piped = [r["translation_text"] for r in translator({SOURCES!r}, max_new_tokens=8)]
         loaded = sorted(name for name in {HEAVY + OPTIONAL!r} if sys.modules.get(name) is not None)
         print("RESULT", json.dumps(dict(loaded=loaded, generated=generated, translated=translated, piped=piped)))
@@ -45,14 +45,19 @@ def run_core_work(model_dir, block: list[str]) -> dict:
     )
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     completed = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300, cwd=model_dir.parent
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=exported_model_dir.parent,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     return json.loads(completed.stdout.rsplit("RESULT ", 1)[-1])
 
 
 @pytest.fixture(scope="module")
-def model_dir(tiny_model_dir, tmp_path_factory):
+def exported_model_dir(tiny_model_dir, tmp_path_factory):
     """The tiny model written by save_model_dir (with the pipelines), as training exports it."""
     from vanilla_transformer.export.model_dir import load_model_dir, save_model_dir
 
@@ -62,8 +67,8 @@ def model_dir(tiny_model_dir, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def unblocked(model_dir):
-    return run_core_work(model_dir, block=[])
+def unblocked(exported_model_dir):
+    return run_core_work(exported_model_dir, block=[])
 
 
 def test_generate_translate_and_pipeline_load_no_heavy_library(unblocked):
@@ -72,9 +77,9 @@ def test_generate_translate_and_pipeline_load_no_heavy_library(unblocked):
     assert all(result[key] and all(result[key]) for key in ("generated", "translated", "piped"))
 
 
-def test_the_core_works_without_any_extra(model_dir, unblocked):
+def test_the_core_works_without_any_extra(exported_model_dir, unblocked):
     blocked = HEAVY + [module for modules in EXTRAS.values() for module in modules]
-    assert run_core_work(model_dir, block=blocked) == unblocked
+    assert run_core_work(exported_model_dir, block=blocked) == unblocked
 
 
 def test_a_missing_extra_is_named_with_its_pip_command(monkeypatch):

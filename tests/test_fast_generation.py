@@ -6,7 +6,6 @@ import warnings
 import beam_oracle
 import pytest
 import torch
-from test_translate import padded_batch, tiny_model
 from transformers import GenerationConfig
 
 from vanilla_transformer.generation_vanilla_transformer import _top
@@ -45,12 +44,12 @@ SETTINGS = [
 
 
 @pytest.mark.parametrize("settings", SETTINGS, ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()))
-def test_generate_equals_transformers_own_search(settings, decoder_steps):
+def test_generate_equals_transformers_own_search(make_peaked_model, padded_batch, settings, decoder_steps):
     """Greedy and beam search at alpha 0 and with transformers' |Y| ** alpha, with each early-stopping rule: the
     same tokens, padding included, as transformers' loop on the same model and padded batch."""
     ended = {"with </s>": 0, "at the maximum length": 0}
     for seed in range(10):
-        model = tiny_model(vocab_size=12, seed=seed, head_std=0.3, eos_std=1.0)
+        model = make_peaked_model(vocab_size=12, seed=seed, head_std=0.3, eos_std=1.0)
         input_ids, attention_mask = padded_batch(SOURCES)
         kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=9, **settings)
         decoder_steps.clear()
@@ -66,11 +65,13 @@ def test_generate_equals_transformers_own_search(settings, decoder_steps):
 
 
 @pytest.mark.parametrize("num_beams", [1, 4])
-def test_a_model_without_attention_biases_decodes_on_the_fast_decoder(num_beams, decoder_steps):
+def test_a_model_without_attention_biases_decodes_on_the_fast_decoder(
+    make_peaked_model, padded_batch, num_beams, decoder_steps
+):
     """``attention_bias=False`` (the paper's equations): the fused projections have no bias to concatenate, and the
     tokens are transformers' own."""
     for seed in range(3):
-        model = tiny_model(vocab_size=12, seed=seed, head_std=0.3, eos_std=1.0, attention_bias=False)
+        model = make_peaked_model(vocab_size=12, seed=seed, head_std=0.3, eos_std=1.0, attention_bias=False)
         input_ids, attention_mask = padded_batch(SOURCES)
         kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=9, num_beams=num_beams)
         decoder_steps.clear()
@@ -80,12 +81,14 @@ def test_a_model_without_attention_biases_decodes_on_the_fast_decoder(num_beams,
 
 
 @pytest.mark.parametrize("alpha", [0.6, 2.0])
-def test_generate_with_the_paper_config_is_the_papers_beam_search(alpha, decoder_steps):
+def test_generate_with_the_paper_config_is_the_papers_beam_search(
+    make_peaked_model, padded_batch, alpha, decoder_steps
+):
     """GNMT's penalty and each sentence's own maximum (input length + offset): the oracle's result, which
     transformers' search (|Y| ** alpha, one maximum per batch) does not give."""
     offset, differs_from_transformers = 4, 0
     for seed in range(4):
-        model = tiny_model(vocab_size=12, seed=seed, head_std=0.3, eos_std=1.0)
+        model = make_peaked_model(vocab_size=12, seed=seed, head_std=0.3, eos_std=1.0)
         input_ids, attention_mask = padded_batch(SOURCES)
         config = paper_generation_config(model.config, length_penalty=alpha, max_length_offset=offset)
         output = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=config)
@@ -109,8 +112,8 @@ def test_generate_with_the_paper_config_is_the_papers_beam_search(alpha, decoder
     assert differs_from_transformers > 0  # the tests can tell the paper's search from transformers'
 
 
-def test_each_sentence_stops_at_its_own_input_length_plus_offset():
-    model = tiny_model(vocab_size=12, seed=0)
+def test_each_sentence_stops_at_its_own_input_length_plus_offset(make_peaked_model, padded_batch):
+    model = make_peaked_model(vocab_size=12, seed=0)
     with torch.no_grad():  # </s> never wins
         model.model.decoder.layers[-1].final_layer_norm.bias.fill_(1.0)
         model.lm_head.weight[[EOS_ID, 0]] = -100.0
@@ -122,12 +125,12 @@ def test_each_sentence_stops_at_its_own_input_length_plus_offset():
         assert output.shape[1] == 1 + max(map(len, SOURCES)) + 3
 
 
-def test_translate_runs_the_fast_decoder_and_equals_the_oracle(decoder_steps):
+def test_translate_runs_the_fast_decoder_and_equals_the_oracle(make_peaked_model, decoder_steps):
     from vanilla_transformer.tokenization import train_tokenizer
 
     words = "one two three four five six seven eight nine ten eins zwei drei vier fünf sechs sieben acht neun zehn"
     tokenizer = train_tokenizer(words.split() * 3, vocab_size=300)
-    model = tiny_model(vocab_size=len(tokenizer), seed=2, head_std=0.3, eos_std=1.0)
+    model = make_peaked_model(vocab_size=len(tokenizer), seed=2, head_std=0.3, eos_std=1.0)
     sentences = ["one two", "three four five six seven eight", "nine", "ten ten ten ten"]
     texts = translate(model, tokenizer, sentences, max_length_offset=5, batch_size=3)
     assert decoder_steps
@@ -136,8 +139,8 @@ def test_translate_runs_the_fast_decoder_and_equals_the_oracle(decoder_steps):
     assert texts == tokenizer.batch_decode(expected, skip_special_tokens=True)
 
 
-def test_calls_it_does_not_serve_run_transformers_loop(decoder_steps):
-    model = tiny_model(vocab_size=12, seed=1, head_std=0.3, eos_std=1.0)
+def test_calls_it_does_not_serve_run_transformers_loop(make_peaked_model, padded_batch, decoder_steps):
+    model = make_peaked_model(vocab_size=12, seed=1, head_std=0.3, eos_std=1.0)
     input_ids, attention_mask = padded_batch(SOURCES)
     kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=6)
     for extra in (
@@ -168,15 +171,17 @@ def test_calls_it_does_not_serve_run_transformers_loop(decoder_steps):
         model.eval().generate(**kwargs)  # in eval mode the fast decoder serves the call, silently
     assert decoder_steps
     # Attention dropout alone (a rate the attention function applies, no nn.Dropout module): the same.
-    only_attention = tiny_model(vocab_size=12, seed=1, head_std=0.3, eos_std=1.0, dropout=0.0, attention_dropout=0.5)
+    only_attention = make_peaked_model(
+        vocab_size=12, seed=1, head_std=0.3, eos_std=1.0, dropout=0.0, attention_dropout=0.5
+    )
     decoder_steps.clear()
     only_attention.train().generate(**kwargs)
     assert not decoder_steps
 
 
-def test_outputs_are_ordinary_tensors_usable_as_training_labels():
+def test_outputs_are_ordinary_tensors_usable_as_training_labels(make_peaked_model, padded_batch):
     """Not inference-mode tensors: a generated batch can be fed back as labels and trained on (self-training)."""
-    model = tiny_model(vocab_size=12, seed=4, head_std=0.3, eos_std=1.0)
+    model = make_peaked_model(vocab_size=12, seed=4, head_std=0.3, eos_std=1.0)
     input_ids, attention_mask = padded_batch(SOURCES)
     for num_beams in (1, 2):
         output = model.generate(
@@ -186,8 +191,8 @@ def test_outputs_are_ordinary_tensors_usable_as_training_labels():
         model(input_ids=input_ids, attention_mask=attention_mask, labels=output[:, 1:]).loss.backward()
 
 
-def test_prepared_weights_follow_changes_to_the_model(decoder_steps):
-    model = tiny_model(vocab_size=12, seed=3, head_std=0.3, eos_std=1.0)
+def test_prepared_weights_follow_changes_to_the_model(make_peaked_model, padded_batch, decoder_steps):
+    model = make_peaked_model(vocab_size=12, seed=3, head_std=0.3, eos_std=1.0)
     input_ids, attention_mask = padded_batch(SOURCES)
     kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=6, num_beams=2)
     model.generate(**kwargs)

@@ -30,13 +30,8 @@ BREAKS = ["\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e"]
 
 
 @pytest.fixture(scope="module")
-def model_dir(tiny_model_dir) -> Path:
-    return tiny_model_dir
-
-
-@pytest.fixture(scope="module")
-def model_and_tokenizer(model_dir):
-    return load_model_dir(model_dir)
+def model_and_tokenizer(tiny_model_dir):
+    return load_model_dir(tiny_model_dir)
 
 
 def small_model(**overrides) -> VanillaTransformerForConditionalGeneration:
@@ -159,14 +154,16 @@ def test_beam_search_rejects_left_padding():
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def test_translate_and_evaluate_split_lines_on_newline_only(model_dir, model_and_tokenizer, tmp_path, capsys):
+def test_translate_and_evaluate_split_lines_on_newline_only(tiny_model_dir, model_and_tokenizer, tmp_path, capsys):
     sources = ["one hundred", f"two{BREAKS[0]}hundred {''.join(BREAKS[1:])}seven", "three"]
     source = tmp_path / "source.en"
     source.write_text("".join(line + "\n" for line in sources), encoding="utf-8")
     assert read_lines(source) == sources
     output = tmp_path / "output.de"
     assert (
-        load_script("translate").main(["--model", str(model_dir), "--input", str(source), "--output", str(output)])
+        load_script("translate").main(
+            ["--model", str(tiny_model_dir), "--input", str(source), "--output", str(output)]
+        )
         == 0
     )
     model, tokenizer = model_and_tokenizer
@@ -191,12 +188,12 @@ def test_translate_pads_right_whatever_the_tokenizers_padding_side(model_and_tok
         tokenizer.padding_side = side
 
 
-def test_pipeline_pads_right_and_passes_the_mask(model_dir, tmp_path):
+def test_pipeline_pads_right_and_passes_the_mask(tiny_model_dir, tmp_path):
     from transformers import pipeline
 
     from vanilla_transformer.export.model_dir import add_pipeline_support
 
-    shutil.copytree(model_dir, tmp_path / "model")
+    shutil.copytree(tiny_model_dir, tmp_path / "model")
     add_pipeline_support(tmp_path / "model")
     translator = pipeline("translation", model=str(tmp_path / "model"), trust_remote_code=True)
     sentences = ["seven", "three hundred and twelve", "forty-one", "nine hundred and ninety-nine", "a hundred"]
@@ -218,8 +215,8 @@ def test_an_over_long_line_is_named_before_any_translation(model_and_tokenizer, 
     assert not calls
 
 
-def test_a_run_directory_given_as_the_model_is_named(model_dir, tmp_path):
-    shutil.copytree(model_dir, tmp_path / "run" / "model")
+def test_a_run_directory_given_as_the_model_is_named(tiny_model_dir, tmp_path):
+    shutil.copytree(tiny_model_dir, tmp_path / "run" / "model")
     with pytest.raises(FileNotFoundError, match=r"is a training run directory, not a model directory: pass .*model"):
         load_model_dir(tmp_path / "run")
     with pytest.raises(FileNotFoundError, match=r"holds no config.json"):
@@ -231,14 +228,14 @@ def test_a_run_directory_given_as_the_model_is_named(model_dir, tmp_path):
             translate_script.main(["--model", str(tmp_path / "run"), "--input", str(tmp_path / "source.en"), *decoder])
 
 
-def test_evaluate_checks_line_counts_before_translating(model_dir, tmp_path, monkeypatch):
+def test_evaluate_checks_line_counts_before_translating(tiny_model_dir, tmp_path, monkeypatch):
     source, reference = tmp_path / "source.en", tmp_path / "reference.de"
     source.write_text("one\ntwo\nthree\n", encoding="utf-8")
     reference.write_text("eins\nzwei\n", encoding="utf-8")
     evaluate = load_script("evaluate")
     monkeypatch.setattr(evaluate, "translate_with_options", lambda *a, **k: pytest.fail("translated before checking"))
     with pytest.raises(ValueError, match=r"--source=.*source.en has 3 lines but --reference=.*reference.de has 2"):
-        evaluate.main(["--model", str(model_dir), "--source", str(source), "--reference", str(reference)])
+        evaluate.main(["--model", str(tiny_model_dir), "--source", str(source), "--reference", str(reference)])
     with pytest.raises(ValueError, match=r"--hypotheses=.*source.en has 3 lines"):
         evaluate.main(["--hypotheses", str(source), "--reference", str(reference)])
 

@@ -25,13 +25,8 @@ PAIRS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory, tiny_model_dir):
-    return tiny_model_dir
-
-
-def test_collator_builds_decoder_inputs_from_labels(model_dir, tmp_path):
-    model, tokenizer = load_model_dir(model_dir)
+def test_collator_builds_decoder_inputs_from_labels(tiny_model_dir, tmp_path):
+    model, tokenizer = load_model_dir(tiny_model_dir)
     trainer = build_trainer(model, tokenizer, PAIRS, PAIRS, training_arguments(tmp_path, label_smoothing_factor=0.1))
 
     batch = trainer.data_collator(trainer.train_dataset)
@@ -45,9 +40,9 @@ def test_collator_builds_decoder_inputs_from_labels(model_dir, tmp_path):
 
 
 @pytest.mark.parametrize("smoothing", [0.1, 0.0], ids=["Trainer's label smoother", "model's loss"])
-def test_loss_with_gradient_accumulation_equals_one_big_batch(model_dir, tmp_path, smoothing):
+def test_loss_with_gradient_accumulation_equals_one_big_batch(tiny_model_dir, tmp_path, smoothing):
     """One step of 2 micro-batches of 2 pairs gives the loss and the update of one batch of 4 pairs."""
-    model, tokenizer = load_model_dir(model_dir)
+    model, tokenizer = load_model_dir(tiny_model_dir)
     initial = {name: tensor.clone() for name, tensor in model.state_dict().items()}
 
     # Expected: label-smoothed cross-entropy summed over every target token of the 4 pairs, divided by their number.
@@ -66,7 +61,7 @@ def test_loss_with_gradient_accumulation_equals_one_big_batch(model_dir, tmp_pat
 
     results = {}
     for batch_size, accumulation in ((2, 2), (4, 1)):
-        model, tokenizer = load_model_dir(model_dir)
+        model, tokenizer = load_model_dir(tiny_model_dir)
         args = training_arguments(
             tmp_path / f"run-{batch_size}x{accumulation}",
             per_device_train_batch_size=batch_size,
@@ -96,7 +91,7 @@ def test_loss_with_gradient_accumulation_equals_one_big_batch(model_dir, tmp_pat
         torch.testing.assert_close(accumulated_weights[name], tensor, rtol=1e-4, atol=1e-6, msg=name)
 
 
-def test_finetune_script_improves_the_model_and_keeps_the_best_checkpoint(model_dir, tmp_path):
+def test_finetune_script_improves_the_model_and_keeps_the_best_checkpoint(tiny_model_dir, tmp_path):
     """Fine-tunes the English-to-German model to translate German to English."""
     data = tmp_path / "data"
     data.mkdir()
@@ -105,10 +100,10 @@ def test_finetune_script_improves_the_model_and_keeps_the_best_checkpoint(model_
         (data / f"{split}.de").write_text("".join(f"{t}\n" for _, t in pairs), encoding="utf-8")
     output_dir = tmp_path / "finetuned"
     # as saved, in the export's format: the Trainer must not write its own defaults (max_length=20) into it
-    saved_generation = GenerationConfig.from_pretrained(model_dir).to_diff_dict()
+    saved_generation = GenerationConfig.from_pretrained(tiny_model_dir).to_diff_dict()
 
     exit_code = load_script("finetune").main([
-        str(model_dir),
+        str(tiny_model_dir),
         "--train", str(data / "train.de"), str(data / "train.en"),
         "--eval", str(data / "dev.de"), str(data / "dev.en"),
         "--src-lang", "de", "--tgt-lang", "en",
@@ -156,8 +151,8 @@ def test_finetune_script_improves_the_model_and_keeps_the_best_checkpoint(model_
     }
 
 
-def test_translation_metrics_decode_padded_ids_and_score_with_sacrebleu(model_dir):
-    _, tokenizer = load_model_dir(model_dir)
+def test_translation_metrics_decode_padded_ids_and_score_with_sacrebleu(tiny_model_dir):
+    _, tokenizer = load_model_dir(tiny_model_dir)
     hypotheses = ["three hundred and twelve", "one hundred and one", "seven"]
     references = ["three hundred and twelve", "one hundred and two", "eight"]
 
@@ -176,26 +171,26 @@ def test_translation_metrics_decode_padded_ids_and_score_with_sacrebleu(model_di
     assert metrics.signatures["bleu"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp")
 
 
-def test_bad_inputs(model_dir, tmp_path):
+def test_bad_inputs(tiny_model_dir, tmp_path):
     with pytest.raises(ValueError, match="unknown Seq2SeqTrainingArguments field"):
         training_arguments(tmp_path, label_smoothing=0.1)
-    model, tokenizer = load_model_dir(model_dir)
+    model, tokenizer = load_model_dir(tiny_model_dir)
     with pytest.raises(ValueError, match="no training pairs are left"):
         build_trainer(model, tokenizer, [(" ", "eins")], PAIRS, training_arguments(tmp_path))
     with pytest.raises(SystemExit):
-        load_script("finetune").parse_args([str(model_dir), "--numbers", "8"])  # no --output-dir
+        load_script("finetune").parse_args([str(tiny_model_dir), "--numbers", "8"])  # no --output-dir
     with pytest.raises(SystemExit):
-        load_script("finetune").parse_args([str(model_dir), "--output-dir", str(tmp_path), "--train", "a", "b"])
+        load_script("finetune").parse_args([str(tiny_model_dir), "--output-dir", str(tmp_path), "--train", "a", "b"])
 
 
-def test_every_trainer_option_reaches_the_trainer(model_dir, tmp_path):
+def test_every_trainer_option_reaches_the_trainer(tiny_model_dir, tmp_path):
     """Trainer options the first, hand-written command lacked, and the shorthands it had, parse into the arguments."""
     model, data, args = load_script("finetune").parse_args([
-        str(model_dir), "--numbers", "40", "--output-dir", str(tmp_path), "--bf16", "--use-cpu", "--report-to", "tensorboard",
+        str(tiny_model_dir), "--numbers", "40", "--output-dir", str(tmp_path), "--bf16", "--use-cpu", "--report-to", "tensorboard",
         "--train-sampling-strategy", "group_by_length", "--push-to-hub", "--hub-model-id", "org/m", "--eval-steps", "7",
         "--batch-size", "5", "--num-epochs", "2", "--label-smoothing", "0.2", "--num-beams", "3",
     ])  # fmt: skip
-    assert (model, data.numbers) == (str(model_dir), 40)
+    assert (model, data.numbers) == (str(tiny_model_dir), 40)
     assert (args.bf16, args.report_to, args.train_sampling_strategy, args.push_to_hub, args.hub_model_id) == (
         True, ["tensorboard"], "group_by_length", True, "org/m",
     )  # fmt: skip
@@ -217,7 +212,7 @@ class StopAt(TrainerCallback):
             control.should_training_stop = True
 
 
-def test_an_interrupted_finetune_resumes_to_the_same_weights(model_dir, tmp_path):
+def test_an_interrupted_finetune_resumes_to_the_same_weights(tiny_model_dir, tmp_path):
     """Stopped after checkpoint-4 and resumed with --resume-from-checkpoint last, a run ends with the weights and
     optimizer state of the same run uninterrupted."""
     options = [
@@ -226,10 +221,12 @@ def test_an_interrupted_finetune_resumes_to_the_same_weights(model_dir, tmp_path
         "--save-total-limit", "4", "--load-best-model-at-end", "false", "--seed", "3",
     ]  # fmt: skip
     finetune_script = load_script("finetune")
-    assert finetune_script.main([str(model_dir), "--output-dir", str(tmp_path / "whole"), *options]) == 0
+    assert finetune_script.main([str(tiny_model_dir), "--output-dir", str(tmp_path / "whole"), *options]) == 0
 
     interrupted = tmp_path / "interrupted"
-    model_name, data, args = finetune_script.parse_args([str(model_dir), "--output-dir", str(interrupted), *options])
+    model_name, data, args = finetune_script.parse_args(
+        [str(tiny_model_dir), "--output-dir", str(interrupted), *options]
+    )
     model, tokenizer = load_model_dir(model_name)
     train_pairs, eval_pairs, _ = finetune_script.load_data(data)
     finetune(model, tokenizer, train_pairs, eval_pairs, args, callbacks=[StopAt(4)])
@@ -237,7 +234,7 @@ def test_an_interrupted_finetune_resumes_to_the_same_weights(model_dir, tmp_path
     stopped = load_file(interrupted / "checkpoint-4" / "model.safetensors")
     assert (
         finetune_script.main(
-            [str(model_dir), "--output-dir", str(interrupted), *options, "--resume-from-checkpoint", "last"]
+            [str(tiny_model_dir), "--output-dir", str(interrupted), *options, "--resume-from-checkpoint", "last"]
         )
         == 0
     )

@@ -64,7 +64,8 @@ SOURCES = [source for source, _ in SPLITS.valid[:3]]
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory, tiny_model_dir):
+def summarised_model_dir(tmp_path_factory, tiny_model_dir):
+    """A copy of the tiny model directory with a training run's summary (`SUMMARY`), for the model card's figures."""
     directory = tmp_path_factory.mktemp("hub") / "run"
     shutil.copytree(tiny_model_dir, directory)
     (directory / "training_summary.json").write_text(json.dumps(SUMMARY))
@@ -72,13 +73,13 @@ def model_dir(tmp_path_factory, tiny_model_dir):
 
 
 @pytest.fixture(scope="module")
-def dry_run(model_dir):
-    folder = model_dir.parent / "upload"
-    assert load_script("push").main([str(model_dir), REPO_ID, "--dry-run", str(folder)]) == 0
+def dry_run(summarised_model_dir):
+    folder = summarised_model_dir.parent / "upload"
+    assert load_script("push").main([str(summarised_model_dir), REPO_ID, "--dry-run", str(folder)]) == 0
     return folder
 
 
-def test_dry_run_folder_holds_the_model_code_tokenizer_and_card(dry_run, model_dir):
+def test_dry_run_folder_holds_the_model_code_tokenizer_and_card(dry_run, summarised_model_dir):
     assert {path.name for path in dry_run.iterdir()} == UPLOADED_FILES
     config = json.loads((dry_run / "config.json").read_text())
     assert config["auto_map"] == {
@@ -87,7 +88,7 @@ def test_dry_run_folder_holds_the_model_code_tokenizer_and_card(dry_run, model_d
     }
     assert config["custom_pipelines"]["translation"]["impl"] == "pipeline_vanilla_transformer.TranslationPipeline"
     assert GenerationConfig.from_pretrained(dry_run).num_beams == 4
-    saved, uploaded = load_file(model_dir / "model.safetensors"), load_file(dry_run / "model.safetensors")
+    saved, uploaded = load_file(summarised_model_dir / "model.safetensors"), load_file(dry_run / "model.safetensors")
     assert saved.keys() == uploaded.keys() and all(torch.equal(saved[key], uploaded[key]) for key in saved)
     assert json.loads((dry_run / "training_summary.json").read_text()) == SUMMARY
 
@@ -215,7 +216,7 @@ def test_local_files_given_one_by_one_are_named_by_folder_and_file():
     assert card.datasets == ["wmt14"] and card.eval_results[0].dataset_type == "wmt14"
 
 
-def test_fine_tuned_model_card_names_its_base_model_and_dataset(model_dir, tmp_path):
+def test_fine_tuned_model_card_names_its_base_model_and_dataset(summarised_model_dir, tmp_path):
     summary = {
         "base_model": "org/base",
         "dataset": "wmt14",
@@ -227,7 +228,7 @@ def test_fine_tuned_model_card_names_its_base_model_and_dataset(model_dir, tmp_p
         "bleu": 12.3456,
         "train_hours": 2.5,
     }
-    model = VanillaTransformerForConditionalGeneration.from_pretrained(model_dir)
+    model = VanillaTransformerForConditionalGeneration.from_pretrained(summarised_model_dir)
     card = hub.build_model_card(model, summary, REPO_ID)
     assert (card.data.base_model, card.data.datasets) == ("org/base", ["wmt14"])
     (result,) = card.data.eval_results
@@ -241,16 +242,16 @@ def test_fine_tuned_model_card_names_its_base_model_and_dataset(model_dir, tmp_p
     assert local.data.base_model is None and f"fine-tuned from {tmp_path}" in local.text  # not a Hub id
 
 
-def test_card_without_figures_says_so(model_dir):
-    model = VanillaTransformerForConditionalGeneration.from_pretrained(model_dir)
+def test_card_without_figures_says_so(summarised_model_dir):
+    model = VanillaTransformerForConditionalGeneration.from_pretrained(summarised_model_dir)
     card = hub.build_model_card(model, {}, "org/m")
     metadata = card.data.to_dict()
     assert card.data.eval_results is None and "model-index" not in metadata and "language" not in metadata
     assert "The run recorded no scores." in card.text and "- Training pairs, after cleaning: not recorded" in card.text
 
 
-def test_bad_templates_summaries_and_model_dirs_raise(model_dir, tmp_path):
-    model = VanillaTransformerForConditionalGeneration.from_pretrained(model_dir)
+def test_bad_templates_summaries_and_model_dirs_raise(summarised_model_dir, tmp_path):
+    model = VanillaTransformerForConditionalGeneration.from_pretrained(summarised_model_dir)
     template = tmp_path / "card.md"
     template.write_text("---\n{{ card_data }}\n---\nBLEU: {{ bleu }\n")
     with pytest.raises(ValueError, match="does not render"):
@@ -262,23 +263,23 @@ def test_bad_templates_summaries_and_model_dirs_raise(model_dir, tmp_path):
         hub.read_training_summary(summary)
 
     no_tokenizer = tmp_path / "no-tokenizer"
-    shutil.copytree(model_dir, no_tokenizer, ignore=shutil.ignore_patterns("tokenizer*"))
+    shutil.copytree(summarised_model_dir, no_tokenizer, ignore=shutil.ignore_patterns("tokenizer*"))
     with pytest.raises(ValueError, match=r"model_dir='.*no-tokenizer' has no tokenizer"):
         hub.prepare_upload_folder(no_tokenizer, tmp_path / "out", repo_id=REPO_ID)
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "file").touch()
     with pytest.raises(ValueError, match=r"folder='.*busy' exists and is not an empty directory"):
-        hub.prepare_upload_folder(model_dir, tmp_path / "busy", repo_id=REPO_ID)
+        hub.prepare_upload_folder(summarised_model_dir, tmp_path / "busy", repo_id=REPO_ID)
 
 
-def test_a_model_saved_without_generation_config_gets_the_papers(model_dir, tmp_path):
+def test_a_model_saved_without_generation_config_gets_the_papers(summarised_model_dir, tmp_path):
     plain = tmp_path / "plain"
-    model = VanillaTransformerForConditionalGeneration.from_pretrained(model_dir)
+    model = VanillaTransformerForConditionalGeneration.from_pretrained(summarised_model_dir)
     model.generation_config = GenerationConfig.from_model_config(
         model.config
     )  # what save_pretrained writes by default
     model.save_pretrained(plain)
-    AutoTokenizer.from_pretrained(model_dir).save_pretrained(plain)
+    AutoTokenizer.from_pretrained(summarised_model_dir).save_pretrained(plain)
 
     folder = hub.prepare_upload_folder(plain, tmp_path / "out", repo_id=REPO_ID)
 
@@ -289,7 +290,7 @@ def test_a_model_saved_without_generation_config_gets_the_papers(model_dir, tmp_
     assert "The run recorded no scores." in (folder / "README.md").read_text()
 
 
-def test_push_to_hub_creates_the_repo_and_uploads_the_dry_run_folder(model_dir, dry_run, monkeypatch):
+def test_push_to_hub_creates_the_repo_and_uploads_the_dry_run_folder(summarised_model_dir, dry_run, monkeypatch):
     calls = []
 
     class FakeHfApi:
@@ -305,7 +306,7 @@ def test_push_to_hub_creates_the_repo_and_uploads_the_dry_run_folder(model_dir, 
             return type("CommitInfo", (), {"commit_url": f"https://huggingface.co/{repo_id}/commit/abc"})()
 
     monkeypatch.setattr(hub, "HfApi", FakeHfApi)
-    url = hub.push_to_hub(model_dir, REPO_ID, private=True, token="hf_test")
+    url = hub.push_to_hub(summarised_model_dir, REPO_ID, private=True, token="hf_test")
 
     assert url == "https://huggingface.co/org/tiny-numbers/commit/abc"
     assert calls[:2] == [

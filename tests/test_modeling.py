@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 import torch
-from tiny_model import tiny_config as shared_tiny_config
+from tiny_model import tiny_config
 from torch.nn import functional as F
 from transformers import (
     AutoConfig,
@@ -35,15 +35,6 @@ GENERATION_FILES = (
     "decoder_vanilla_transformer.py",
     "cache_vanilla_transformer.py",
 )
-
-
-def tiny_config(vocab_size: int = 40, **overrides) -> VanillaTransformerConfig:
-    return shared_tiny_config(vocab_size, **overrides)
-
-
-def tiny_model(seed: int = 0, **overrides) -> VanillaTransformerForConditionalGeneration:
-    torch.manual_seed(seed)
-    return VanillaTransformerForConditionalGeneration(tiny_config(**overrides)).eval()
 
 
 def random_batch(batch=3, src_len=7, tgt_len=5, vocab=40, seed=1):
@@ -76,8 +67,8 @@ def test_positional_encoding_is_the_papers_interleaved_sinusoid():
             assert table[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-6)
 
 
-def test_positional_encoding_is_a_computed_buffer_not_saved_and_exact_at_every_position():
-    model = tiny_model()
+def test_positional_encoding_is_a_computed_buffer_not_saved_and_exact_at_every_position(make_tiny_model):
+    model = make_tiny_model()
     assert not any("embed_positions" in key for key in model.state_dict())
     pe = model.model.encoder.embed_positions.pe
     last = model.config.max_position_embeddings - 1
@@ -86,8 +77,8 @@ def test_positional_encoding_is_a_computed_buffer_not_saved_and_exact_at_every_p
     assert pe[last, d - 1].item() == pytest.approx(math.cos(last / 10000 ** ((d - 2) / d)), abs=1e-5)
 
 
-def test_embedding_is_scaled_token_plus_position():
-    model = tiny_model()
+def test_embedding_is_scaled_token_plus_position(make_tiny_model):
+    model = make_tiny_model()
     encoder = model.model.encoder
     ids = torch.tensor([[5, 6, 7]])
     expected = model.model.shared.weight[ids] * math.sqrt(32) + sinusoidal_table(64, 32)[:3]
@@ -95,8 +86,8 @@ def test_embedding_is_scaled_token_plus_position():
 
 
 @pytest.mark.parametrize("impl", ["eager", "sdpa"])
-def test_multi_head_attention_equals_handwritten_formula(impl):
-    model = tiny_model(attn_implementation=impl)
+def test_multi_head_attention_equals_handwritten_formula(make_tiny_model, impl):
+    model = make_tiny_model(attn_implementation=impl)
     attn = model.model.encoder.layers[0].self_attn
     x = torch.randn(2, 5, 32)
     mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
@@ -116,9 +107,9 @@ def test_multi_head_attention_equals_handwritten_formula(impl):
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
 
 
-def test_layers_are_post_norm_with_relu_ffn():
+def test_layers_are_post_norm_with_relu_ffn(make_tiny_model):
     """An encoder layer computed by hand: LayerNorm(x + SelfAttn(x)), then LayerNorm(x + FFN(x))."""
-    model = tiny_model()
+    model = make_tiny_model()
     layer = model.model.encoder.layers[0]
     x = torch.randn(2, 4, 32)
     a = layer.self_attn_layer_norm(x + layer.self_attn(x)[0])
@@ -127,10 +118,10 @@ def test_layers_are_post_norm_with_relu_ffn():
     torch.testing.assert_close(layer(x), expected)
 
 
-def test_encoder_and_decoder_outputs_are_their_last_layer_outputs_without_extra_norm():
+def test_encoder_and_decoder_outputs_are_their_last_layer_outputs_without_extra_norm(make_tiny_model):
     """No LayerNorm after the embeddings or after either stack (post-norm layers end in their own LayerNorm): each
     stack's output is exactly its last layer's output, and the logits are that times the shared embedding."""
-    model = tiny_model()
+    model = make_tiny_model()
     ids, decoder_ids = torch.tensor([[5, 6, 7, EOS]]), torch.tensor([[BOS, 8, 9]])
     x = model.model.encoder.embed(ids, None, "input_ids")
     for layer in model.model.encoder.layers:
@@ -171,8 +162,8 @@ def test_base_preset_matches_the_paper():
 
 
 @pytest.mark.parametrize("impl", ["eager", "sdpa"])
-def test_decoder_does_not_see_future_tokens(impl):
-    model = tiny_model(attn_implementation=impl)
+def test_decoder_does_not_see_future_tokens(make_tiny_model, impl):
+    model = make_tiny_model(attn_implementation=impl)
     input_ids, attention_mask, dec = random_batch()
     changed = dec.clone()
     changed[:, 3] = (changed[:, 3] + 1) % 36 + 4
@@ -183,8 +174,8 @@ def test_decoder_does_not_see_future_tokens(impl):
 
 
 @pytest.mark.parametrize("impl", ["eager", "sdpa"])
-def test_source_padding_leaves_real_tokens_unchanged(impl):
-    model = tiny_model(attn_implementation=impl)
+def test_source_padding_leaves_real_tokens_unchanged(make_tiny_model, impl):
+    model = make_tiny_model(attn_implementation=impl)
     src = torch.tensor([[5, 9, 11, EOS]])
     padded = torch.tensor([[5, 9, 11, EOS, PAD, PAD, PAD]])
     mask = (padded != PAD).long()
@@ -197,8 +188,8 @@ def test_source_padding_leaves_real_tokens_unchanged(impl):
     torch.testing.assert_close(logits_a, logits_b, atol=1e-5, rtol=1e-5)
 
 
-def test_generate_is_unchanged_by_batch_padding():
-    model = tiny_model()
+def test_generate_is_unchanged_by_batch_padding(make_tiny_model):
+    model = make_tiny_model()
     input_ids, attention_mask, _ = random_batch(batch=3, src_len=8)
     batched = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=8, num_beams=1)
     for i in range(3):
@@ -207,9 +198,9 @@ def test_generate_is_unchanged_by_batch_padding():
         assert batched[i, : single.shape[1]].tolist() == single[0].tolist()
 
 
-def test_all_padding_row_gives_no_nan():
+def test_all_padding_row_gives_no_nan(make_tiny_model):
     for impl in ("eager", "sdpa"):
-        model = tiny_model(attn_implementation=impl)
+        model = make_tiny_model(attn_implementation=impl)
         input_ids, attention_mask, dec = random_batch()
         input_ids[1] = PAD
         attention_mask[1] = 0
@@ -219,8 +210,8 @@ def test_all_padding_row_gives_no_nan():
 
 @pytest.mark.parametrize("name", CACHE_NAMES)  # transformers >= 5.24 passes `cache`; earlier, `past_key_values`
 @pytest.mark.parametrize("impl", ["eager", "sdpa"])
-def test_cache_matches_full_recompute(impl, name):
-    model = tiny_model(attn_implementation=impl)
+def test_cache_matches_full_recompute(make_tiny_model, impl, name):
+    model = make_tiny_model(attn_implementation=impl)
     input_ids, attention_mask, dec = random_batch(tgt_len=6)
     full = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=dec).logits
     encoder_outputs = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
@@ -241,8 +232,8 @@ def test_cache_matches_full_recompute(impl, name):
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
 
 
-def test_generation_continues_from_a_returned_cache():
-    model = tiny_model()
+def test_generation_continues_from_a_returned_cache(make_tiny_model):
+    model = make_tiny_model()
     input_ids, attention_mask, dec = random_batch(tgt_len=4)
     first = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=dec[:, :3], use_cache=True)
     second = model(
@@ -271,9 +262,9 @@ def handwritten_greedy(model, input_ids, attention_mask, max_new_tokens):
 
 
 @pytest.mark.parametrize("use_cache", [True, False])
-def test_greedy_generate_equals_handwritten_loop(use_cache):
+def test_greedy_generate_equals_handwritten_loop(make_tiny_model, use_cache):
     torch.manual_seed(0)
-    model = tiny_model()
+    model = make_tiny_model()
     # A slightly trained-looking model: make EOS likely at some point so early stopping is exercised.
     with torch.no_grad():
         model.model.shared.weight[EOS] *= 3
@@ -290,8 +281,8 @@ def test_greedy_generate_equals_handwritten_loop(use_cache):
     assert got.tolist() == expected.tolist()
 
 
-def test_generate_strategies_run_on_padded_batches():
-    model = tiny_model()
+def test_generate_strategies_run_on_padded_batches(make_tiny_model):
+    model = make_tiny_model()
     input_ids, attention_mask, _ = random_batch(batch=3, src_len=6)
     kw = dict(input_ids=input_ids, attention_mask=attention_mask)
     beam = model.generate(
@@ -319,9 +310,9 @@ def test_generate_strategies_run_on_padded_batches():
     assert from_embeds.tolist() == model.generate(**kw, max_new_tokens=5).tolist()
 
 
-def test_assisted_and_prompt_lookup_decoding_match_greedy():
-    model = tiny_model()
-    assistant = tiny_model(seed=1)
+def test_assisted_and_prompt_lookup_decoding_match_greedy(make_tiny_model):
+    model = make_tiny_model()
+    assistant = make_tiny_model(seed=1)
     input_ids, attention_mask, _ = random_batch(batch=1, src_len=6)
     kw = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=8)
     greedy = model.generate(**kw).tolist()
@@ -329,8 +320,8 @@ def test_assisted_and_prompt_lookup_decoding_match_greedy():
     assert model.generate(**kw, prompt_lookup_num_tokens=2).tolist() == greedy
 
 
-def test_generate_dict_outputs_include_attentions_with_eager():
-    model = tiny_model(attn_implementation="eager")
+def test_generate_dict_outputs_include_attentions_with_eager(make_tiny_model):
+    model = make_tiny_model(attn_implementation="eager")
     input_ids, attention_mask, _ = random_batch(batch=2, src_len=5)
     out = model.generate(
         input_ids=input_ids,
@@ -350,8 +341,8 @@ def test_generate_dict_outputs_include_attentions_with_eager():
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 3e-2), (torch.float16, 1e-2)])
 @pytest.mark.parametrize("side", ["right", "left"])
-def test_eager_and_sdpa_agree(dtype, tol, side):
-    model = tiny_model().to(dtype)
+def test_eager_and_sdpa_agree(make_tiny_model, dtype, tol, side):
+    model = make_tiny_model().to(dtype)
     input_ids, attention_mask, dec = random_batch()
     if side == "left":
         lengths = attention_mask.sum(1)
@@ -366,8 +357,8 @@ def test_eager_and_sdpa_agree(dtype, tol, side):
     torch.testing.assert_close(outs["eager"], outs["sdpa"], atol=tol, rtol=tol)
 
 
-def test_encoder_and_cross_attention_are_never_causal():
-    model = tiny_model()
+def test_encoder_and_cross_attention_are_never_causal(make_tiny_model):
+    model = make_tiny_model()
     for name, module in model.named_modules():
         if name.endswith("self_attn") or name.endswith("encoder_attn"):
             assert module.is_causal == (name.startswith("model.decoder") and name.endswith("self_attn")), name
@@ -382,8 +373,8 @@ def test_encoder_and_cross_attention_are_never_causal():
     assert not torch.allclose(a[:, 0], b[:, 0])  # the first target position attends to every source token
 
 
-def test_custom_4d_mask_is_used():
-    model = tiny_model(attn_implementation="eager")
+def test_custom_4d_mask_is_used(make_tiny_model):
+    model = make_tiny_model(attn_implementation="eager")
     input_ids, _, dec = random_batch(batch=1, src_len=5)
     # A 4D additive mask that hides source token 4 must equal the 2D padding mask that does the same.
     two_d = torch.tensor([[1, 1, 1, 1, 0]])
@@ -399,8 +390,8 @@ def test_custom_4d_mask_is_used():
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def test_outputs_hidden_states_attentions_and_tuples():
-    model = tiny_model(attn_implementation="eager")
+def test_outputs_hidden_states_attentions_and_tuples(make_tiny_model):
+    model = make_tiny_model(attn_implementation="eager")
     input_ids, attention_mask, dec = random_batch()
     out = model(
         input_ids=input_ids,
@@ -438,8 +429,8 @@ def test_base_model_returns_seq2seq_model_output():
     assert isinstance(out, Seq2SeqModelOutput) and out.last_hidden_state.shape == (3, 5, 32)
 
 
-def test_inputs_embeds_equal_input_ids():
-    model = tiny_model()
+def test_inputs_embeds_equal_input_ids(make_tiny_model):
+    model = make_tiny_model()
     input_ids, attention_mask, dec = random_batch()
     emb = model.get_input_embeddings()
     a = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=dec).logits
@@ -447,8 +438,8 @@ def test_inputs_embeds_equal_input_ids():
     torch.testing.assert_close(a, b)
 
 
-def test_batched_equals_single():
-    model = tiny_model()
+def test_batched_equals_single(make_tiny_model):
+    model = make_tiny_model()
     input_ids, attention_mask, dec = random_batch()
     batched = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=dec).logits
     for i in range(3):
@@ -458,8 +449,8 @@ def test_batched_equals_single():
         torch.testing.assert_close(single.logits, batched[i : i + 1], atol=1e-5, rtol=1e-5)
 
 
-def test_three_way_tied_embeddings_and_untied_option(tmp_path):
-    model = tiny_model()
+def test_three_way_tied_embeddings_and_untied_option(make_tiny_model, tmp_path):
+    model = make_tiny_model()
     shared = model.model.shared.weight
     assert model.model.encoder.embed_tokens.weight is shared
     assert model.model.decoder.embed_tokens.weight is shared
@@ -475,7 +466,7 @@ def test_three_way_tied_embeddings_and_untied_option(tmp_path):
     assert loaded.model.encoder.embed_tokens.weight is s and loaded.model.decoder.embed_tokens.weight is s
     assert loaded.lm_head.weight.data_ptr() == s.data_ptr()
 
-    untied = tiny_model(tie_word_embeddings=False)
+    untied = make_tiny_model(tie_word_embeddings=False)
     ws = [untied.model.encoder.embed_tokens.weight, untied.model.decoder.embed_tokens.weight, untied.lm_head.weight]
     assert len({w.data_ptr() for w in ws}) == 3
     input_ids, attention_mask, dec = random_batch()
@@ -483,8 +474,8 @@ def test_three_way_tied_embeddings_and_untied_option(tmp_path):
     assert all(p.grad is not None for p in untied.parameters())
 
 
-def test_untied_checkpoints_and_full_state_dicts_load(tmp_path):
-    untied = tiny_model(tie_word_embeddings=False)
+def test_untied_checkpoints_and_full_state_dicts_load(make_tiny_model, tmp_path):
+    untied = make_tiny_model(tie_word_embeddings=False)
     untied.save_pretrained(tmp_path / "untied")
     loaded, info = VanillaTransformerForConditionalGeneration.from_pretrained(
         tmp_path / "untied", output_loading_info=True
@@ -497,7 +488,7 @@ def test_untied_checkpoints_and_full_state_dicts_load(tmp_path):
     # A checkpoint written by a tool that saves every tied copy separately still loads, and ties.
     from safetensors.torch import save_file
 
-    tied = tiny_model()
+    tied = make_tiny_model()
     tied.config.save_pretrained(tmp_path / "full")
     save_file(
         {k: v.clone().contiguous() for k, v in tied.state_dict().items()}, tmp_path / "full" / "model.safetensors"
@@ -511,8 +502,8 @@ def test_untied_checkpoints_and_full_state_dicts_load(tmp_path):
 
 
 @pytest.mark.parametrize("tied", [True, False])
-def test_resize_token_embeddings(tied):
-    model = tiny_model(tie_word_embeddings=tied)
+def test_resize_token_embeddings(make_tiny_model, tied):
+    model = make_tiny_model(tie_word_embeddings=tied)
     old = model.get_input_embeddings().weight.detach().clone()
     model.resize_token_embeddings(48)
     assert model.config.vocab_size == 48
@@ -544,8 +535,8 @@ def test_config_defaults_json_roundtrip_and_attribute_map(tmp_path, recwarn):
     assert config.model_type == "vanilla_transformer" and config.is_encoder_decoder
 
 
-def test_save_load_roundtrip_is_exact_in_safetensors_and_torch_formats(tmp_path):
-    model = tiny_model()
+def test_save_load_roundtrip_is_exact_in_safetensors_and_torch_formats(make_tiny_model, tmp_path):
+    model = make_tiny_model()
     input_ids, attention_mask, dec = random_batch()
     expected = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=dec).logits
     for sub, safe in (("st", True), ("pt", False)):
@@ -563,8 +554,8 @@ def test_save_load_roundtrip_is_exact_in_safetensors_and_torch_formats(tmp_path)
         torch.testing.assert_close(got, expected, atol=0, rtol=0)
 
 
-def test_base_model_weights_load_into_lm_class_and_back(tmp_path):
-    lm = tiny_model()
+def test_base_model_weights_load_into_lm_class_and_back(make_tiny_model, tmp_path):
+    lm = make_tiny_model()
     lm.model.save_pretrained(tmp_path / "base")
     assert type(AutoModel.from_pretrained(tmp_path / "base")) is VanillaTransformerModel
     lm2, info = VanillaTransformerForConditionalGeneration.from_pretrained(tmp_path / "base", output_loading_info=True)
@@ -575,8 +566,8 @@ def test_base_model_weights_load_into_lm_class_and_back(tmp_path):
     torch.testing.assert_close(base.encoder.layers[0].fc1.weight, lm.model.encoder.layers[0].fc1.weight)
 
 
-def test_ignore_mismatched_sizes(tmp_path):
-    tiny_model().save_pretrained(tmp_path)
+def test_ignore_mismatched_sizes(make_tiny_model, tmp_path):
+    make_tiny_model().save_pretrained(tmp_path)
     with pytest.raises(RuntimeError, match="ignore_mismatched_sizes"):
         VanillaTransformerForConditionalGeneration.from_pretrained(tmp_path, vocab_size=44)
     model, info = VanillaTransformerForConditionalGeneration.from_pretrained(
@@ -585,8 +576,8 @@ def test_ignore_mismatched_sizes(tmp_path):
     assert model.lm_head.weight.shape == (44, 32) and info["mismatched_keys"]
 
 
-def test_state_dict_keys_follow_marian():
-    keys = set(tiny_model().state_dict())
+def test_state_dict_keys_follow_marian(make_tiny_model):
+    keys = set(make_tiny_model().state_dict())
     for key in (
         "model.shared.weight",
         "model.encoder.layers.0.self_attn.q_proj.weight",
@@ -603,8 +594,8 @@ def test_state_dict_keys_follow_marian():
     assert not [k for k in keys if "final_logits_bias" in k or "embed_positions" in k]
 
 
-def test_remote_code_loads_without_the_package(tmp_path):
-    model = tiny_model()
+def test_remote_code_loads_without_the_package(make_tiny_model, tmp_path):
+    model = make_tiny_model()
     model.save_pretrained(tmp_path)
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["auto_map"]["AutoModelForSeq2SeqLM"].startswith("modeling_vanilla_transformer.")
@@ -675,8 +666,8 @@ def test_builds_on_meta_device_and_init_covers_every_tensor():
         assert not [k for k, v in vars(module).items() if isinstance(v, torch.Tensor)], type(module).__name__
 
 
-def test_initialisation_scales():
-    model = tiny_model(d_model=64, encoder_attention_heads=4, decoder_attention_heads=4)
+def test_initialisation_scales(make_tiny_model):
+    model = make_tiny_model(d_model=64, encoder_attention_heads=4, decoder_attention_heads=4)
     emb = model.model.shared.weight[4:]
     assert emb.std().item() == pytest.approx(64**-0.5, rel=0.1)
     assert torch.all(model.model.shared.weight[PAD] == 0)
@@ -685,8 +676,8 @@ def test_initialisation_scales():
     assert torch.all(model.model.encoder.layers[0].fc1.bias == 0)
 
 
-def test_runs_without_special_token_ids():
-    model = tiny_model(pad_token_id=None, bos_token_id=None, eos_token_id=None)
+def test_runs_without_special_token_ids(make_tiny_model):
+    model = make_tiny_model(pad_token_id=None, bos_token_id=None, eos_token_id=None)
     input_ids, attention_mask, dec = random_batch()
     out = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=dec)
     assert torch.isfinite(out.logits).all()
@@ -697,8 +688,8 @@ def test_runs_without_special_token_ids():
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def test_loss_is_token_cross_entropy_ignoring_minus_100_and_shifts_labels():
-    model = tiny_model()
+def test_loss_is_token_cross_entropy_ignoring_minus_100_and_shifts_labels(make_tiny_model):
+    model = make_tiny_model()
     input_ids, attention_mask, _ = random_batch()
     labels = torch.randint(4, 40, (3, 5))
     labels[0, 3:] = -100
@@ -717,12 +708,12 @@ def test_loss_is_token_cross_entropy_ignoring_minus_100_and_shifts_labels():
 
 
 @pytest.mark.parametrize("reentrant", [True, False])
-def test_gradient_checkpointing_gives_the_same_gradients(reentrant):
+def test_gradient_checkpointing_gives_the_same_gradients(make_tiny_model, reentrant):
     input_ids, attention_mask, _ = random_batch()
     labels = torch.randint(4, 40, (3, 5))
     grads = []
     for checkpointing in (False, True):
-        model = tiny_model().train()
+        model = make_tiny_model().train()
         if checkpointing:
             model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": reentrant})
             if reentrant:
@@ -734,8 +725,8 @@ def test_gradient_checkpointing_gives_the_same_gradients(reentrant):
         torch.testing.assert_close(grads[1][name], g, atol=1e-5, rtol=1e-4)
 
 
-def test_dropout_is_on_embeddings_and_sublayers_in_training_only():
-    model = tiny_model(dropout=0.5)
+def test_dropout_is_on_embeddings_and_sublayers_in_training_only(make_tiny_model):
+    model = make_tiny_model(dropout=0.5)
     input_ids, attention_mask, dec = random_batch()
     kw = dict(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=dec)
     model.eval()
@@ -765,8 +756,8 @@ def test_tiny_model_learns_a_copy_task():
     assert model.generate(input_ids=src, max_new_tokens=8)[0, 1:7].tolist() == src[0].tolist()
 
 
-def test_torch_compile_forward_and_generation():
-    model = tiny_model()
+def test_torch_compile_forward_and_generation(make_tiny_model):
+    model = make_tiny_model()
     input_ids, attention_mask, dec = random_batch()
     expected = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=dec).logits
     compiled = torch.compile(model, backend="eager", fullgraph=False)
@@ -812,8 +803,8 @@ def test_unknown_preset_raises():
         VanillaTransformerConfig.from_preset("huge")
 
 
-def test_bad_inputs_raise():
-    model = tiny_model()
+def test_bad_inputs_raise(make_tiny_model):
+    model = make_tiny_model()
     input_ids, attention_mask, dec = random_batch()
     with pytest.raises(ValueError, match="max_position_embeddings=64"):
         model(input_ids=torch.full((1, 65), 5), decoder_input_ids=dec[:1])

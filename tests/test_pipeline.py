@@ -15,7 +15,8 @@ SOURCES = [source for source, _ in SPLITS.valid[:6]] + ["twelve", "a hundred", "
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory, tiny_model_dir):
+def pipeline_model_dir(tmp_path_factory, tiny_model_dir):
+    """A copy of the tiny model directory with the pipeline's remote code added (`add_pipeline_support`)."""
     directory = tmp_path_factory.mktemp("pipeline") / "model"
     shutil.copytree(tiny_model_dir, directory)
     add_pipeline_support(directory)
@@ -23,10 +24,10 @@ def model_dir(tmp_path_factory, tiny_model_dir):
 
 
 @pytest.fixture(scope="module")
-def expected(model_dir):
+def expected(pipeline_model_dir):
     """Each source translated alone by `generate`, with beam size 4 (the saved generation config's) and greedily."""
-    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForSeq2SeqLM.from_pretrained(pipeline_model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(pipeline_model_dir)
 
     def translate(source, num_beams):
         output = model.generate(**tokenizer(source, return_tensors="pt"), num_beams=num_beams, max_new_tokens=24)
@@ -38,9 +39,11 @@ def expected(model_dir):
     return {"beam": beam, "greedy": greedy}
 
 
-def test_translation_pipeline_uses_the_saved_generation_config(model_dir, expected):
-    assert json.loads((model_dir / "generation_config.json").read_text())["num_beams"] == GENERATION["num_beams"]
-    translator = pipeline("translation", model=str(model_dir), trust_remote_code=True)
+def test_translation_pipeline_uses_the_saved_generation_config(pipeline_model_dir, expected):
+    assert (
+        json.loads((pipeline_model_dir / "generation_config.json").read_text())["num_beams"] == GENERATION["num_beams"]
+    )
+    translator = pipeline("translation", model=str(pipeline_model_dir), trust_remote_code=True)
 
     batched = translator(SOURCES, batch_size=4)  # padded batches of 4, 4 and 1
     assert batched == [{"translation_text": text} for text in expected["beam"]]
@@ -54,21 +57,21 @@ def test_translation_pipeline_uses_the_saved_generation_config(model_dir, expect
     assert [results[0]["translation_text"] for results in several] == expected["beam"][:2]
 
 
-def test_text2text_generation_pipeline(model_dir, expected):
-    generator = pipeline("text2text-generation", model=str(model_dir), trust_remote_code=True)
+def test_text2text_generation_pipeline(pipeline_model_dir, expected):
+    generator = pipeline("text2text-generation", model=str(pipeline_model_dir), trust_remote_code=True)
 
     assert generator(SOURCES, batch_size=2) == [{"generated_text": text} for text in expected["beam"]]
     (ids,) = generator(SOURCES[0], return_tensors=True)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(pipeline_model_dir)
     assert tokenizer.decode(ids["generated_token_ids"], skip_special_tokens=True) == expected["beam"][0]
 
 
-def test_pipeline_needs_trust_remote_code_and_the_shipped_code(model_dir, tmp_path):
+def test_pipeline_needs_trust_remote_code_and_the_shipped_code(pipeline_model_dir, tmp_path):
     with pytest.raises(ValueError, match="trust_remote_code=True"):
-        pipeline("translation", model=str(model_dir))
+        pipeline("translation", model=str(pipeline_model_dir))
 
     plain = tmp_path / "plain"
-    shutil.copytree(model_dir, plain, ignore=shutil.ignore_patterns("pipeline_vanilla_transformer.py"))
+    shutil.copytree(pipeline_model_dir, plain, ignore=shutil.ignore_patterns("pipeline_vanilla_transformer.py"))
     config = json.loads((plain / "config.json").read_text())
     del config["custom_pipelines"]
     (plain / "config.json").write_text(json.dumps(config))
@@ -78,16 +81,16 @@ def test_pipeline_needs_trust_remote_code_and_the_shipped_code(model_dir, tmp_pa
     with pytest.raises(ValueError, match="model_dir=.* has no config.json"):
         add_pipeline_support(tmp_path / "empty")
     with pytest.raises(ValueError, match="inputs must be a string or a list of strings"):
-        pipeline("translation", model=str(model_dir), trust_remote_code=True)([3])
+        pipeline("translation", model=str(pipeline_model_dir), trust_remote_code=True)([3])
 
 
-def test_translation_pipeline_runs_the_papers_search_from_the_exported_config(model_dir, tmp_path):
+def test_translation_pipeline_runs_the_papers_search_from_the_exported_config(pipeline_model_dir, tmp_path):
     """A model exported with `paper_generation_config` (GNMT alpha 0.6, input length + 50, exact stop): the
     pipeline translates exactly as `translate` does (remote code: `test_remote_code_loads_without_the_package`)."""
     from vanilla_transformer.translation import paper_generation_config, translate
 
     paper_dir = tmp_path / "paper"
-    shutil.copytree(model_dir, paper_dir)
+    shutil.copytree(pipeline_model_dir, paper_dir)
     model = AutoModelForSeq2SeqLM.from_pretrained(paper_dir)
     tokenizer = AutoTokenizer.from_pretrained(paper_dir)
     paper_generation_config(model.config, max_new_tokens=60).save_pretrained(paper_dir)

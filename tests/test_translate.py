@@ -14,11 +14,10 @@ import beam_oracle
 import copy_task
 import pytest
 import torch
-from tiny_model import load_script, tiny_config
+from tiny_model import load_script
 from torch.nn import functional as F
 from transformers import GenerationConfig
 
-from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.export.model_dir import save_model_dir
 from vanilla_transformer.generation_vanilla_transformer import gnmt_length_penalty
 from vanilla_transformer.tokenization import EOS_ID, train_tokenizer
@@ -28,36 +27,6 @@ from vanilla_transformer.translation import (
     translate,
     translate_ids,
 )
-
-
-def tiny_model(
-    vocab_size: int, seed: int, head_std: float = 0.5, eos_std: float = 1.5, d_model: int = 16, **overrides
-):
-    """A random model whose output distributions are neither flat nor one-hot, and whose </s> probability varies."""
-    torch.manual_seed(seed)
-    config = tiny_config(
-        vocab_size,
-        d_model=d_model,
-        encoder_layers=1,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        encoder_ffn_dim=32,
-        decoder_ffn_dim=32,
-        tie_word_embeddings=False,
-        **overrides,
-    )
-    model = VanillaTransformerForConditionalGeneration(config).eval()
-    with torch.no_grad():
-        model.lm_head.weight.normal_(0.0, head_std)
-        model.lm_head.weight[EOS_ID].normal_(0.0, eos_std)
-    return model
-
-
-def padded_batch(sources: list[list[int]], pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(map(len, sources))
-    input_ids = torch.tensor([source + [pad_id] * (width - len(source)) for source in sources])
-    attention_mask = torch.tensor([[1] * len(source) + [0] * (width - len(source)) for source in sources])
-    return input_ids, attention_mask
 
 
 def test_gnmt_length_penalty_values():
@@ -86,7 +55,9 @@ def transformers_beam_search(model, input_ids, num_beams: int, max_new_tokens: i
     return model.generate(input_ids=input_ids, generation_config=settings, return_dict_in_generate=True).sequences
 
 
-def assert_equals_transformers_at_alpha_zero(model, sources: list[list[int]], offset: int, pad_id: int) -> dict:
+def assert_equals_transformers_at_alpha_zero(
+    padded_batch, model, sources: list[list[int]], offset: int, pad_id: int
+) -> dict:
     """At alpha = 0 both length penalties are 1: the searches must agree token for token, sentence by sentence, and
     in a padded batch each sentence gets the same output, padded to the longest. Returns how the outputs ended."""
     ended = {"with </s>": 0, "at the maximum length": 0}
@@ -105,13 +76,13 @@ def assert_equals_transformers_at_alpha_zero(model, sources: list[list[int]], of
     return ended
 
 
-def test_beam_search_at_alpha_zero_equals_transformers_own(decoder_steps):
+def test_beam_search_at_alpha_zero_equals_transformers_own(make_peaked_model, padded_batch, decoder_steps):
     sources = [[5, 6, 7, 8, 9, 10, EOS_ID], [11, 4, 5, EOS_ID], [7, EOS_ID], [4, 4, 9, 10, 6, EOS_ID]]
     ended = {"with </s>": 0, "at the maximum length": 0}
     for seed in range(3):
-        model = tiny_model(vocab_size=12, seed=seed, head_std=0.3, eos_std=1.0)
+        model = make_peaked_model(vocab_size=12, seed=seed, head_std=0.3, eos_std=1.0)
         decoder_steps.clear()
-        for how, count in assert_equals_transformers_at_alpha_zero(model, sources, 6, pad_id=0).items():
+        for how, count in assert_equals_transformers_at_alpha_zero(padded_batch, model, sources, 6, pad_id=0).items():
             ended[how] += count
         assert decoder_steps, "our search did not run on the fast decoder"
         decoder_steps.clear()
@@ -140,11 +111,11 @@ def sequence_log_probs(model, source: list[int], outputs: list[list[int]]) -> li
     return (token_log_probs * (labels != -100)).sum(dim=-1).tolist()
 
 
-def test_exhaustive_beam_search_finds_the_best_gnmt_score_by_brute_force():
+def test_exhaustive_beam_search_finds_the_best_gnmt_score_by_brute_force(make_peaked_model, padded_batch):
     """With a beam wide enough never to prune, the result must be the argmax of log P(Y) / ((5 + |Y|) / 6) ** 0.6
     over every possible output, each sentence with its own maximum length (input length + offset)."""
     vocab_size, offset, alpha = 5, 2, 0.6
-    model = tiny_model(vocab_size, seed=0, head_std=0.3, eos_std=1.0)
+    model = make_peaked_model(vocab_size, seed=0, head_std=0.3, eos_std=1.0)
     sources = [[4, EOS_ID], [EOS_ID], [4, 4, EOS_ID], [1, 4, EOS_ID], [4, 1, EOS_ID]]
     longest = max(map(len, sources)) + offset
     num_beams = (vocab_size - 1) ** (longest - 1) * vocab_size  # more than all live prefixes times the vocabulary
@@ -168,13 +139,13 @@ def test_exhaustive_beam_search_finds_the_best_gnmt_score_by_brute_force():
 
 
 @pytest.mark.parametrize("alpha", [0.6, 0.0, 2.0])
-def test_beam_search_equals_the_oracle(alpha, decoder_steps):
+def test_beam_search_equals_the_oracle(make_peaked_model, padded_batch, alpha, decoder_steps):
     """Stopping early must not change the result, and the cache and batching must not either: the fast search on
     the incremental decoder gives the plain search's result (`beam_oracle`), each sentence its own maximum length."""
     sources = [[5, 6, 7, 8, EOS_ID], [11, 4, EOS_ID], [7, EOS_ID], [4, 9, 10, 6, 4, 5, EOS_ID]]
     offset = 4
     for seed in range(3):
-        model = tiny_model(vocab_size=12, seed=seed, head_std=0.3, eos_std=1.0)
+        model = make_peaked_model(vocab_size=12, seed=seed, head_std=0.3, eos_std=1.0)
         decoder_steps.clear()
         result = translate_ids(
             model, *padded_batch(sources), num_beams=3, length_penalty=alpha, max_length_offset=offset
@@ -186,12 +157,12 @@ def test_beam_search_equals_the_oracle(alpha, decoder_steps):
             assert found[: len(expected)] == expected and all(token == 0 for token in found[len(expected) :])
 
 
-def test_the_oracle_tells_a_search_that_ignores_the_penalty():
+def test_the_oracle_tells_a_search_that_ignores_the_penalty(make_peaked_model, padded_batch):
     """Equality with the oracle is not automatic: the search without the penalty differs from the oracle with it."""
     sources = [[5, 6, 7, 8, EOS_ID], [11, 4, EOS_ID], [7, EOS_ID], [4, 9, 10, 6, 4, 5, EOS_ID]]
     differs = 0
     for seed in range(3):
-        model = tiny_model(vocab_size=12, seed=seed, head_std=0.3, eos_std=1.0)
+        model = make_peaked_model(vocab_size=12, seed=seed, head_std=0.3, eos_std=1.0)
         unpenalised = translate_ids(
             model, *padded_batch(sources), num_beams=3, length_penalty=0.0, max_length_offset=4
         )
@@ -219,7 +190,9 @@ def marian_sources(copy_model) -> list[list[int]]:
     return copy_model[1](copy_task.sentences(6, seed=5))["input_ids"]
 
 
-def test_a_marian_model_searches_through_the_adapter_as_transformers_at_alpha_zero(marian, copy_model, monkeypatch):
+def test_a_marian_model_searches_through_the_adapter_as_transformers_at_alpha_zero(
+    marian, copy_model, padded_batch, monkeypatch
+):
     """Any Hugging Face encoder-decoder with a cache runs the same search (`decoding.CachedStepDecoder`): at
     alpha 0, transformers' own beam search on MarianMT; and translate() gives our model's translations."""
     from vanilla_transformer.decoding import CachedStepDecoder
@@ -228,7 +201,7 @@ def test_a_marian_model_searches_through_the_adapter_as_transformers_at_alpha_ze
     step = CachedStepDecoder.step
     monkeypatch.setattr(CachedStepDecoder, "step", lambda self, tokens: steps.append(1) or step(self, tokens))
     sources, pad = marian_sources(copy_model), marian.config.pad_token_id
-    ended = assert_equals_transformers_at_alpha_zero(marian, sources, 5, pad_id=pad)
+    ended = assert_equals_transformers_at_alpha_zero(padded_batch, marian, sources, 5, pad_id=pad)
     assert steps, "the adapter did not run"
     assert ended["with </s>"] > 0
     model, tokenizer = copy_model
@@ -237,7 +210,7 @@ def test_a_marian_model_searches_through_the_adapter_as_transformers_at_alpha_ze
 
 
 @pytest.mark.parametrize("alpha", [0.6, 2.0])
-def test_a_marian_model_searches_through_the_adapter_as_the_oracle(marian, copy_model, alpha):
+def test_a_marian_model_searches_through_the_adapter_as_the_oracle(padded_batch, marian, copy_model, alpha):
     sources, pad = marian_sources(copy_model), marian.config.pad_token_id
     search = dict(num_beams=3, length_penalty=alpha, max_length_offset=4)
     result = translate_ids(marian, *padded_batch(sources, pad), **search)
@@ -298,8 +271,8 @@ def test_hand_computed_length_penalty_decision(alpha, expected):
     assert output[0, 1:].tolist() == expected
 
 
-def test_each_sentence_stops_at_its_own_input_length_plus_offset():
-    model = tiny_model(vocab_size=12, seed=0)
+def test_each_sentence_stops_at_its_own_input_length_plus_offset(make_peaked_model, padded_batch):
+    model = make_peaked_model(vocab_size=12, seed=0)
     pad_id = model.config.pad_token_id
     with torch.no_grad():  # </s> and <pad> never win: their logits are -100 * d_model, the last layer norm's bias 1
         model.model.decoder.layers[-1].final_layer_norm.bias.fill_(1.0)
@@ -317,8 +290,8 @@ def tokenizer():
     return train_tokenizer(words.split() * 3, vocab_size=300)
 
 
-def test_translate_keeps_order_and_model_mode(tokenizer):
-    model = tiny_model(vocab_size=len(tokenizer), seed=0)
+def test_translate_keeps_order_and_model_mode(make_peaked_model, tokenizer):
+    model = make_peaked_model(vocab_size=len(tokenizer), seed=0)
     sentences = ["one two", "three four five six seven eight", "", "nine", "ten ten ten ten"]
     model.train()
     batched = translate(model, tokenizer, sentences, num_beams=3, max_length_offset=3, batch_size=2)
@@ -334,10 +307,10 @@ def test_translate_keeps_order_and_model_mode(tokenizer):
     assert batched[1] == tokenizer.decode(expected, skip_special_tokens=True)
 
 
-def test_trace_beam_search_is_translate_step_by_step(tokenizer):
+def test_trace_beam_search_is_translate_step_by_step(make_peaked_model, tokenizer):
     """The trace's text is translate()'s; its winner is the finished hypothesis with the best GNMT score; its
     log-probabilities are those of teacher forcing, and its scores log P / ((5 + |Y|) / 6) ** alpha."""
-    model = tiny_model(vocab_size=len(tokenizer), seed=2, head_std=0.3, eos_std=1.0)
+    model = make_peaked_model(vocab_size=len(tokenizer), seed=2, head_std=0.3, eos_std=1.0)
     search = dict(num_beams=3, length_penalty=0.6, max_length_offset=4)
     for sentence in ["one two", "three four five six seven eight", "nine", ""]:
         trace = trace_beam_search(model, tokenizer, sentence, **search)
@@ -363,17 +336,17 @@ def test_trace_beam_search_is_translate_step_by_step(tokenizer):
 
 
 @pytest.mark.parametrize("name", ["num_beams", "length_penalty", "max_length_offset"])
-def test_a_search_setting_of_none_is_named(tokenizer, name):
+def test_a_search_setting_of_none_is_named(make_peaked_model, tokenizer, name):
     """None is "not given" on the command line, never a search setting: translate() names it before decoding."""
-    model = tiny_model(vocab_size=len(tokenizer), seed=0)
+    model = make_peaked_model(vocab_size=len(tokenizer), seed=0)
     with pytest.raises(ValueError, match=f"{name} must be given, got {name}=None"):
         translate(model, tokenizer, ["one"], **{name: None})
     with pytest.raises(ValueError, match=f"{name} must be given, got {name}=None"):
         trace_beam_search(model, tokenizer, "one", **{name: None})
 
 
-def test_translate_and_evaluate_scripts(tokenizer, tmp_path, monkeypatch, capsys):
-    model = tiny_model(vocab_size=len(tokenizer), seed=1)
+def test_translate_and_evaluate_scripts(make_peaked_model, tokenizer, tmp_path, monkeypatch, capsys):
+    model = make_peaked_model(vocab_size=len(tokenizer), seed=1)
     generation_config = paper_generation_config(model.config, max_new_tokens=20)
     model_dir = save_model_dir(model, tokenizer, tmp_path / "model", generation_config=generation_config)
     sentences = ["one two three", "four", "five six seven eight nine"]
@@ -421,10 +394,12 @@ def test_translate_and_evaluate_scripts(tokenizer, tmp_path, monkeypatch, capsys
         evaluate_script.main(["--hypotheses", str(hypotheses), "--reference", str(tmp_path / "missing.de")])
 
 
-def test_translate_takes_its_input_file_as_an_argument_too(tokenizer, tmp_path, monkeypatch, capsys):
+def test_translate_takes_its_input_file_as_an_argument_too(
+    make_peaked_model, tokenizer, tmp_path, monkeypatch, capsys
+):
     """``translate --model M file.txt`` is ``translate --model M --input file.txt``; ``-`` is standard input; the
     file given both ways is an error, and a missing one is named."""
-    model = tiny_model(vocab_size=len(tokenizer), seed=1)
+    model = make_peaked_model(vocab_size=len(tokenizer), seed=1)
     generation_config = paper_generation_config(model.config, max_new_tokens=20)
     model_dir = str(save_model_dir(model, tokenizer, tmp_path / "model", generation_config=generation_config))
     sentences = ["one two three", "four", "five six seven eight nine"]
@@ -511,13 +486,15 @@ def test_evaluate_reads_pipes_fifos_and_standard_input(tmp_path, monkeypatch, ca
         evaluate.main(["--hypotheses", str(hypotheses), "--reference", str(tmp_path)])
 
 
-def test_translate_and_evaluate_scripts_search_as_the_model_directory_asks(tokenizer, tmp_path, capsys):
+def test_translate_and_evaluate_scripts_search_as_the_model_directory_asks(
+    make_peaked_model, tokenizer, tmp_path, capsys
+):
     """A trained model's generation_config.json (the run's beam size, alpha and offset, which model.generate() uses)
     is the scripts' default search; the options override it; a generation config that does not ask for GNMT's
     penalty (its |Y|^alpha is another search) leaves section 6.1's defaults."""
     from transformers import GenerationConfig
 
-    model = tiny_model(vocab_size=len(tokenizer), seed=1)
+    model = make_peaked_model(vocab_size=len(tokenizer), seed=1)
     sentences = ["one two three", "four", "five six seven eight nine", "ten ten", "eleven twelve thirteen"]
     source = tmp_path / "test.en"
     source.write_text("\n".join(sentences) + "\n", encoding="utf-8")

@@ -18,13 +18,8 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory, tiny_model_dir):
-    return tiny_model_dir
-
-
-@pytest.fixture(scope="module")
-def model_and_tokenizer(model_dir):
-    return load_model_dir(model_dir)
+def model_and_tokenizer(tiny_model_dir):
+    return load_model_dir(tiny_model_dir)
 
 
 def expected_tokens(tokenizer, ids):
@@ -140,9 +135,9 @@ def test_bad_inputs_raise(model_and_tokenizer, tmp_path):
     assert not any(tmp_path.iterdir())
 
 
-def test_script_writes_the_chosen_maps(model_dir, tmp_path):
+def test_script_writes_the_chosen_maps(tiny_model_dir, tmp_path):
     exit_code = load_script("attention").main(
-        [str(model_dir), SOURCE, "--target", TARGET, "--layers", "1", "--output-dir", str(tmp_path)]
+        [str(tiny_model_dir), SOURCE, "--target", TARGET, "--layers", "1", "--output-dir", str(tmp_path)]
     )
     assert exit_code == 0
     assert sorted(path.name for path in tmp_path.iterdir()) == [

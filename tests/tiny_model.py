@@ -32,29 +32,26 @@ TINY = [
 GENERATION = dict(num_beams=4, max_new_tokens=24)
 """What an exported model's generation_config.json holds besides the token ids: the paper's beam size."""
 
-TINY_CONFIG = dict(
-    d_model=32,
-    encoder_layers=2,
-    decoder_layers=2,
-    encoder_attention_heads=4,
-    decoder_attention_heads=4,
-    encoder_ffn_dim=64,
-    decoder_ffn_dim=64,
-    dropout=0.0,
-    max_position_embeddings=64,
-)
-"""The architecture of every tiny model of the tests: 2+2 layers of width 32, 4 heads."""
+TINY_CONFIG = dict(dropout=0.0, max_position_embeddings=64)
+"""What the tests change of the configuration's ``"tiny"`` preset (2+2 layers of width 32, 4 heads): no dropout, so
+that a model is a deterministic function, and 64 positions."""
 
 
 def tiny_config(vocab_size: int = 40, **overrides) -> VanillaTransformerConfig:
-    return VanillaTransformerConfig(**{**TINY_CONFIG, "vocab_size": vocab_size, **overrides})
+    return VanillaTransformerConfig.from_preset("tiny", **{**TINY_CONFIG, "vocab_size": vocab_size, **overrides})
+
+
+def new_tiny_model(seed: int = 0, **overrides) -> VanillaTransformerForConditionalGeneration:
+    """A random model of `tiny_config` (with `overrides`), initialised from torch's generator seeded with `seed`, in
+    eval mode. Tests get it as the ``make_tiny_model`` fixture."""
+    torch.manual_seed(seed)
+    return VanillaTransformerForConditionalGeneration(tiny_config(**overrides)).eval()
 
 
 def build_model_dir(directory: Path, *, steps: int = 80, seed: int = 0) -> Path:
     """Train a tokenizer and a tiny model on `SPLITS.train` for `steps` Adam steps, and save both to `directory`."""
     tokenizer = train_tokenizer([text for pair in SPLITS.train for text in pair], vocab_size=400, min_frequency=1)
-    torch.manual_seed(seed)
-    model = VanillaTransformerForConditionalGeneration(tiny_config(len(tokenizer)))
+    model = new_tiny_model(seed, vocab_size=len(tokenizer))
     loader = DataLoader(
         tokenize_pairs(SPLITS.train, tokenizer),
         batch_size=32,
