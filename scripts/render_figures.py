@@ -412,29 +412,41 @@ def decoding_bf16_marian(results: Path) -> str:
 
 
 def lora_table(results: Path) -> str:
-    """LoRA against full fine-tuning (scripts/benchmark_lora.py)."""
+    """LoRA against full fine-tuning (scripts/benchmark_lora.py): parameters, step time, the score reached."""
     run = read_json(results, "lora.json")
-    training, generate = run["training"], run["generate"]
-    params, steps = training["parameters"], training["seconds_per_step"]
+    training = run["training"]
+    params, steps, score = training["parameters"], training["seconds_per_step"], training["score"]
     share = params["lora"]["trainable"] / params["full"]["trainable"]
+    rates = training["learning_rate"]
     rows = [
         ["trainable parameters", f"{params['full']['trainable']:,}", f"{params['lora']['trainable']:,} ({share:.1%})"],
+        ["Adam's learning rate", f"{rates['full']:g}", f"{rates['lora']:g}"],
         [
             "training step, median",
             f"{1000 * steps['full']['median_s']:.1f} ms",
             f"{1000 * steps['lora']['median_s']:.1f} ms ({training['lora_over_full_median']:.2f}x)",
         ],
+        [
+            f"exact match on {score['sentences']} held-out pairs after {training['batches']} steps "
+            f"(the base model: {score['exact_match']['base']:.1f}%)",
+            f"{score['exact_match']['full']:.1f}%",
+            f"{score['exact_match']['lora']:.1f}%",
+        ],
     ]
-    for key, search in (("greedy", "greedy"), ("beam4", "beam 4")):
-        speeds = {name: generate[key][name]["tokens_per_s"] for name in ("plain", "adapter", "merged")}
-        rows.append(
-            [
-                f"`generate()` {search}, tokens/s: plain / with the adapter / merged",
-                f"{speeds['plain']:,.0f}",
-                f"{speeds['adapter']:,.0f} / {speeds['merged']:,.0f}",
-            ]
-        )
     return table(["", "full fine-tuning", "LoRA"], ["l", "r", "r"], rows)
+
+
+def lora_generate_table(results: Path) -> str:
+    """generate() with the adapter: ours (unmerged, merged) against MarianMT with the same adapter."""
+    generate = read_json(results, "lora.json")["generate"]
+    rows = []
+    for key, search in (("greedy", "greedy"), ("beam4", "beam 4")):
+        figures = generate[key]
+        speeds = [f"{figures[name]['tokens_per_s']:,.0f}" for name in ("plain", "adapter", "merged", "marian_adapter")]
+        same = "yes" if figures["adapter_equals_merged"] and figures["adapter_equals_marian"] else "**no**"
+        rows.append([search, *speeds, f"{figures['adapter_over_marian']:.2f}x", same])
+    header = ["search", "plain", "with the adapter", "merged", "MarianMT with the adapter", "adapter: ours / Marian"]
+    return table([*header, "same tokens"], ["l", "r", "r", "r", "r", "r", "l"], rows)
 
 
 def lora_environment(results: Path) -> str:
@@ -444,6 +456,24 @@ def lora_environment(results: Path) -> str:
         f"transformers {versions['transformers']}, peft {versions['peft']}, {run['threads']} threads, 1-minute load "
         f"{run['load_average_start'][0]:.1f} before and {run['load_average_end'][0]:.1f} after"
     )
+
+
+def demo_latency(results: Path) -> str:
+    """Seconds per sentence of the demo's Translate (scripts/benchmark_demo.py)."""
+    run = read_json(results, "demo_latency.json")
+    versions = run["versions"]
+    rows = [
+        [
+            f"{run['sentences']} sentences of `{Path(run['source']).name}`, {run['threads']} threads",
+            f"{run['median_seconds']:.3f} s",
+            f"{run['p90_seconds']:.3f} s",
+            f"{run['max_seconds']:.3f} s",
+            f"{run['load_average_start'][0]:.1f}",
+            f"torch {versions['torch']}, transformers {versions['transformers']}",
+        ]
+    ]
+    header = ["input", "median", "90th percentile", "slowest", "load before", "versions"]
+    return table(header, ["l", "r", "r", "r", "r", "l"], rows)
 
 
 def transformers_common(results: Path) -> str:
@@ -479,6 +509,8 @@ FIGURES: dict[str, Callable[[Path], str]] = {
     "decoding-dtype": decoding_dtype,
     "decoding-bf16-marian": decoding_bf16_marian,
     "lora-table": lora_table,
+    "lora-generate-table": lora_generate_table,
+    "demo-latency": demo_latency,
     "lora-environment": lora_environment,
     "transformers-common": transformers_common,
 }
