@@ -1,4 +1,4 @@
-"""Render every published figure of README.md and docs/*.md from its results file in docs/results.
+"""Render every published figure of README.md, docs/*.md and the model card from its results file in docs/results.
 
 A figure sits between markers, ``<!-- figure: NAME -->`` ... ``<!-- /figure -->``: a table on lines of its own, or a
 few words inside a sentence. This script rewrites what lies between the markers from the JSON the program or
@@ -517,8 +517,10 @@ FIGURES: dict[str, Callable[[Path], str]] = {
 
 
 def pages(root: Path) -> list[Path]:
-    """The files whose figures are rendered: README.md and docs/*.md."""
-    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    """The files whose figures are rendered: README.md, docs/*.md and the model card's template (the repository's
+    model_card.md and the copy the wheel ships, which must stay identical)."""
+    card = [root / "model_card.md", root / "vanilla_transformer" / "export" / "model_card.md"]
+    return [root / "README.md", *sorted((root / "docs").glob("*.md")), *card]
 
 
 def render_text(text: str, results: Path, where: str) -> tuple[str, list[str]]:
