@@ -1,6 +1,7 @@
 """Training: the schedule, loss normalisation, presets, resuming, bad input, and two processes."""
 
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -33,6 +34,7 @@ from vanilla_transformer.training import (
     noam_learning_rate,
     noam_schedule,
     parse_args,
+    preflight,
     train,
 )
 from vanilla_transformer.training.checkpoints import (
@@ -430,6 +432,29 @@ def test_launch_mismatch_compares_what_the_launcher_recorded_with_the_processes_
     assert launch_mismatch(2, torchrun) is None
     assert "2 processes (WORLD_SIZE=2) but 1 process(es) run" in launch_mismatch(1, torchrun)
     assert launch_mismatch(4, {"OMPI_COMM_WORLD_SIZE": "4", "MASTER_ADDR": "h"}) is None  # mpirun
+
+
+def test_cpu_flags_are_read_from_cpuinfo(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n\nprocessor\t: 1\n")
+    assert preflight.cpu_flags(cpuinfo) == {"fpu", "sse2", "avx2", "avx512f", "avx512_bf16"}
+    assert preflight.cpu_flags(tmp_path / "missing") is None
+
+
+def test_bf16_on_a_cpu_without_native_bf16_is_named_with_the_fix():
+    assert "--mixed-precision no" in preflight.slow_bf16("cpu", "bf16", {"avx2", "avx512f"})
+    assert preflight.slow_bf16("cpu", "bf16", {"avx2", "avx512_bf16"}) is None
+    assert preflight.slow_bf16("cpu", "bf16", {"amx_bf16"}) is None
+    assert preflight.slow_bf16("cpu", "no", {"avx2"}) is None
+    assert preflight.slow_bf16("cuda", "bf16", set()) is None
+    assert preflight.slow_bf16("cpu", "bf16", None) is None  # flags unknown: say nothing
+
+
+def test_a_bf16_run_on_such_a_cpu_warns_in_its_log(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr("vanilla_transformer.training.loop.cpu_flags", lambda: {"avx2"})
+    with caplog.at_level(logging.WARNING):
+        train(tiny_run(tmp_path / "run", "--mixed-precision", "bf16", "--max-steps", "1"))
+    assert any("without native bf16 instructions" in record.getMessage() for record in caplog.records)
 
 
 def test_two_processes_equal_one_process_accumulating_two_micro_batches(two_process_run, tmp_path):

@@ -58,7 +58,7 @@ from .checkpoints import (
 )
 from .evaluation import Evaluator, best_validation
 from .options import TRAINING_CONFIG_NAME, TrainingConfig, micro_batch_plan
-from .preflight import launch_mismatch
+from .preflight import cpu_flags, launch_mismatch, slow_bf16
 from .results import export_model, run_environment, training_summary
 from .run_dir import inspect_run_dir, lock_run_dir, mark_run_started, prepare_run_dir
 from .schedule import noam_schedule
@@ -166,9 +166,12 @@ def _start_run(config: TrainingConfig) -> _Run:
     precision = {} if config.mixed_precision is None else {"mixed_precision": config.mixed_precision}
     accelerator = Accelerator(log_with=[jsonl, *extra_trackers], project_dir=str(run_dir), **precision)
     set_seed(config.seed, device_specific=True)  # dropout differs between processes; DDP copies rank 0's weights
-    mismatch = launch_mismatch(accelerator.num_processes)
-    if mismatch:
-        logger.warning(mismatch, main_process_only=True)
+    for problem in (
+        launch_mismatch(accelerator.num_processes),
+        slow_bf16(accelerator.device.type, accelerator.mixed_precision, cpu_flags()),
+    ):
+        if problem:
+            logger.warning(problem, main_process_only=True)
     return _Run(config, build_model_config(config), accelerator, run_dir, resume_from)
 
 
