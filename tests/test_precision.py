@@ -5,6 +5,7 @@ The precision is observed where it happens: the dtype of the outputs of the mode
 forward passes (a global forward hook), under whatever autocast the run set up."""
 
 import json
+import logging
 import math
 
 import pytest
@@ -142,3 +143,17 @@ def test_attn_implementation_flag_picks_the_attention_that_training_runs(
 def test_bad_attn_implementation_is_rejected_naming_the_option():
     with pytest.raises(ValueError, match=r"--attn-implementation must be eager or sdpa, got .*'flash'"):
         parse_args([*SHORT, "--attn-implementation", "flash"])
+
+
+def test_a_bf16_run_on_a_cpu_without_native_bf16_warns_in_its_log(tmp_path, monkeypatch, caplog, linear_dtypes):
+    """`train` names the slow case (`preflight.slow_bf16`) at the start of the run, with the CPU's flags given."""
+    monkeypatch.setattr("vanilla_transformer.training.loop.cpu_flags", lambda: {"avx2"})
+    with caplog.at_level(logging.WARNING):
+        train(parse_args([*SHORT, "--output-dir", str(tmp_path / "bf16"), "--mixed-precision", "bf16"]))
+    assert any("without native bf16 instructions" in record.getMessage() for record in caplog.records)
+    caplog.clear()
+    AcceleratorState._reset_state(reset_partial_state=True)
+    monkeypatch.setattr("vanilla_transformer.training.loop.cpu_flags", lambda: {"avx2", "avx512_bf16"})
+    with caplog.at_level(logging.WARNING):
+        train(parse_args([*SHORT, "--output-dir", str(tmp_path / "native"), "--mixed-precision", "bf16"]))
+    assert not any("without native bf16 instructions" in record.getMessage() for record in caplog.records)

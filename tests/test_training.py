@@ -1,7 +1,6 @@
 """Training: the schedule, loss normalisation, presets, resuming, bad input, and two processes."""
 
 import json
-import logging
 import os
 import socket
 import subprocess
@@ -448,13 +447,6 @@ def test_bf16_on_a_cpu_without_native_bf16_is_named_with_the_fix():
     assert preflight.slow_bf16("cpu", "no", {"avx2"}) is None
     assert preflight.slow_bf16("cuda", "bf16", set()) is None
     assert preflight.slow_bf16("cpu", "bf16", None) is None  # flags unknown: say nothing
-
-
-def test_a_bf16_run_on_such_a_cpu_warns_in_its_log(tmp_path, monkeypatch, caplog):
-    monkeypatch.setattr("vanilla_transformer.training.loop.cpu_flags", lambda: {"avx2"})
-    with caplog.at_level(logging.WARNING):
-        train(tiny_run(tmp_path / "run", "--mixed-precision", "bf16", "--max-steps", "1"))
-    assert any("without native bf16 instructions" in record.getMessage() for record in caplog.records)
 
 
 def test_two_processes_equal_one_process_accumulating_two_micro_batches(two_process_run, tmp_path):
