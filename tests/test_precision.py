@@ -13,8 +13,8 @@ import torch
 from accelerate.state import AcceleratorState
 from test_training import TINY, launch
 
-from vanilla_transformer.training import loop as loop_module
 from vanilla_transformer.training import parse_args, train
+from vanilla_transformer.training import step as step_module
 from vanilla_transformer.training.checkpoints import load_checkpoint_weights
 from vanilla_transformer.training.tracking import read_metrics
 
@@ -86,17 +86,17 @@ def test_accelerate_config_file_sets_the_precision(tmp_path):
 def test_fp16_on_cuda_skips_overflowing_steps_without_counting_them(tmp_path, linear_dtypes, monkeypatch):
     """The first step's gradients are made infinite: the loss scaler must skip it, and the run must still take
     all its steps, logged once each."""
-    real = loop_module.accumulate_gradients
+    real = step_module.accumulate_gradients
     calls = []
 
-    def overflow_once(accelerator, model, micro_batches, label_smoothing):
-        stats = real(accelerator, model, micro_batches, label_smoothing)
+    def overflow_once(accelerator, model, micro_batches, label_smoothing, loss_function):
+        stats = real(accelerator, model, micro_batches, label_smoothing, loss_function)
         calls.append(1)
         if len(calls) == 1:
             next(model.parameters()).grad.fill_(math.inf)
         return stats
 
-    monkeypatch.setattr(loop_module, "accumulate_gradients", overflow_once)
+    monkeypatch.setattr(step_module, "accumulate_gradients", overflow_once)
     results = train(parse_args([*SHORT, "--output-dir", str(tmp_path / "fp16"), "--mixed-precision", "fp16"]))
     assert linear_dtypes == {torch.float16} and results["mixed_precision"] == "fp16"
     assert results["step"] == 2 and len(calls) == 3

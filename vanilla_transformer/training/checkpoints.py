@@ -130,7 +130,10 @@ def save_checkpoint(state: TrainingState, directory: str | Path, step: int, keep
     accelerator.wait_for_everyone()
     temporary.mkdir(parents=True, exist_ok=True)
     if accelerator.is_main_process:
-        save_file(_unique_weights(accelerator.unwrap_model(state.model)), str(temporary / _WEIGHTS_NAME))
+        save_file(
+            _unique_weights(accelerator.unwrap_model(state.model, keep_torch_compile=False)),
+            str(temporary / _WEIGHTS_NAME),
+        )
         scaler = accelerator.scaler.state_dict() if accelerator.scaler is not None else None
         training_state = {
             "optimizer": state.optimizer.state_dict(),
@@ -290,7 +293,7 @@ def load_checkpoint(state: TrainingState, path: str | Path) -> None:
             f"{path} was written by {manifest['num_processes']} process(es), this run has "
             f"{accelerator.num_processes}: resume with as many, or the data order and random numbers would differ"
         )
-    load_weights(accelerator.unwrap_model(state.model), load_checkpoint_weights(path))
+    load_weights(accelerator.unwrap_model(state.model, keep_torch_compile=False), load_checkpoint_weights(path))
     saved = read_training_state(path)
     try:
         state.optimizer.load_state_dict(saved["optimizer"])

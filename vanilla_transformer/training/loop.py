@@ -24,7 +24,6 @@ Entry points: `TrainingConfig` (every setting, with `TRAINING_PRESETS`), `parse_
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from collections.abc import Iterator
@@ -63,7 +62,7 @@ from .results import export_model, run_environment, training_summary
 from .run_dir import inspect_run_dir, lock_run_dir, mark_run_started, prepare_run_dir
 from .schedule import noam_schedule
 from .setup import RunData, build_model_config, prepare_data
-from .step import accumulate_gradients, to_device
+from .step import TrainStep, compile_count, compiled_loss, compiling, prefer_dynamic_shapes, to_device
 from .tracking import JsonlTracker, plot_metrics
 
 logger = get_logger(__name__)
@@ -141,8 +140,9 @@ class _Run:
 class _Trainer:
     """What the training loop updates, and how it batches."""
 
-    model: Any  # as prepared by the Accelerator (DDP-wrapped with several processes)
+    model: Any  # as prepared by the Accelerator (DDP-wrapped with several processes, compiled if asked)
     unwrapped: VanillaTransformerForConditionalGeneration
+    step: TrainStep
     optimizer: Any
     scheduler: torch.optim.lr_scheduler.LambdaLR
     progress: TrainingProgress
@@ -163,8 +163,10 @@ def _start_run(config: TrainingConfig) -> _Run:
     extra_trackers = [name for name in config.report_to.split(",") if name]
     # Without --mixed-precision, Accelerate's own sources decide: accelerate launch --mixed_precision, the accelerate
     # config file, ACCELERATE_MIXED_PRECISION. Passing mixed_precision="no" here would override all of them.
-    precision = {} if config.mixed_precision is None else {"mixed_precision": config.mixed_precision}
-    accelerator = Accelerator(log_with=[jsonl, *extra_trackers], project_dir=str(run_dir), **precision)
+    # The same for compiling: accelerate launch --dynamo_backend, the config file, ACCELERATE_DYNAMO_BACKEND.
+    chosen = {"mixed_precision": config.mixed_precision, "dynamo_backend": config.dynamo_backend}
+    chosen = {name: value for name, value in chosen.items() if value is not None}
+    accelerator = Accelerator(log_with=[jsonl, *extra_trackers], project_dir=str(run_dir), **chosen)
     set_seed(config.seed, device_specific=True)  # dropout differs between processes; DDP copies rank 0's weights
     for problem in (
         launch_mismatch(accelerator.num_processes),
@@ -202,7 +204,8 @@ def _build_trainer(run: _Run, data: RunData) -> _Trainer:
         model.set_attn_implementation(config.attn_implementation)
     optimizer = torch.optim.Adam(model.parameters(), betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_eps)
     scheduler = noam_schedule(optimizer, model.config.d_model, config.warmup_steps, config.lr_scale)
-    model, optimizer = accelerator.prepare(model, optimizer)
+    prefer_dynamic_shapes(accelerator)
+    model, optimizer = accelerator.prepare(model, optimizer)  # compiles the model if the dynamo plugin is on
     progress = TrainingProgress()
     # The scheduler is not `prepare`d: Accelerate would step it once per process for every optimizer step.
     state = TrainingState(accelerator, model, optimizer, scheduler, progress)
@@ -210,15 +213,25 @@ def _build_trainer(run: _Run, data: RunData) -> _Trainer:
         load_checkpoint(state, run.resume_from)
     mark_run_started(accelerator, config)
     accelerator.init_trackers("vanilla-transformer", config=asdict(config))
-    unwrapped = accelerator.unwrap_model(model)
+    unwrapped = accelerator.unwrap_model(model, keep_torch_compile=False)  # evaluation runs eagerly
     evaluator = Evaluator(accelerator, unwrapped, data, config)
-    trainer = _Trainer(model, unwrapped, optimizer, scheduler, progress, state, sampler, grad_accum, evaluator)
+    step = TrainStep(
+        accelerator,
+        model,
+        optimizer,
+        scheduler,
+        config.label_smoothing,
+        config.max_grad_norm,
+        compiled_loss(accelerator),
+    )
+    trainer = _Trainer(model, unwrapped, step, optimizer, scheduler, progress, state, sampler, grad_accum, evaluator)
     tokens_per_step = max_tokens * grad_accum * accelerator.num_processes
     logger.info(
         f"{trainer.unwrapped.num_parameters():,} parameters; {len(data.train):,} training pairs; "
         f"{accelerator.num_processes} process(es) x {grad_accum} micro-batch(es) x at most {max_tokens:,} "
         f"tokens = {tokens_per_step:,} tokens per step; {sampler.batches_per_replica:,} batches per process and "
-        f"epoch; {sampler.padding_fraction():.2%} padding; precision {accelerator.mixed_precision}",
+        f"epoch; {sampler.padding_fraction():.2%} padding; precision {accelerator.mixed_precision}; "
+        f"{_compile_description(accelerator)}",
         main_process_only=True,
     )
     if config.grad_accum is None and config.tokens_per_step and tokens_per_step > 1.1 * config.tokens_per_step:
@@ -250,7 +263,9 @@ class _LogWindow:
         """Start timing anew (after an evaluation or a checkpoint, which are not training throughput)."""
         self.start = time.perf_counter()
 
-    def log(self, accelerator: Accelerator, bar: tqdm, step: int, learning_rate: float, epoch: int) -> None:
+    def log(
+        self, accelerator: Accelerator, bar: tqdm, step: int, learning_rate: float, epoch: int, train_step: TrainStep
+    ) -> None:
         totals = dict(
             zip(self.stats, accelerator.reduce(torch.stack(list(self.stats.values())), "sum").tolist(), strict=True)
         )
@@ -264,12 +279,34 @@ class _LogWindow:
             "padding_share": 1 - totals["tokens"] / totals["positions"],
             "epoch": epoch,
         }
+        if compiling(accelerator):
+            logs.update(compilations=train_step.compilations, compile_seconds=train_step.compile_seconds)
         accelerator.log(logs, step=step)
         bar.set_postfix(
             loss=f"{logs['train_loss']:.3f}", lr=f"{learning_rate:.2e}", tok_s=f"{logs['tokens_per_second']:,.0f}"
         )
         self.stats, self.steps, self.grad_norm = {}, 0, 0.0
         self.restart()
+
+
+def _compile_description(accelerator: Accelerator) -> str:
+    if not compiling(accelerator):
+        return "not compiled"
+    plugin = accelerator.state.dynamo_plugin
+    return f"compiled with torch.compile (backend {plugin.backend.value.lower()}, mode {plugin.mode}, dynamic {plugin.dynamic})"
+
+
+def _compile_results(accelerator: Accelerator, step: TrainStep) -> dict[str, Any]:
+    """How the run compiled: the backend (None when not compiled), the graphs compiled during training steps (model
+    and loss, forward and backward, recompilations included) and the wall time of the steps that compiled, which
+    counts in ``train_minutes`` and so against ``--max-train-minutes``."""
+    if not compiling(accelerator):
+        return {"dynamo_backend": None}
+    return {
+        "dynamo_backend": accelerator.state.dynamo_plugin.backend.value.lower(),
+        "compilations": step.compilations if compile_count() is not None else None,
+        "compile_seconds": step.compile_seconds,
+    }
 
 
 def _train_loop(run: _Run, data: RunData, trainer: _Trainer) -> _LogWindow:
@@ -283,19 +320,14 @@ def _train_loop(run: _Run, data: RunData, trainer: _Trainer) -> _LogWindow:
     with logging_redirect_tqdm():
         while progress.step < config.max_steps and not out_of_time(accelerator, progress, config.max_train_minutes):
             micro_batches = [to_device(next(batches), accelerator.device) for _ in range(trainer.grad_accum)]
-            stats = accumulate_gradients(accelerator, trainer.model, micro_batches, config.label_smoothing)
-            grad_norm = accelerator.clip_grad_norm_(trainer.model.parameters(), config.max_grad_norm or math.inf)
-            learning_rate = trainer.scheduler.get_last_lr()[0]
-            trainer.optimizer.step()
-            trainer.optimizer.zero_grad(set_to_none=True)
-            if accelerator.optimizer_step_was_skipped:  # fp16 overflow: the loss scale drops, the step does not count
+            taken = trainer.step(micro_batches)
+            if taken is None:  # fp16 overflow: the loss scale drops, the step does not count
                 continue
-            trainer.scheduler.step()
             progress.step += 1
             bar.update(1)
-            window.add(stats, grad_norm)
+            window.add(taken.stats, taken.grad_norm)
             if progress.step % config.log_every == 0:
-                window.log(accelerator, bar, progress.step, learning_rate, progress.epoch)
+                window.log(accelerator, bar, progress.step, taken.learning_rate, progress.epoch, trainer.step)
             if progress.step % config.eval_every == 0 and data.valid_examples:
                 trainer.evaluator.validate(progress.step)
                 window.restart()
@@ -333,6 +365,7 @@ def _finish(run: _Run, data: RunData, trainer: _Trainer, window: _LogWindow) -> 
         "train_pairs": len(data.train),
         "num_processes": accelerator.num_processes,
         "mixed_precision": accelerator.mixed_precision,
+        **_compile_results(accelerator, trainer.step),
     }
     candidates = {"averaged": averaged, "last": checkpoints[-1:]}
     chosen = "averaged"

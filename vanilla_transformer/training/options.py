@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, get_type_hints
 
+from accelerate.utils import DynamoBackend
+
 from ..configuration_vanilla_transformer import PRESETS as MODEL_PRESETS
 from ..data.spec import DATA_DIR_VARIABLE, shared_data_dir
 from ..data.spec import KINDS as DATASET_KINDS
@@ -127,6 +129,13 @@ class TrainingConfig:
         "no, fp16 or bf16 (default: what accelerate launch --mixed_precision or the accelerate config file set, "
         "else no)",
     )
+    dynamo_backend: str | None = _option(
+        None,
+        "compile the model and loss with torch.compile through Accelerate's dynamo plugin: inductor (or another "
+        "backend torch.compiler.list_backends() names), or no (default: what accelerate launch --dynamo_backend or "
+        "the accelerate config file set, else no)",
+        may_change_on_resume=True,
+    )
     attn_implementation: str | None = _option(
         None,
         "attention backend while training: eager or sdpa (default: the model's, sdpa). On a CPU under bf16, eager "
@@ -207,6 +216,11 @@ class TrainingConfig:
         if self.mixed_precision not in (None, "no", "fp16", "bf16"):
             raise ValueError(
                 f"--mixed-precision must be no, fp16 or bf16, got --mixed-precision={self.mixed_precision!r}"
+            )
+        backends = [backend.value.lower() for backend in DynamoBackend]
+        if self.dynamo_backend is not None and self.dynamo_backend.lower() not in backends:
+            raise ValueError(
+                f"--dynamo-backend must be one of {', '.join(backends)}, got --dynamo-backend={self.dynamo_backend!r}"
             )
         if self.attn_implementation not in (None, "eager", "sdpa"):
             raise ValueError(

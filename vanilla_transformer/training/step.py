@@ -1,13 +1,23 @@
-"""One optimizer step's loss: teacher-forced logits and gradient accumulation over micro-batches and processes."""
+"""One optimizer step: teacher-forced logits, gradient accumulation over micro-batches and processes, the update.
+
+`TrainStep` is the step of ``vanilla-transformer train`` (and of ``scripts/benchmark_training.py``, which times
+it). With Accelerate's dynamo plugin on (``--dynamo-backend``, ``accelerate launch --dynamo_backend``, or
+``accelerate config``), `Accelerator.prepare` compiles the model and `TrainStep` compiles the loss with the same
+settings; `compile_count` says how many graphs were compiled, so that recompilation shows in the run's log.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+import time
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
+from dataclasses import dataclass
 
 import torch
 from accelerate import Accelerator
 from accelerate.logging import get_logger
+from accelerate.utils import DynamoBackend
 
 from ..data import (
     IGNORE_INDEX,
@@ -16,6 +26,9 @@ from ..modeling_vanilla_transformer import (
     shift_tokens_right,
     token_cross_entropy,
 )
+
+LossFunction = Callable[..., torch.Tensor]
+"""``(logits [B, T, V], labels [B, T], divisor, label_smoothing=...) -> loss``, as `token_cross_entropy`."""
 
 logger = get_logger(__name__)
 
@@ -38,7 +51,11 @@ def teacher_forced_logits(model, batch: dict[str, torch.Tensor]) -> torch.Tensor
 
 
 def accumulate_gradients(
-    accelerator: Accelerator, model, micro_batches: Sequence[dict[str, torch.Tensor]], label_smoothing: float
+    accelerator: Accelerator,
+    model,
+    micro_batches: Sequence[dict[str, torch.Tensor]],
+    label_smoothing: float,
+    loss_function: LossFunction = token_cross_entropy,
 ) -> dict[str, torch.Tensor]:
     """Forward and backward the micro-batches of one optimizer step (this process's share of it).
 
@@ -59,7 +76,7 @@ def accumulate_gradients(
     for index, batch in enumerate(micro_batches):
         last = index == len(micro_batches) - 1
         with nullcontext() if last else accelerator.no_sync(model):
-            loss = token_cross_entropy(
+            loss = loss_function(
                 teacher_forced_logits(model, batch), batch["labels"], share, label_smoothing=label_smoothing
             )
             accelerator.backward(loss)
@@ -76,3 +93,97 @@ def accumulate_gradients(
             device=accelerator.device,
         ),
     }
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Compiling
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def compiling(accelerator: Accelerator) -> bool:
+    """Whether Accelerate's dynamo plugin is on: `Accelerator.prepare` then compiles the model."""
+    return accelerator.state.dynamo_plugin.backend != DynamoBackend.NO
+
+
+def prefer_dynamic_shapes(accelerator: Accelerator) -> None:
+    """Compile for any batch shape unless the user chose (``accelerate launch --dynamo_use_dynamic``).
+
+    Token batches of similar-length pairs vary in both sentences and length from step to step. Left to decide,
+    torch compiles the first shape statically, then again with dynamic sizes; asking for dynamic shapes at once
+    saves that second compilation. Call before `Accelerator.prepare`, which reads the plugin.
+    """
+    plugin = accelerator.state.dynamo_plugin
+    if compiling(accelerator) and plugin.dynamic is None:
+        plugin.dynamic = True
+
+
+def compiled_loss(accelerator: Accelerator) -> LossFunction:
+    """`token_cross_entropy`, compiled with the model's settings when the dynamo plugin is on: the log-softmax and
+    label smoothing over ``[B*T, V]`` logits then fuse into a few kernels."""
+    if not compiling(accelerator):
+        return token_cross_entropy
+    return torch.compile(token_cross_entropy, **accelerator.state.dynamo_plugin.to_kwargs())
+
+
+def compile_count() -> int | None:
+    """Graphs compiled by torch.compile in this process so far; None where this version of torch does not say.
+
+    torch keeps the count in ``torch._dynamo.utils.counters["stats"]["unique_graphs"]`` (private, checked by the
+    tests on the supported torch versions).
+    """
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:
+        return None
+    if not isinstance(counters, dict):
+        return None
+    return int(counters.get("stats", {}).get("unique_graphs", 0))  # no "stats" before the first compilation
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The step
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class StepResult:
+    """What a step taken reports for the log: this process's summed statistics, the gradient norm (before
+    clipping), and the learning rate the update used. All tensors stay on the device: reading them syncs."""
+
+    stats: dict[str, torch.Tensor]
+    grad_norm: torch.Tensor
+    learning_rate: float
+
+
+@dataclass
+class TrainStep:
+    """One optimizer step of section 5: forward and backward of the micro-batches, clipping (if asked), Adam, the
+    schedule. Also counts the graphs compiled during steps, and the wall time of the steps that compiled."""
+
+    accelerator: Accelerator
+    model: torch.nn.Module  # as `Accelerator.prepare` returned it (DDP-wrapped, compiled)
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    label_smoothing: float
+    max_grad_norm: float | None = None
+    loss_function: LossFunction = token_cross_entropy
+    compilations: int = 0
+    compile_seconds: float = 0.0
+
+    def __call__(self, micro_batches: Sequence[dict[str, torch.Tensor]]) -> StepResult | None:
+        """Take the step; None if fp16 loss scaling skipped it (an overflow: the step does not count)."""
+        before, started = compile_count(), time.perf_counter()
+        accelerator = self.accelerator
+        stats = accumulate_gradients(accelerator, self.model, micro_batches, self.label_smoothing, self.loss_function)
+        grad_norm = accelerator.clip_grad_norm_(self.model.parameters(), self.max_grad_norm or math.inf)
+        learning_rate = self.scheduler.get_last_lr()[0]
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        after = compile_count()
+        if before is not None and after is not None and after > before:
+            self.compilations += after - before
+            self.compile_seconds += time.perf_counter() - started
+        if accelerator.optimizer_step_was_skipped:
+            return None
+        self.scheduler.step()
+        return StepResult(stats, grad_norm, learning_rate)
