@@ -1,0 +1,130 @@
+"""Compiled training (issue 27): torch.compile through Accelerate's dynamo plugin.
+
+Compilation is observed where it happens: torch's own count of compiled graphs (`compile_count`) during the run's
+steps, and the results a compiled run reports. The numerics are checked against the eager run of the same settings;
+the checkpoints of a compiled run against what an eager run loads, and the other way round.
+"""
+
+import math
+
+import pytest
+import torch
+from accelerate.state import AcceleratorState
+from safetensors import safe_open
+from tiny_model import TINY
+
+from vanilla_transformer.training import parse_args, train
+from vanilla_transformer.training import step as step_module
+from vanilla_transformer.training.checkpoints import load_checkpoint_weights
+from vanilla_transformer.training.tracking import read_metrics
+
+# No dropout: inductor draws its dropout masks with its own generator, so only a dropout-free run can equal eager.
+SHORT = [*TINY, "--dropout", "0", "--max-steps", "4", "--save-every", "2", "--eval-every", "100", "--num-test", "2"]
+
+
+@pytest.fixture(autouse=True)
+def fresh_state(monkeypatch):
+    """A fresh Accelerate state (a process-wide singleton that keeps the first run's dynamo settings), torch.compile's
+    caches emptied (its recompilation limit counts across tests), and no dynamo setting from the environment."""
+    for name in ("ACCELERATE_DYNAMO_BACKEND", "ACCELERATE_DYNAMO_USE_DYNAMIC", "ACCELERATE_DYNAMO_MODE"):
+        monkeypatch.delenv(name, raising=False)
+    AcceleratorState._reset_state(reset_partial_state=True)
+    torch._dynamo.reset()
+    yield
+    AcceleratorState._reset_state(reset_partial_state=True)
+    torch._dynamo.reset()
+
+
+def _run(tmp_path, name, *options):
+    AcceleratorState._reset_state(reset_partial_state=True)
+    return train(parse_args([*SHORT, "--output-dir", str(tmp_path / name), *options]))
+
+
+def _losses(run_dir):
+    return [row["train_loss"] for row in read_metrics(run_dir / "metrics.jsonl") if "train_loss" in row]
+
+
+def test_inductor_run_equals_the_eager_run_and_saves_plain_weights(tmp_path):
+    compiled = _run(tmp_path, "inductor", "--dynamo-backend", "inductor")
+    eager = _run(tmp_path, "eager")
+    assert compiled["dynamo_backend"] == "inductor" and eager["dynamo_backend"] is None
+    assert compiled["compilations"] >= 2  # the model and the loss, at least
+    assert 0 < compiled["compile_seconds"] <= 60 * compiled["train_minutes"]  # counted in the training time
+    # The same function: every step's loss agrees to float32 rounding (inductor reorders sums: 1e-4 relative).
+    assert len(_losses(tmp_path / "inductor")) == 4
+    assert _losses(tmp_path / "inductor") == pytest.approx(_losses(tmp_path / "eager"), rel=1e-4)
+    # Checkpoints hold the model's own names, never the compile wrapper's _orig_mod.
+    with safe_open(
+        str(tmp_path / "inductor" / "checkpoints" / "checkpoint-00000004" / "model.safetensors"), "pt"
+    ) as f:
+        names = list(f.keys())
+    assert names and not any("_orig_mod" in name for name in names)
+    compiled_weights = load_checkpoint_weights(tmp_path / "inductor" / "checkpoints" / "checkpoint-00000004")
+    eager_weights = load_checkpoint_weights(tmp_path / "eager" / "checkpoints" / "checkpoint-00000004")
+    assert compiled_weights.keys() == eager_weights.keys()  # (their values differ: Adam amplifies rounding where a
+    # gradient is near zero, by up to the learning rate)
+
+
+@pytest.mark.parametrize(("first", "then"), [("eager", "no"), ("no", "eager")])
+def test_resuming_across_compiled_and_eager_equals_an_uninterrupted_run(tmp_path, first, then):
+    """Dynamo's "eager" backend wraps the model as `torch.compile` does (the ``_orig_mod`` wrapper) and runs the
+    same kernels, so the resumed run must equal the uninterrupted one exactly."""
+    _run(tmp_path, "whole")
+    half = _run(tmp_path, "split", "--max-steps", "2", "--dynamo-backend", first)
+    assert half["dynamo_backend"] == (None if first == "no" else first)
+    resumed = _run(tmp_path, "split", "--resume", "--dynamo-backend", then)
+    assert resumed["dynamo_backend"] == (None if then == "no" else then) and resumed["step"] == 4
+    split = load_checkpoint_weights(tmp_path / "split" / "checkpoints" / "checkpoint-00000004")
+    whole = load_checkpoint_weights(tmp_path / "whole" / "checkpoints" / "checkpoint-00000004")
+    for name, weight in whole.items():
+        assert torch.equal(split[name], weight), name
+
+
+def _record_shapes(monkeypatch):
+    shapes = set()
+    real = step_module.accumulate_gradients
+
+    def recording(accelerator, model, micro_batches, *args):
+        shapes.update((tuple(b["input_ids"].shape), tuple(b["labels"].shape)) for b in micro_batches)
+        return real(accelerator, model, micro_batches, *args)
+
+    monkeypatch.setattr(step_module, "accumulate_gradients", recording)
+    return shapes
+
+
+def test_launchers_backend_applies_and_new_batch_shapes_do_not_recompile(tmp_path, monkeypatch):
+    """``accelerate launch --dynamo_backend eager`` sets ACCELERATE_DYNAMO_BACKEND; without the flag, train
+    compiles with it, for any batch shape. A run that asks for static shapes is the broken copy: it recompiles."""
+    shapes = _record_shapes(monkeypatch)
+    monkeypatch.setenv("ACCELERATE_DYNAMO_BACKEND", "EAGER")
+    results = _run(tmp_path, "launched", "--max-steps", "8")
+    assert results["dynamo_backend"] == "eager"
+    assert len(shapes) >= 5  # the token batches vary in sentences and length
+    assert 2 <= results["compilations"] <= 4  # model and loss, once more at most for a size-1 dimension
+    shapes.clear()
+    monkeypatch.setenv("ACCELERATE_DYNAMO_USE_DYNAMIC", "false")
+    static = _run(tmp_path, "static", "--max-steps", "8")
+    assert len(shapes) >= 5 and static["compilations"] > results["compilations"]
+    rows = [row for row in read_metrics(tmp_path / "launched" / "metrics.jsonl") if "compilations" in row]
+    assert rows and rows[-1]["compilations"] == results["compilations"]  # in the run's log too
+
+
+def test_the_flag_overrides_the_launcher_and_bad_backends_are_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACCELERATE_DYNAMO_BACKEND", "EAGER")
+    results = _run(tmp_path, "flag", "--max-steps", "2", "--dynamo-backend", "no")
+    assert results["dynamo_backend"] is None and "compilations" not in results
+    with pytest.raises(ValueError, match=r"--dynamo-backend must be one of .*inductor.*--dynamo-backend='indcutor'"):
+        parse_args([*SHORT, "--dynamo-backend", "indcutor"])
+
+
+def test_compile_count_counts_graphs_where_torch_compiles():
+    """The private counter `compile_count` reads, checked on this torch: it rises by one graph per function compiled,
+    and not for calls of a compiled function that need no new graph."""
+    before = step_module.compile_count()
+    assert before is not None
+    function = torch.compile(lambda x: torch.sin(x) * 2, backend="eager", dynamic=True)
+    function(torch.randn(3))
+    assert step_module.compile_count() == before + 1
+    function(torch.randn(5))
+    assert step_module.compile_count() == before + 1
+    assert math.isclose(float(function(torch.zeros(1))[0]), 0.0)
