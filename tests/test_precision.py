@@ -157,3 +157,14 @@ def test_a_bf16_run_on_a_cpu_without_native_bf16_warns_in_its_log(tmp_path, monk
     with caplog.at_level(logging.WARNING):
         train(parse_args([*SHORT, "--output-dir", str(tmp_path / "native"), "--mixed-precision", "bf16"]))
     assert not any("without native bf16 instructions" in record.getMessage() for record in caplog.records)
+
+
+@pytest.mark.parametrize(("flags", "expected"), [({"avx2"}, torch.float32), ({"avx2", "avx512_bf16"}, torch.bfloat16)])
+def test_auto_precision_trains_in_bf16_only_where_the_cpu_computes_it_natively(
+    tmp_path, linear_dtypes, monkeypatch, flags, expected
+):
+    """``--mixed-precision auto`` (the multi30k preset's) reads the CPU's flags: bf16 where native, else fp32."""
+    monkeypatch.setattr("vanilla_transformer.training.loop.cpu_flags", lambda: flags)
+    results = train(parse_args([*SHORT, "--output-dir", str(tmp_path / "auto"), "--mixed-precision", "auto"]))
+    assert linear_dtypes == {expected}
+    assert results["mixed_precision"] == {torch.float32: "no", torch.bfloat16: "bf16"}[expected]

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from accelerate import Accelerator
+from accelerate import Accelerator, PartialState
 from accelerate.logging import get_logger
 from accelerate.utils import set_seed
 from tqdm.auto import tqdm
@@ -57,7 +57,7 @@ from .checkpoints import (
 )
 from .evaluation import Evaluator, best_validation
 from .options import TRAINING_CONFIG_NAME, TrainingConfig, micro_batch_plan
-from .preflight import cpu_flags, launch_mismatch, slow_bf16
+from .preflight import auto_precision, cpu_flags, launch_mismatch, slow_bf16
 from .results import export_model, run_environment, training_summary
 from .run_dir import inspect_run_dir, lock_run_dir, mark_run_started, prepare_run_dir
 from .schedule import noam_schedule
@@ -164,7 +164,12 @@ def _start_run(config: TrainingConfig) -> _Run:
     # Without --mixed-precision, Accelerate's own sources decide: accelerate launch --mixed_precision, the accelerate
     # config file, ACCELERATE_MIXED_PRECISION. Passing mixed_precision="no" here would override all of them.
     # The same for compiling: accelerate launch --dynamo_backend, the config file, ACCELERATE_DYNAMO_BACKEND.
-    chosen = {"mixed_precision": config.mixed_precision, "dynamo_backend": config.dynamo_backend}
+    precision = config.mixed_precision
+    if precision == "auto":
+        device = PartialState().device  # (the Accelerator below shares this state)
+        cuda_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
+        precision = auto_precision(device.type, cpu_flags(), cuda_bf16)
+    chosen = {"mixed_precision": precision, "dynamo_backend": config.dynamo_backend}
     chosen = {name: value for name, value in chosen.items() if value is not None}
     accelerator = Accelerator(log_with=[jsonl, *extra_trackers], project_dir=str(run_dir), **chosen)
     set_seed(config.seed, device_specific=True)  # dropout differs between processes; DDP copies rank 0's weights

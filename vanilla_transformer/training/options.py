@@ -126,8 +126,8 @@ class TrainingConfig:
     max_grad_norm: float | None = _option(None, "clip gradients to this norm (the paper does not clip)")
     mixed_precision: str | None = _option(
         None,
-        "no, fp16 or bf16 (default: what accelerate launch --mixed_precision or the accelerate config file set, "
-        "else no)",
+        "no, fp16, bf16, or auto: bf16 where the GPU or CPU computes it natively, else no (default: what "
+        "accelerate launch --mixed_precision or the accelerate config file set, else no)",
     )
     dynamo_backend: str | None = _option(
         None,
@@ -213,9 +213,9 @@ class TrainingConfig:
             raise ValueError(f"unknown dataset --dataset={self.dataset!r}; choose one of {', '.join(DATASET_KINDS)}")
         if self.model not in MODEL_PRESETS:
             raise ValueError(f"unknown model --model={self.model!r}; choose one of {', '.join(MODEL_PRESETS)}")
-        if self.mixed_precision not in (None, "no", "fp16", "bf16"):
+        if self.mixed_precision not in (None, "no", "fp16", "bf16", "auto"):
             raise ValueError(
-                f"--mixed-precision must be no, fp16 or bf16, got --mixed-precision={self.mixed_precision!r}"
+                f"--mixed-precision must be no, fp16, bf16 or auto, got --mixed-precision={self.mixed_precision!r}"
             )
         backends = [backend.value.lower() for backend in DynamoBackend]
         if self.dynamo_backend is not None and self.dynamo_backend.lower() not in backends:
@@ -329,8 +329,9 @@ TRAINING_PRESETS: dict[str, dict[str, Any]] = {
     # Multi30k English-German (29k captions), the raw files of $VANILLA_TRANSFORMER_DATA/multi30k (or --data-dir), in
     # 60 minutes of two CPU cores: 57 minutes of training (evaluations included), then the final selection and test
     # (under a minute). A small base model (N=3, d_model=256, h=4, d_ff=512; 6.0M parameters) at 4,096 tokens per
-    # step, in bf16 autocast with eager attention: this CPU (AVX-512 BF16) trains it 1.33 times faster than fp32
-    # with SDPA, whose CPU kernel with a padding mask gains nothing from bf16 (scripts/benchmark_precision.py);
+    # step, in bf16 autocast with eager attention where the CPU has native bf16 (--mixed-precision auto; fp32
+    # elsewhere, as emulated bf16 ran 60x slower): an AVX-512 BF16 CPU trains it 1.33 times faster than fp32 with
+    # SDPA, whose CPU kernel with a padding mask gains nothing from bf16 (scripts/benchmark_precision.py);
     # about 28 epochs. P_drop 0.2: at 0.1 validation loss stopped falling after ~20 epochs, and 0.2 gave 38.99
     # validation BLEU against 37.58 (docs/results/multi30k). Equation (3) scaled by 0.45 after 500 warmup steps
     # (peak 1.25e-3). Checkpoints every 250 steps (about an epoch); the last 5 are averaged, and the average is kept
@@ -350,7 +351,7 @@ TRAINING_PRESETS: dict[str, dict[str, Any]] = {
         tokens_per_step=None,
         max_steps=20_000,
         max_train_minutes=57.0,
-        mixed_precision="bf16",
+        mixed_precision="auto",
         attn_implementation="eager",
         warmup_steps=500,
         lr_scale=0.45,

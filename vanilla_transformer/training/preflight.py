@@ -97,8 +97,19 @@ def slow_bf16(device_type: str, mixed_precision: str, flags: set[str] | None) ->
     )
 
 
+def auto_precision(device_type: str, flags: set[str] | None, cuda_bf16: bool = False) -> str:
+    """What ``--mixed-precision auto`` trains in: bf16 where the device computes it natively (a CUDA GPU that
+    supports it, a CPU with one of `NATIVE_BF16_FLAGS`), else ``no`` (float32). Emulated bf16 is never faster."""
+    if device_type == "cuda":
+        return "bf16" if cuda_bf16 else "no"
+    if device_type == "cpu" and flags is not None and any(flag in flags for flag in NATIVE_BF16_FLAGS):
+        return "bf16"
+    return "no"
+
+
 __all__ = [
     "NATIVE_BF16_FLAGS",
+    "auto_precision",
     "WORKING_CPU_LAUNCH",
     "WORLD_SIZE_VARIABLES",
     "check_training_pairs",
