@@ -220,6 +220,22 @@ def test_a_marian_model_searches_through_the_adapter_as_the_oracle(padded_batch,
         assert found[: len(expected)] == expected and all(token == pad for token in found[len(expected) :])
 
 
+def test_the_adapter_copies_the_encoder_output_only_when_sentences_leave(marian, copy_model, padded_batch):
+    """Reordering the beams of each sentence leaves its rows' encoder output as it was (the rows of a sentence hold
+    the same one), so no copy is made; when a sentence finishes, its rows go and the others keep theirs."""
+    from vanilla_transformer.decoding import CachedStepDecoder
+
+    input_ids, attention_mask = padded_batch(marian_sources(copy_model)[:2], marian.config.pad_token_id)
+    decoder = CachedStepDecoder(marian, input_ids, attention_mask, beams=3)
+    decoder.step(torch.full((6,), marian.config.decoder_start_token_id))
+    encoded = decoder.encoded
+    decoder.select(torch.tensor([2, 2, 0, 4, 3, 3]))  # each row continues a row of its own sentence
+    assert decoder.encoded is encoded
+    decoder.select(torch.tensor([3, 4, 4]))  # sentence 0 finished
+    torch.testing.assert_close(decoder.encoded, encoded[[3, 4, 4]], rtol=0, atol=0)
+    assert torch.equal(decoder.memory_mask, attention_mask[[1, 1, 1]])
+
+
 def test_a_trace_through_the_adapter_is_translate(marian, copy_model):
     tokenizer = copy_model[1]
     for sentence in copy_task.sentences(3, seed=8):

@@ -56,10 +56,14 @@ class CachedStepDecoder:
 
     def select(self, rows: torch.Tensor, sentences: torch.Tensor | None = None) -> None:
         """Keep the rows `rows`: the cache, by its public ``reorder_cache``, and the encoder output and mask, which
-        follow the rows (each kept row continues a row of its own sentence, so `sentences` adds nothing)."""
+        follow the rows (each kept row continues a row of its own sentence, so `sentences` adds nothing).
+
+        The rows of a sentence hold the same encoder output, so while no sentence leaves the batch (as many rows
+        kept as there are), reordering them changes nothing there and the copy is skipped."""
         self.cache.reorder_cache(rows)
-        self.encoded = self.encoded.index_select(0, rows)
-        self.memory_mask = self.memory_mask.index_select(0, rows)
+        if rows.numel() != self.encoded.shape[0]:  # sentences finished: their rows go
+            self.encoded = self.encoded.index_select(0, rows)
+            self.memory_mask = self.memory_mask.index_select(0, rows)
 
 
 def step_decoder(
