@@ -2,11 +2,7 @@
 parser), the upload calls, and loading the folder from a Hub cache where the package is not installed."""
 
 import json
-import os
 import shutil
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -15,6 +11,7 @@ from huggingface_hub import ModelCard
 from safetensors.torch import load_file
 from tiny_model import SPLITS, TINY, load_script
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig
+from without_package import run_without_package
 
 import vanilla_transformer.export.hub as hub
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
@@ -332,16 +329,7 @@ def test_downloaded_repo_loads_without_the_package(dry_run, tmp_path):
     inputs = tokenizer(SOURCES, padding=True, return_tensors="pt")
     expected = tokenizer.batch_decode(model.generate(**inputs), skip_special_tokens=True)  # beam 4, from the config
 
-    script = textwrap.dedent(
-        f"""
-        import json, sys
-        sys.modules["vanilla_transformer"] = None  # not importable, as where the package is not installed
-        try:
-            import vanilla_transformer
-        except ImportError:
-            pass
-        else:
-            raise SystemExit("vanilla_transformer is importable")
+    body = f"""
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
         model = AutoModelForSeq2SeqLM.from_pretrained({REPO_ID!r}, trust_remote_code=True)
@@ -356,25 +344,8 @@ def test_downloaded_repo_loads_without_the_package(dry_run, tmp_path):
         piped = [result["translation_text"] for result in translator({SOURCES!r}, batch_size=2)]
         print("\\nRESULT", json.dumps({{"module": type(model).__module__, "generated": generated, "piped": piped}}))
         """
-    )
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "HF_HOME": str(tmp_path / "hf"),
-        "HF_HUB_CACHE": str(tmp_path / "hf" / "hub"),
-        "OMP_NUM_THREADS": "1",
-    }
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    loaded = json.loads(result.stdout.rsplit("\nRESULT ", 1)[-1])
+    hf = tmp_path / "hf"
+    loaded = run_without_package(body, cwd=tmp_path, HF_HOME=str(hf), HF_HUB_CACHE=str(hf / "hub"))
     assert loaded["module"].startswith("transformers_modules.") and "vanilla_transformer." not in loaded["module"]
     assert loaded["generated"] == expected
     assert loaded["piped"] == expected

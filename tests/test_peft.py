@@ -7,6 +7,7 @@ import copy
 import pytest
 import torch
 from copy_task import generate, greedy_by_forward_passes
+from without_package import run_without_package
 
 peft = pytest.importorskip("peft")
 
@@ -291,27 +292,12 @@ def test_push_dry_run_of_an_adapter_folder_names_the_hub_base(lora_run, tmp_path
 
 def test_base_and_adapter_load_as_remote_code_without_the_package(lora_run, tiny_model_dir, tmp_path):
     """peft's own loading over the remote-code base, in a process where vanilla_transformer cannot be imported."""
-    import json
-    import os
-    import subprocess
-    import sys
-    import textwrap
-
     from vanilla_transformer.export.model_dir import load_model_dir
 
     sources = [source for source, _ in held_out_pairs()[:24]]
     model, tokenizer = load_model_dir(lora_run)
     expected = greedy(model, tokenizer, sources)
-    script = textwrap.dedent(
-        f"""
-        import json, sys
-        sys.modules["vanilla_transformer"] = None  # not importable, as where the package is not installed
-        try:
-            import vanilla_transformer
-        except ImportError:
-            pass
-        else:
-            raise SystemExit("vanilla_transformer is importable")
+    body = f"""
         import torch
         from peft import PeftModel
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
@@ -330,13 +316,7 @@ def test_base_and_adapter_load_as_remote_code_without_the_package(lora_run, tiny
         result = dict(module=type(model.get_base_model()).__module__, plain=plain, adapted=greedy(model))
         print("\\nRESULT", json.dumps(result))
         """
-    )
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    loaded = json.loads(result.stdout.rsplit("\nRESULT ", 1)[-1])
+    loaded = run_without_package(body, cwd=tmp_path)
     assert loaded["module"].startswith("transformers_modules.")
     assert loaded["adapted"] == expected
     assert loaded["plain"] != expected
