@@ -12,13 +12,15 @@ WORDS = "a red blue green dog cat bird man woman child runs sits eats sees the s
 
 
 def write_corpus(folder, pairs=600, seed=0):
-    """A Multi30k-like corpus (train.en / train.de, one sentence per line, aligned) of 3 to 9 words a side."""
+    """A Multi30k-like corpus (train.en / train.de, one sentence per line, aligned) of 3 to 12 words a side, the
+    target about as long as its source (as in translations)."""
     rng = random.Random(seed)
     folder.mkdir()
     sides = {"en": [], "de": []}
     for _ in range(pairs):
-        for side in sides.values():
-            side.append(" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9))))
+        length = rng.randint(3, 11)
+        for side, words in zip(sides.values(), (length, length + rng.randint(-1, 1)), strict=True):
+            side.append(" ".join(rng.choice(WORDS) for _ in range(words)))
     for language, lines in sides.items():
         (folder / f"train.{language}").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return folder
@@ -64,7 +66,7 @@ def test_harness_interleaves_both_sides_on_the_same_tokens_per_step(tmp_path, ca
     output = tmp_path / "result.json"
     ours, trainer = "ours:precision=no,compile=no", "trainer:precision=no,compile=no"
     argv = ["--data-dir", str(data_dir), "--model-size", "tiny", "--vocab-size", "400", "--max-tokens", "512"]
-    argv += ["--threads", "1", "--rounds", "2", "--steps-per-round", "2", "--warmup-steps", "1"]
+    argv += ["--threads", "1", "--rounds", "2", "--steps-per-round", "8", "--warmup-steps", "1"]
     assert bench.main([*argv, "--contestants", f"{ours} {trainer}", "--output", str(output)]) == 0
 
     result = json.loads(output.read_text())
@@ -73,7 +75,7 @@ def test_harness_interleaves_both_sides_on_the_same_tokens_per_step(tmp_path, ca
     rows = result["contestants"]
     assert list(rows) == names and result["skipped"] == {}
     for row in rows.values():
-        assert row["steps"] == 4 and len(row["round_tokens_per_second"]["all"]) == 2
+        assert row["steps"] == 16 and len(row["round_tokens_per_second"]["all"]) == 2
         assert 0 < row["tokens_per_step"] < row["padded_tokens_per_step"]  # padding is not counted
         assert row["tokens_per_second"] == pytest.approx(row["tokens_per_step"] * row["steps"] / row["seconds"])
         assert row["warmup_seconds"] > 0 and not row["warmup_compilations"]  # eager: nothing compiled
