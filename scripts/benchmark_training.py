@@ -1,0 +1,667 @@
+"""Our training step against MarianMT with `Seq2SeqTrainer`, each at its best settings, in one interleaved run.
+
+What a user would pick instead of ``vanilla-transformer train``: the same architecture as a `MarianMTModel`
+(`benchmarking.marian_twin`: the same initial weights) trained by transformers' `Seq2SeqTrainer` at its best
+settings (``bf16``, ``torch_compile``, ``train_sampling_strategy="group_by_length"``, fused AdamW), against our
+`TrainStep` (the step of ``train``) at its best settings, each also in fp32 eager as the baseline. The model is
+``--model-size`` (a ``PRESETS`` name, default ``multi30k``: N=3, d_model=256, 6.0M parameters with the 8k vocabulary),
+the data Multi30k en->de train (``--data-dir``), at about ``--max-tokens`` (4,096: the multi30k preset's) padded
+tokens per step on both sides: ours by `TokenBatchSampler`, the Trainer's by a batch size B chosen from the data so
+that its length-grouped batches hold as many padded tokens on average.
+
+Method:
+
+* The coordinator builds the tokenizer and the tokenized pairs once and hands them to the contestants (through a
+  temporary folder), so that all train on the same token ids.
+* Each contestant runs in its own long-lived worker process (``--worker SPEC``; Accelerate keeps one process-wide
+  state, whose mixed precision and compilation settings are the first Accelerator's), talking JSON lines over its
+  stdin and stdout. Only one worker runs at a time; the others wait blocked on their pipe.
+* Warm-up first (``--warmup-steps`` steps, compilation included), one worker after the other: its seconds are
+  reported apart. Then ``--rounds`` rounds of ``--steps-per-round`` steps per contestant, in an order that reverses
+  every round (A B C D, D C B A, ...), so that a drift of the machine's load hits all alike.
+* The Trainer runs its own loop (``trainer.train()``, its data loading included): a callback reports the time of
+  every K steps at ``on_step_end`` and then blocks on its stdin until the next round.
+* Throughput: non-padding tokens (source + target) over seconds, summed over rounds; the per-round median, min
+  and max show the noise. "Best" for each side is its fastest contestant. bf16 contestants are left out by default
+  where the CPU has no native bf16 instructions (`preflight.slow_bf16`: torch emulates them, tens of times slower);
+  naming them in ``--contestants`` runs them anyway. Ratios are what to read: absolute figures describe this
+  machine at that moment only.
+
+Contestants (``--contestants``, a comma or space separated list): ``ours:precision=no|bf16,compile=no|inductor,
+adam=default|foreach|fused,attn=sdpa|eager`` and ``trainer:precision=no|bf16,compile=no|inductor,
+optim=adamw_torch_fused|adamw_torch,attn=sdpa|eager``; keys left out take the first value. Prints a table and one
+line::
+
+    TRAINING ours_best=... trainer_best=... ratio=...
+
+Usage::
+
+    python scripts/benchmark_training.py --threads 2 --output docs/results/training_vs_trainer.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+SPEC_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
+    "ours": {
+        "precision": ("no", "bf16"),
+        "compile": ("no", "inductor"),
+        "adam": ("default", "foreach", "fused"),
+        "attn": ("sdpa", "eager"),
+    },
+    "trainer": {
+        "precision": ("no", "bf16"),
+        "compile": ("no", "inductor"),
+        "optim": ("adamw_torch_fused", "adamw_torch"),
+        "attn": ("sdpa", "eager"),
+    },
+}
+"""The settings of each kind of contestant, and their values; the first is the default."""
+
+DEFAULT_CONTESTANTS = (
+    "ours:precision=no,compile=no,adam=default",
+    "ours:precision=no,compile=no,adam=fused",
+    "ours:precision=no,compile=inductor,adam=fused",
+    "ours:precision=bf16,compile=inductor,adam=fused",
+    "ours:precision=bf16,compile=inductor,adam=fused,attn=eager",  # the multi30k preset's attention for bf16
+    "trainer:precision=no,compile=no",
+    "trainer:precision=no,compile=inductor",
+    "trainer:precision=bf16,compile=inductor",
+)
+"""Each side's fp32 eager baseline and its candidates for best (bf16 ones skipped where bf16 is emulated)."""
+
+IGNORE_INDEX = -100
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Contestants
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One contestant: its kind (``ours`` or ``trainer``) and its settings, every key of `SPEC_KEYS` filled in."""
+
+    kind: str
+    settings: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def parse(cls, text: str) -> Spec:
+        kind, _, rest = text.strip().partition(":")
+        if kind not in SPEC_KEYS:
+            raise ValueError(f"contestant {text!r}: the kind must be one of {sorted(SPEC_KEYS)}")
+        keys, given = SPEC_KEYS[kind], {}
+        for item in filter(None, rest.split(",")):
+            key, equals, value = item.partition("=")
+            if not equals or key not in keys or value not in keys[key]:
+                choices = "; ".join(f"{name}={'|'.join(values)}" for name, values in keys.items())
+                raise ValueError(f"contestant {text!r}: bad setting {item!r}; {kind} takes {choices}")
+            given[key] = value
+        return cls(kind, tuple((key, given.get(key, values[0])) for key, values in keys.items()))
+
+    def __getitem__(self, key: str) -> str:
+        return dict(self.settings)[key]
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}:" + ",".join(f"{key}={value}" for key, value in self.settings)
+
+    @property
+    def is_baseline(self) -> bool:
+        """fp32, eager, and the other settings at their defaults: the side's reference."""
+        return all(value == SPEC_KEYS[self.kind][key][0] for key, value in self.settings)
+
+
+def parse_contestants(text: str) -> list[Spec]:
+    """Contestants from a comma or space separated list: a word with ``:`` starts one, ``key=value`` words extend it."""
+    specs: list[str] = []
+    for word in filter(None, re.split(r"[,\s]+", text)):
+        if ":" in word or word in SPEC_KEYS:
+            specs.append(word if ":" in word else word + ":")
+        elif "=" in word and specs:
+            specs[-1] += ("" if specs[-1].endswith(":") else ",") + word
+        else:
+            raise ValueError(f"--contestants: {word!r} is neither KIND:key=value nor key=value after one")
+    parsed = [Spec.parse(spec) for spec in specs]
+    names = [spec.name for spec in parsed]
+    if len(set(names)) < len(names) or not parsed:
+        raise ValueError(f"--contestants must name distinct contestants, got {names}")
+    return parsed
+
+
+def bf16_skip_reason(spec: Spec, device_type: str) -> str | None:
+    """Why a bf16 contestant is left out by default on this machine (`preflight.slow_bf16`); None to run it."""
+    from vanilla_transformer.training.preflight import cpu_flags, slow_bf16
+
+    return slow_bf16(device_type, spec["precision"], cpu_flags())
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Data, built once by the coordinator
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def build_data(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    """Tokenizer (saved in `folder`) and tokenized Multi30k training pairs (``folder/examples.json``), as `train`
+    builds them: cleaned, a BPE of ``--vocab-size`` trained on the pairs, pairs over ``max_length`` dropped."""
+    from vanilla_transformer.data import clean_pairs, tokenize_pairs
+    from vanilla_transformer.tokenization import train_tokenizer
+    from vanilla_transformer.training import parse_args
+    from vanilla_transformer.training.setup import RunCorpus
+
+    options = ["--preset", "multi30k", "--vocab-size", str(args.vocab_size)]
+    config = parse_args([*options, *(["--data-dir", args.data_dir] if args.data_dir else [])])
+    corpus = RunCorpus.of(config)  # stops naming --data-dir and $VANILLA_TRANSFORMER_DATA when neither is set
+    pairs, _ = clean_pairs(corpus.load("train")[: args.max_pairs])
+    tokenizer = train_tokenizer((text for pair in pairs for text in pair), config.vocab_size)
+    pairs, _ = clean_pairs(pairs, max_length=config.max_length, tokenizer=tokenizer)
+    examples = tokenize_pairs(pairs, tokenizer)
+    tokenizer.save_pretrained(folder / "tokenizer")
+    (folder / "examples.json").write_text(json.dumps(examples), encoding="utf-8")
+    return {"pairs": len(examples), "tokenizer_size": len(tokenizer), "max_length": config.max_length}
+
+
+def trainer_batch_size(lengths: list[tuple[int, int]], max_tokens: int, seed: int) -> dict[str, Any]:
+    """The Trainer's batch size B whose length-grouped batches hold, on average, as many padded tokens (source +
+    target) as our `TokenBatchSampler` batches of `max_tokens`; both means, computed on the data."""
+    from transformers.trainer_pt_utils import get_length_grouped_indices
+
+    from vanilla_transformer.data import TokenBatchSampler
+
+    source, target = (np.array(side) for side in zip(*lengths, strict=True))
+    ours = [
+        len(batch) * (source[batch].max() + target[batch].max())
+        for batch in TokenBatchSampler(lengths, max_tokens, seed=seed).epoch_batches(0)
+    ]
+    ours_mean = float(np.mean(ours))
+
+    def trainer_mean(batch_size: int) -> float:
+        generator = torch.Generator().manual_seed(seed)
+        order = np.array(get_length_grouped_indices(source.tolist(), batch_size, generator=generator))
+        batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+        return float(np.mean([len(b) * (source[b].max() + target[b].max()) for b in batches]))
+
+    guess = max(1, round(ours_mean / float(np.mean(source + target))))
+    candidates = range(max(1, guess // 2), guess + 1)
+    chosen = min(candidates, key=lambda size: abs(trainer_mean(size) - ours_mean))
+    return {"batch_size": chosen, "ours_padded_per_step": ours_mean, "trainer_padded_per_step": trainer_mean(chosen)}
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Workers: one contestant each, driven over stdin/stdout
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class Channel:
+    """The worker's side of the pipe. Libraries may print to stdout, so the protocol keeps its own copy of the
+    stdout file descriptor and everything else printed goes to stderr."""
+
+    def __init__(self) -> None:
+        self.out = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr
+
+    def send(self, **message) -> None:
+        self.out.write(json.dumps(message) + "\n")
+
+    def receive(self) -> dict[str, Any]:
+        line = sys.stdin.readline()
+        return json.loads(line) if line else {"command": "stop"}
+
+
+class Meter:
+    """What a worker measures over a command's steps: seconds, non-padding and padded tokens, data seconds, and the
+    graphs compiled meanwhile."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.reset()
+
+    def reset(self) -> None:
+        from vanilla_transformer.training.step import compile_count
+
+        self.started, self.steps, self.data_seconds = time.perf_counter(), 0, 0.0
+        self.tokens = torch.zeros((), dtype=torch.float64, device=self.device)
+        self.positions = 0
+        self.compiled_before = compile_count()
+
+    def add(self, tokens: torch.Tensor, positions: int) -> None:
+        self.tokens += tokens.detach().double()
+        self.positions, self.steps = self.positions + positions, self.steps + 1
+
+    def report(self) -> dict[str, Any]:
+        """The figures since `reset` (the device synchronised first, so that the time covers the work)."""
+        from vanilla_transformer.training.step import compile_count
+
+        tokens = float(self.tokens.item())  # syncs the device
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        seconds = time.perf_counter() - self.started
+        after = compile_count()
+        compiled = after - self.compiled_before if after is not None and self.compiled_before is not None else None
+        return {
+            "steps": self.steps,
+            "seconds": seconds,
+            "tokens": tokens,
+            "positions": self.positions,
+            "data_seconds": self.data_seconds,
+            "compilations": compiled,
+        }
+
+
+def initial_model(args: argparse.Namespace, spec: Spec):
+    """Our model of ``--model-size`` with the seed's initial weights (the same in every worker)."""
+    from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+
+    config = VanillaTransformerConfig.from_preset(args.model_size, vocab_size=args.vocab_size)
+    torch.manual_seed(args.seed)
+    model = VanillaTransformerForConditionalGeneration(config)
+    model.set_attn_implementation(spec["attn"])
+    return model
+
+
+def ours_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> None:
+    """Our `TrainStep`, set up exactly as `train` sets it up, on `TokenBatchSampler` batches collated every step."""
+    from accelerate import Accelerator
+    from transformers import AutoTokenizer
+
+    from vanilla_transformer.data import TokenBatchSampler, TranslationCollator, example_lengths
+    from vanilla_transformer.training.schedule import noam_schedule
+    from vanilla_transformer.training.step import TrainStep, compiled_loss, prefer_dynamic_shapes, to_device
+
+    examples = json.loads((args.data / "examples.json").read_text(encoding="utf-8"))
+    pad_token_id = AutoTokenizer.from_pretrained(args.data / "tokenizer").pad_token_id
+    model = initial_model(args, spec)
+    adam = {"default": {}, "foreach": {"foreach": True}, "fused": {"fused": True}}[spec["adam"]]
+    optimizer = torch.optim.Adam(model.parameters(), betas=(0.9, 0.98), eps=1e-9, **adam)
+    scheduler = noam_schedule(optimizer, model.config.d_model, 500, 0.45)  # the multi30k preset's schedule
+    accelerator = Accelerator(mixed_precision=spec["precision"], dynamo_backend=spec["compile"])
+    prefer_dynamic_shapes(accelerator)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    step = TrainStep(accelerator, model, optimizer, scheduler, 0.1, None, compiled_loss(accelerator))
+    sampler = TokenBatchSampler(example_lengths(examples), args.max_tokens, seed=args.seed)
+    collate, meter = TranslationCollator(pad_token_id), Meter(accelerator.device)
+
+    def batches():
+        epoch = 0
+        while True:
+            yield from sampler.epoch_batches(epoch)
+            epoch += 1
+
+    indices = batches()
+    channel.send(event="ready", device=str(accelerator.device))
+    while (command := channel.receive())["command"] != "stop":
+        meter.reset()
+        for _ in range(command["steps"]):
+            started = time.perf_counter()
+            batch = to_device(collate([examples[i] for i in next(indices)]), accelerator.device)
+            meter.data_seconds += time.perf_counter() - started
+            taken = step([batch])
+            stats = taken.stats if taken is not None else {"tokens": torch.zeros(())}
+            meter.add(stats["tokens"], batch["input_ids"].numel() + batch["labels"].numel())
+        channel.send(event="done", **meter.report())
+
+
+def trainer_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> None:
+    """MarianMT (our initial weights) in `Seq2SeqTrainer`'s own loop, paused by a callback every command's steps."""
+    from benchmarking import marian_twin
+    from transformers import AutoTokenizer, DataCollatorForSeq2Seq, Seq2SeqTrainer, TrainerCallback
+
+    examples = json.loads((args.data / "examples.json").read_text(encoding="utf-8"))
+    tokenizer = AutoTokenizer.from_pretrained(args.data / "tokenizer")
+    model = marian_twin(initial_model(args, spec))
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    meter = Meter(device)
+
+    class CountingTrainer(Seq2SeqTrainer):
+        """Counts the non-padding tokens of every batch the Trainer's loop trains on."""
+
+        def training_step(self, model, inputs, *rest, **options):
+            tokens = inputs["attention_mask"].sum() + (inputs["labels"] != IGNORE_INDEX).sum()
+            meter.add(tokens, inputs["input_ids"].numel() + inputs["labels"].numel())
+            return super().training_step(model, inputs, *rest, **options)
+
+    class Pause(TrainerCallback):
+        """Reports every ``steps`` optimizer steps, then waits for the next command (stop ends training)."""
+
+        def __init__(self) -> None:
+            self.remaining = channel.receive().get("steps", 0)  # the warm-up
+
+        def on_step_end(self, arguments, state, control, **kwargs):
+            self.remaining -= 1
+            if self.remaining > 0:
+                return control
+            channel.send(event="done", **meter.report())
+            command = channel.receive()
+            if command["command"] == "stop":
+                control.should_training_stop = True
+            else:
+                self.remaining = command["steps"]
+                meter.reset()
+            return control
+
+    trainer = CountingTrainer(
+        model=model,
+        args=trainer_arguments(args, spec, device),
+        train_dataset=examples,
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=IGNORE_INDEX),
+        processing_class=tokenizer,
+    )
+    channel.send(event="ready", device=str(device))
+    trainer.add_callback(Pause())  # blocks until the warm-up command
+    meter.reset()
+    trainer.train()
+
+
+def trainer_arguments(args: argparse.Namespace, spec: Spec, device: torch.device):
+    """The Trainer's best settings for a translation model of this size, as its documentation recommends them."""
+    from transformers import Seq2SeqTrainingArguments
+
+    return Seq2SeqTrainingArguments(
+        output_dir=str(args.data / f"trainer-{os.getpid()}"),
+        bf16=spec["precision"] == "bf16",
+        torch_compile=spec["compile"] != "no",
+        **({"torch_compile_backend": spec["compile"]} if spec["compile"] != "no" else {}),
+        train_sampling_strategy="group_by_length",
+        per_device_train_batch_size=args.batch_size,
+        label_smoothing_factor=0.1,
+        optim=spec["optim"],
+        adam_beta1=0.9,
+        adam_beta2=0.98,
+        adam_epsilon=1e-9,
+        weight_decay=0.0,
+        learning_rate=1.25e-3,  # the multi30k preset's peak
+        lr_scheduler_type="inverse_sqrt",
+        warmup_steps=500,
+        max_steps=10**9,
+        save_strategy="no",
+        logging_strategy="no",
+        report_to="none",
+        dataloader_num_workers=0,
+        use_cpu=device.type == "cpu",
+        disable_tqdm=True,
+        seed=1,
+    )
+
+
+def worker_main(args: argparse.Namespace) -> int:
+    channel = Channel()
+    torch.set_num_threads(args.threads)
+    spec = Spec.parse(args.worker)
+    (ours_worker if spec.kind == "ours" else trainer_worker)(args, spec, channel)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The coordinator
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class Worker:
+    """A contestant's process, as seen by the coordinator; its stderr goes to a log file (shown if it fails)."""
+
+    def __init__(self, spec: Spec, args: argparse.Namespace, data: Path, batch_size: int) -> None:
+        self.spec, self.log = spec, data / f"worker-{len(list(data.glob('worker-*.log')))}.log"
+        command = [sys.executable, str(Path(__file__).resolve()), "--worker", spec.name, "--data", str(data)]
+        command += ["--threads", str(args.threads), "--model-size", args.model_size, "--seed", str(args.seed)]
+        command += ["--vocab-size", str(args.vocab_size), "--max-tokens", str(args.max_tokens)]
+        command += ["--batch-size", str(batch_size)]
+        environment = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "TOKENIZERS_PARALLELISM": "false"}
+        scripts = str(Path(__file__).resolve().parent)
+        environment["PYTHONPATH"] = os.pathsep.join(filter(None, [scripts, os.environ.get("PYTHONPATH")]))
+        with open(self.log, "w", encoding="utf-8") as log:
+            self.process = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=environment
+            )
+
+    def send(self, **message) -> None:
+        self.process.stdin.write(json.dumps(message) + "\n")
+        self.process.stdin.flush()
+
+    def receive(self) -> dict[str, Any]:
+        line = self.process.stdout.readline()
+        if not line:
+            tail = self.log.read_text(encoding="utf-8", errors="replace")[-4000:]
+            raise RuntimeError(f"worker {self.spec.name} ended (exit {self.process.wait()}):\n{tail}")
+        return json.loads(line)
+
+    def run(self, steps: int) -> dict[str, Any]:
+        self.send(command="run", steps=steps)
+        return self.receive()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            try:
+                self.send(command="stop")
+                self.process.wait(timeout=120)
+            except (OSError, subprocess.TimeoutExpired):
+                self.process.kill()
+                self.process.wait()
+
+
+def run_contestants(args, specs: list[Spec], data: Path, batch_size: int) -> tuple[dict[str, Any], list]:
+    """Start the workers, warm each up alone, then the interleaved rounds; each one's figures and the order run."""
+    workers = [Worker(spec, args, data, batch_size) for spec in specs]
+    results: dict[str, Any] = {}
+    order: list[list[str]] = []
+    try:
+        for worker in workers:
+            ready = worker.receive()
+            results[worker.spec.name] = {"device": ready["device"], "rounds": []}
+        for worker in workers:  # one at a time: compilation does not compete with another worker
+            print(f"warm-up: {worker.spec.name} ({args.warmup_steps} steps) ...", file=sys.stderr, flush=True)
+            results[worker.spec.name]["warmup"] = worker.run(args.warmup_steps)
+        for index in range(args.rounds):
+            turn = workers if index % 2 == 0 else workers[::-1]
+            order.append([worker.spec.name for worker in turn])
+            for worker in turn:
+                results[worker.spec.name]["rounds"].append(worker.run(args.steps_per_round))
+            print(f"round {index + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+    finally:
+        for worker in workers:
+            worker.stop()
+    return results, order
+
+
+def summarise(spec: Spec, figures: dict[str, Any]) -> dict[str, Any]:
+    """A contestant's throughput over all rounds, its per-round spread, tokens per step, and warm-up."""
+    rounds = figures["rounds"]
+    total = {key: sum(r[key] for r in rounds) for key in ("steps", "seconds", "tokens", "positions", "data_seconds")}
+    per_round = [r["tokens"] / r["seconds"] for r in rounds]
+    return {
+        "kind": spec.kind,
+        **dict(spec.settings),
+        "device": figures["device"],
+        "tokens_per_second": total["tokens"] / total["seconds"],
+        "round_tokens_per_second": {
+            "median": statistics.median(per_round),
+            "min": min(per_round),
+            "max": max(per_round),
+            "all": per_round,
+        },
+        "tokens_per_step": total["tokens"] / total["steps"],
+        "padded_tokens_per_step": total["positions"] / total["steps"],
+        "steps": total["steps"],
+        "seconds": total["seconds"],
+        "data_seconds": total["data_seconds"] if spec.kind == "ours" else None,
+        "compilations_measured": sum(r["compilations"] or 0 for r in rounds),  # recompilations: see warmup_steps
+        "warmup_seconds": figures["warmup"]["seconds"],
+        "warmup_compilations": figures["warmup"]["compilations"],
+    }
+
+
+def compare(summaries: dict[str, dict[str, Any]], specs: list[Spec]) -> dict[str, Any]:
+    """Each side's best (fastest) contestant, the ratios to each side's fp32 eager baseline and to the Trainer's
+    best, and ours_best / trainer_best."""
+    best: dict[str, str | None] = {}
+    for kind in SPEC_KEYS:
+        names = [spec.name for spec in specs if spec.kind == kind and spec.name in summaries]
+        best[kind] = max(names, key=lambda n: summaries[n]["tokens_per_second"]) if names else None
+    baselines = {spec.kind: spec.name for spec in specs if spec.is_baseline and spec.name in summaries}
+    trainer_best = summaries[best["trainer"]]["tokens_per_second"] if best["trainer"] else None
+    for spec in specs:
+        if spec.name not in summaries:
+            continue
+        row, baseline = summaries[spec.name], baselines.get(spec.kind)
+        row["vs_baseline"] = row["tokens_per_second"] / summaries[baseline]["tokens_per_second"] if baseline else None
+        row["vs_trainer_best"] = row["tokens_per_second"] / trainer_best if trainer_best else None
+    ours_best = summaries[best["ours"]]["tokens_per_second"] if best["ours"] else None
+    return {
+        "ours_best": best["ours"],
+        "trainer_best": best["trainer"],
+        "baselines": baselines,
+        "ours_best_tokens_per_second": ours_best,
+        "trainer_best_tokens_per_second": trainer_best,
+        "ratio": ours_best / trainer_best if ours_best and trainer_best else None,
+    }
+
+
+def print_table(summaries: dict[str, dict[str, Any]], comparison: dict[str, Any]) -> None:
+    def ratio(value):
+        return f"{value:.2f}x" if value is not None else "-"
+
+    header = f"{'contestant':58} {'tokens/s':>9} {'median [min-max] per round':>28} {'vs fp32':>8} {'vs T-best':>9}"
+    print(header + f" {'tok/step':>8} {'warm-up s':>9}")
+    for name, row in summaries.items():
+        spread = row["round_tokens_per_second"]
+        spread_text = f"{spread['median']:,.0f} [{spread['min']:,.0f}-{spread['max']:,.0f}]"
+        print(
+            f"{name:58} {row['tokens_per_second']:9,.0f} {spread_text:>28} {ratio(row['vs_baseline']):>8} "
+            f"{ratio(row['vs_trainer_best']):>9} {row['tokens_per_step']:8,.0f} {row['warmup_seconds']:9.1f}"
+        )
+    print(
+        f"TRAINING ours_best={comparison['ours_best']} trainer_best={comparison['trainer_best']} "
+        f"ratio={comparison['ratio']:.3f}"
+        if comparison["ratio"] is not None
+        else "TRAINING ratio=- (a side has no contestant)"
+    )
+
+
+def cpu_summary() -> dict[str, Any]:
+    """The processor's model and the flags that decide CPU training speed (`preflight.cpu_flags`)."""
+    from vanilla_transformer.training.preflight import NATIVE_BF16_FLAGS, cpu_flags
+
+    model = platform.processor() or None
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as file:
+            model = next((line.partition(":")[2].strip() for line in file if line.startswith("model name")), model)
+    except OSError:
+        pass
+    flags = cpu_flags()
+    wanted = ("avx2", "fma", "avx512f", "avx512_vnni", *NATIVE_BF16_FLAGS, "amx_tile")
+    return {"model": model, "flags": None if flags is None else {flag: flag in flags for flag in wanted}}
+
+
+def select_contestants(args: argparse.Namespace) -> tuple[list[Spec], dict[str, str]]:
+    """The contestants to run, and those left out with the reason: bf16 on a CPU that emulates it, unless named."""
+    specs = parse_contestants(args.contestants or " ".join(DEFAULT_CONTESTANTS))
+    if args.contestants:
+        return specs, {}
+    device_type = "cuda" if torch.cuda.is_available() else "cpu"
+    skipped = {spec.name: reason for spec in specs if (reason := bf16_skip_reason(spec, device_type))}
+    return [spec for spec in specs if spec.name not in skipped], skipped
+
+
+def coordinator_main(args: argparse.Namespace) -> int:
+    from vanilla_transformer.data import example_lengths
+    from vanilla_transformer.training.results import run_environment
+
+    load_start, wall_start = os.getloadavg(), time.perf_counter()
+    specs, skipped = select_contestants(args)
+    for name, reason in skipped.items():
+        print(f"skipped {name}: {reason}", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="benchmark-training-") as folder:
+        data = Path(folder)
+        built = build_data(args, data)
+        if built["tokenizer_size"] > args.vocab_size:
+            raise ValueError(
+                f"the tokenizer has {built['tokenizer_size']} tokens, over --vocab-size={args.vocab_size}"
+            )
+        examples = json.loads((data / "examples.json").read_text(encoding="utf-8"))
+        batching = trainer_batch_size(example_lengths(examples), args.max_tokens, args.seed)
+        print(f"data: {built['pairs']:,} pairs; Trainer batch size {batching['batch_size']}", file=sys.stderr)
+        figures, order = run_contestants(args, specs, data, batching["batch_size"])
+    summaries = {spec.name: summarise(spec, figures[spec.name]) for spec in specs}
+    for name, row in summaries.items():
+        if row["compile"] != "no" and row["warmup_compilations"] == 0:
+            print(f"warning: {name} asked to compile but compiled no graph during warm-up", file=sys.stderr)
+    comparison = compare(summaries, specs)
+    print_table(summaries, comparison)
+    result = {
+        **comparison,
+        "contestants": summaries,
+        "skipped": skipped,
+        "order": order,
+        "settings": {
+            key: getattr(args, key)
+            for key in ("model_size", "vocab_size", "max_tokens", "rounds", "steps_per_round", "warmup_steps")
+        }
+        | {"threads": args.threads, "max_pairs": args.max_pairs, "data_dir": args.data_dir, "seed": args.seed},
+        "data": {**built, **batching},
+        "cpu": cpu_summary(),
+        "wall_seconds": time.perf_counter() - wall_start,
+        **run_environment(load_start),
+    }
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from vanilla_transformer.configuration_vanilla_transformer import PRESETS
+    from vanilla_transformer.data import shared_data_dir
+
+    default_data = shared_data_dir("multi30k")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--contestants", help=f"comma/space separated (default: {shlex.join(DEFAULT_CONTESTANTS)})")
+    parser.add_argument("--rounds", type=int, default=6, help="measured rounds (default: %(default)s)")
+    parser.add_argument("--steps-per-round", type=int, default=5, help="steps per contestant and round (K)")
+    parser.add_argument("--warmup-steps", type=int, default=10, help="steps before measuring, compilation included")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads of every worker (default: 2)")
+    parser.add_argument(
+        "--data-dir",
+        default=str(default_data) if default_data else None,
+        help="the Multi30k files (default: $VANILLA_TRANSFORMER_DATA/multi30k)",
+    )
+    parser.add_argument("--max-pairs", type=int, default=None, help="use only the first N training pairs")
+    parser.add_argument("--model-size", default="multi30k", choices=sorted(PRESETS), help="a model preset")
+    parser.add_argument("--vocab-size", type=int, default=8000, help="BPE vocabulary (default: %(default)s)")
+    parser.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per step (default: 4096)")
+    parser.add_argument("--seed", type=int, default=0, help="initial weights and batch order")
+    parser.add_argument("--output", type=Path, help="also write the figures to this JSON file")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: run one contestant
+    parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)  # internal: the coordinator's data folder
+    parser.add_argument("--batch-size", type=int, help=argparse.SUPPRESS)  # internal: the Trainer's batch size
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    for name in ("rounds", "steps_per_round", "warmup_steps", "threads", "max_tokens"):
+        if getattr(args, name) < 1:
+            raise SystemExit(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if args.worker:
+        return worker_main(args)
+    return coordinator_main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

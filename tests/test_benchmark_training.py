@@ -1,0 +1,91 @@
+"""scripts/benchmark_training.py: the contestants' settings, which run by default, and the interleaved harness end to
+end at a tiny size (no timing is asserted: only what was run, in which order, on how many tokens)."""
+
+import json
+import random
+
+import benchmark_training as bench
+import pytest
+import torch
+
+WORDS = "a red blue green dog cat bird man woman child runs sits eats sees the small big old".split()
+
+
+def write_corpus(folder, pairs=600, seed=0):
+    """A Multi30k-like corpus (train.en / train.de, one sentence per line, aligned) of 3 to 12 words a side, the
+    target about as long as its source (as in translations)."""
+    rng = random.Random(seed)
+    folder.mkdir()
+    sides = {"en": [], "de": []}
+    for _ in range(pairs):
+        length = rng.randint(3, 11)
+        for side, words in zip(sides.values(), (length, length + rng.randint(-1, 1)), strict=True):
+            side.append(" ".join(rng.choice(WORDS) for _ in range(words)))
+    for language, lines in sides.items():
+        (folder / f"train.{language}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
+
+
+def test_contestants_are_parsed_with_defaults_and_checked():
+    specs = bench.parse_contestants("ours, trainer:compile=inductor,optim=adamw_torch ours:adam=fused attn=eager")
+    assert [spec.name for spec in specs] == [
+        "ours:precision=no,compile=no,adam=default,attn=sdpa",
+        "trainer:precision=no,compile=inductor,optim=adamw_torch,attn=sdpa",
+        "ours:precision=no,compile=no,adam=fused,attn=eager",
+    ]
+    assert [spec.is_baseline for spec in specs] == [True, False, False]
+    for bad in ("ours:adam=sgd", "theirs:precision=no", "ours:optim=adamw_torch", "ours ours", "compile=no"):
+        with pytest.raises(ValueError):
+            bench.parse_contestants(bad)
+
+
+def test_bf16_contestants_run_by_default_only_where_bf16_is_native(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    args = bench.build_parser().parse_args([])
+    bf16 = {name for name in bench.DEFAULT_CONTESTANTS if "precision=bf16" in name}
+    assert bf16, "the defaults must include bf16 contestants (the best settings on GPUs and AVX-512 BF16 CPUs)"
+
+    monkeypatch.setattr("vanilla_transformer.training.preflight.cpu_flags", lambda: {"avx2", "fma"})
+    specs, skipped = bench.select_contestants(args)
+    assert {bench.Spec.parse(name).name for name in bf16} == set(skipped)
+    assert all("native bf16" in reason for reason in skipped.values())
+    assert all(spec["precision"] == "no" for spec in specs)
+    assert len(specs) == len(bench.DEFAULT_CONTESTANTS) - len(bf16)
+
+    monkeypatch.setattr("vanilla_transformer.training.preflight.cpu_flags", lambda: {"avx2", "avx512_bf16"})
+    specs, skipped = bench.select_contestants(args)
+    assert not skipped and len(specs) == len(bench.DEFAULT_CONTESTANTS)
+
+    monkeypatch.setattr("vanilla_transformer.training.preflight.cpu_flags", lambda: {"avx2"})
+    named = bench.build_parser().parse_args(["--contestants", "ours:precision=bf16"])
+    assert bench.select_contestants(named) == ([bench.Spec.parse("ours:precision=bf16")], {})
+
+
+def test_harness_interleaves_both_sides_on_the_same_tokens_per_step(tmp_path, capsys):
+    data_dir = write_corpus(tmp_path / "multi30k")
+    output = tmp_path / "result.json"
+    ours, trainer = "ours:precision=no,compile=no", "trainer:precision=no,compile=no"
+    argv = ["--data-dir", str(data_dir), "--model-size", "tiny", "--vocab-size", "400", "--max-tokens", "512"]
+    argv += ["--threads", "1", "--rounds", "2", "--steps-per-round", "8", "--warmup-steps", "1"]
+    assert bench.main([*argv, "--contestants", f"{ours} {trainer}", "--output", str(output)]) == 0
+
+    result = json.loads(output.read_text())
+    names = [bench.Spec.parse(ours).name, bench.Spec.parse(trainer).name]
+    assert result["order"] == [names, names[::-1]]  # the second round runs in reverse
+    rows = result["contestants"]
+    assert list(rows) == names and result["skipped"] == {}
+    for row in rows.values():
+        assert row["steps"] == 16 and len(row["round_tokens_per_second"]["all"]) == 2
+        assert 0 < row["tokens_per_step"] < row["padded_tokens_per_step"]  # padding is not counted
+        assert row["tokens_per_second"] == pytest.approx(row["tokens_per_step"] * row["steps"] / row["seconds"])
+        assert row["warmup_seconds"] > 0 and not row["warmup_compilations"]  # eager: nothing compiled
+    assert rows[names[0]]["padded_tokens_per_step"] <= 512  # TokenBatchSampler's bound
+    assert rows[names[0]]["data_seconds"] > 0 and rows[names[1]]["data_seconds"] is None
+    for measure in ("padded_tokens_per_step", "tokens_per_step"):  # padded: what the Trainer's batch size matches
+        ours_step, trainer_step = rows[names[0]][measure], rows[names[1]][measure]
+        assert abs(ours_step - trainer_step) <= 0.25 * max(ours_step, trainer_step), measure
+    assert result["ratio"] == pytest.approx(rows[names[0]]["tokens_per_second"] / rows[names[1]]["tokens_per_second"])
+    assert (result["ours_best"], result["trainer_best"]) == tuple(names)
+    assert result["data"]["batch_size"] >= 1
+    assert result["settings"]["threads"] == 1 and result["load_average_start"] and result["versions"]["torch"]
+    assert f"TRAINING ours_best={names[0]} trainer_best={names[1]} ratio=" in capsys.readouterr().out
