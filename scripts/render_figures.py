@@ -488,6 +488,84 @@ def transformers_common(results: Path) -> str:
     return "; ".join(parts)
 
 
+def _contestant(spec: str) -> str:
+    """``ours:precision=no,compile=inductor,adam=fused,attn=sdpa`` as "ours: fp32, inductor, fused Adam, SDPA"."""
+    kind, _, settings = spec.partition(":")
+    values = dict(item.split("=") for item in settings.split(","))
+    words = ["fp32" if values["precision"] == "no" else values["precision"]]
+    words.append("compiled (inductor)" if values["compile"] == "inductor" else "eager")
+    if "adam" in values:
+        words.append({"default": "Adam", "foreach": "foreach Adam", "fused": "fused Adam"}[values["adam"]])
+    else:
+        words.append({"adamw_torch_fused": "fused AdamW", "adamw_torch": "AdamW"}[values["optim"]])
+    words.append({"sdpa": "SDPA", "eager": "eager attention"}[values["attn"]])
+    return f"{'ours' if kind == 'ours' else 'MarianMT + Seq2SeqTrainer'}: {', '.join(words)}"
+
+
+def training_table(results: Path) -> str:
+    """Our training step against MarianMT with Seq2SeqTrainer (scripts/benchmark_training.py)."""
+    run = read_json(results, "training_vs_trainer.json")
+    rows = []
+    for spec, figures in run["contestants"].items():
+        spread = figures["round_tokens_per_second"]
+        best = " (best)" if spec in (run["ours_best"], run["trainer_best"]) else ""
+        rows.append([
+            _contestant(spec) + best,
+            f"{figures['tokens_per_second']:,.0f}",
+            f"{spread['median']:,.0f} [{spread['min']:,.0f}–{spread['max']:,.0f}]",
+            f"{figures['vs_baseline']:.2f}x",
+            f"{figures['vs_trainer_best']:.2f}x",
+            f"{figures['tokens_per_step']:,.0f} / {figures['padded_tokens_per_step']:,.0f}",
+            f"{figures['warmup_seconds']:.0f} s ({figures['warmup_compilations']})",
+        ])  # fmt: skip
+    header = ["contestant", "real tokens/s", "per round: median [min–max]", "vs its fp32 eager",
+              "vs the Trainer's best", "real / padded tokens per step", "warm-up (graphs compiled)"]  # fmt: skip
+    return table(header, ["l", "r", "r", "r", "r", "r", "r"], rows)
+
+
+def training_summary(results: Path) -> str:
+    """The training benchmark's findings: the ratio, padding, the step per padded token, the levers."""
+    run = read_json(results, "training_vs_trainer.json")
+    contestants = run["contestants"]
+    ours, trainer = contestants[run["ours_best"]], contestants[run["trainer_best"]]
+
+    def padding(figures: dict) -> float:
+        return 1 - figures["tokens_per_step"] / figures["padded_tokens_per_step"]
+
+    def per_padded(figures: dict) -> float:
+        return figures["tokens_per_second"] / figures["tokens_per_step"] * figures["padded_tokens_per_step"]
+
+    levers = {
+        "compiled": [f for spec, f in contestants.items() if "compile=inductor" in spec and "precision=no" in spec],
+        "fused": [f for spec, f in contestants.items() if spec.startswith("ours:") and "adam=fused" in spec
+                  and "compile=no" in spec],
+    }  # fmt: skip
+    compiled = ", ".join(f"{figures['vs_baseline']:.2f}x" for figures in levers["compiled"])
+    fused = ", ".join(f"{figures['vs_baseline']:.2f}x" for figures in levers["fused"])
+    data_share = ours["data_seconds"] / ours["seconds"]
+    return (
+        f"ours {run['ratio']:.2f}x the Trainer's best in real tokens/s; padding {padding(ours):.1%} of our padded "
+        f"tokens and {padding(trainer):.1%} of the Trainer's; per padded token, ours "
+        f"{per_padded(ours) / per_padded(trainer):.2f}x; compiled against eager in fp32: {compiled} (ours, the "
+        f"Trainer); fused Adam against the default: {fused}; building our batches: {data_share:.1%} of the step time"
+    )
+
+
+def training_environment(results: Path) -> str:
+    """Where the training benchmark ran, and what it left out."""
+    run = read_json(results, "training_vs_trainer.json")
+    settings, versions = run["settings"], run["versions"]
+    flags = [flag for flag, present in run["cpu"]["flags"].items() if present]
+    return (
+        f"{run['cpu']['model']} ({', '.join(flags)}; no native bf16), {settings['threads']} threads, "
+        f"{settings['rounds']} rounds of {settings['steps_per_round']} steps per contestant after "
+        f"{settings['warmup_steps']} warm-up steps, {minutes(run['wall_seconds'])} in all, 1-minute load "
+        f"{load((run['load_average_start'], run['load_average_end']))}; torch {versions['torch']}, transformers "
+        f"{versions['transformers']}, accelerate {versions['accelerate']}; {len(run['skipped'])} bf16 contestants "
+        f"left out (emulated bf16)"
+    )
+
+
 FIGURES: dict[str, Callable[[Path], str]] = {
     "numbers-table": numbers_table,
     "numbers-environment": numbers_environment,
@@ -513,6 +591,9 @@ FIGURES: dict[str, Callable[[Path], str]] = {
     "demo-latency": demo_latency,
     "lora-environment": lora_environment,
     "transformers-common": transformers_common,
+    "training-table": training_table,
+    "training-environment": training_environment,
+    "training-summary": training_summary,
 }
 
 
