@@ -471,6 +471,26 @@ def test_two_processes_equal_one_process_accumulating_two_micro_batches(two_proc
         assert row_two["grad_norm"] == pytest.approx(row_one["grad_norm"], rel=1e-6)
 
 
+def test_two_processes_compiled_by_the_launcher_equal_the_eager_two_processes(two_process_run, tmp_path):
+    """``accelerate launch --dynamo_backend eager``: DDP inside torch.compile's wrapper, the same kernels, so the same
+    losses and gradient norms as the eager launch. (Not bitwise the same weights: the attention keys' bias has a zero
+    gradient in exact arithmetic, and Adam scales the rounding noise left there, which the compiled graph's
+    summation order changes, up to a full step.)"""
+    options = [*TWO_PROCESS_OPTIONS, "--grad-accum", "1"]
+    completed = launch(tmp_path / "run", *options, launcher=["--mixed_precision", "no", "--dynamo_backend", "eager"])
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["dynamo_backend"] == "eager" and results["compilations"] >= 2 and results["num_processes"] == 2
+    rows = [
+        [row for row in read_metrics(run / "metrics.jsonl") if "train_loss" in row]
+        for run in (tmp_path / "run", two_process_run)
+    ]
+    assert len(rows[0]) == 4
+    for compiled, eager in zip(*rows, strict=True):
+        assert compiled["train_loss"] == pytest.approx(eager["train_loss"], rel=1e-6)
+        assert compiled["grad_norm"] == pytest.approx(eager["grad_norm"], rel=1e-5)
+
+
 def test_two_processes_killed_and_resumed_end_with_the_weights_of_an_uninterrupted_run(two_process_run, tmp_path):
     """Both processes die while writing the checkpoint of step 4; resumed in two processes from step 2, the run must
     end with the weights of the uninterrupted two-process run, read from the same token cache."""

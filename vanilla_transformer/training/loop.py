@@ -231,11 +231,12 @@ def _build_trainer(run: _Run, data: RunData) -> _Trainer:
     )
     trainer = _Trainer(model, unwrapped, step, optimizer, scheduler, progress, state, sampler, grad_accum, evaluator)
     tokens_per_step = max_tokens * grad_accum * accelerator.num_processes
+    auto = " (--mixed-precision auto: bf16 only where native)" if config.mixed_precision == "auto" else ""
     logger.info(
         f"{trainer.unwrapped.num_parameters():,} parameters; {len(data.train):,} training pairs; "
         f"{accelerator.num_processes} process(es) x {grad_accum} micro-batch(es) x at most {max_tokens:,} "
         f"tokens = {tokens_per_step:,} tokens per step; {sampler.batches_per_replica:,} batches per process and "
-        f"epoch; {sampler.padding_fraction():.2%} padding; precision {accelerator.mixed_precision}; "
+        f"epoch; {sampler.padding_fraction():.2%} padding; precision {accelerator.mixed_precision}{auto}; "
         f"{_compile_description(accelerator)}",
         main_process_only=True,
     )
