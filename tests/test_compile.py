@@ -5,8 +5,6 @@ steps, and the results a compiled run reports. The numerics are checked against 
 the checkpoints of a compiled run against what an eager run loads, and the other way round.
 """
 
-import math
-
 import pytest
 import torch
 from accelerate.state import AcceleratorState
@@ -103,8 +101,8 @@ def test_launchers_backend_applies_and_new_batch_shapes_do_not_recompile(tmp_pat
     assert 2 <= results["compilations"] <= 4  # model and loss, once more at most for a size-1 dimension
     shapes.clear()
     monkeypatch.setenv("ACCELERATE_DYNAMO_USE_DYNAMIC", "false")
-    static = _run(tmp_path, "static", "--max-steps", "8")
-    assert len(shapes) >= 5 and static["compilations"] > results["compilations"]
+    static = _run(tmp_path, "static", "--max-steps", "3")  # each new shape compiles model and loss again: >= 6
+    assert len(shapes) == 3 and static["compilations"] > results["compilations"]
     rows = [row for row in read_metrics(tmp_path / "launched" / "metrics.jsonl") if "compilations" in row]
     assert rows and rows[-1]["compilations"] == results["compilations"]  # in the run's log too
 
@@ -127,4 +125,3 @@ def test_compile_count_counts_graphs_where_torch_compiles():
     assert step_module.compile_count() == before + 1
     function(torch.randn(5))
     assert step_module.compile_count() == before + 1
-    assert math.isclose(float(function(torch.zeros(1))[0]), 0.0)
