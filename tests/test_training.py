@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -32,6 +33,7 @@ from vanilla_transformer.training import (
     load_splits,
     noam_learning_rate,
     noam_schedule,
+    out_of_time,
     parse_args,
     preflight,
     train,
@@ -654,3 +656,43 @@ def test_a_busy_run_directory_is_refused_and_a_killed_run_leaves_no_lock(tmp_pat
     third = subprocess.run([*command, "--overwrite"], env=environment, capture_output=True, text=True, timeout=300)
     assert third.returncode == 0, third.stderr[-2000:]
     assert json.loads((run_dir / "results.json").read_text())["step"] == 8
+
+
+class TwoClocks:
+    """Two processes' view of `out_of_time`: process 1's clock runs 1.5x process 0's. Its `reduce` is the collective
+    (the max over both processes' lateness at the current step), and records the steps at which it was called."""
+
+    num_processes, device = 2, torch.device("cpu")
+
+    def __init__(self, budget_seconds: float):
+        self.budget, self.step, self.collectives = budget_seconds, 0, []
+
+    def seconds(self, rank: int, step: int) -> float:
+        return step * (1.0, 1.5)[rank]
+
+    def reduce(self, late: torch.Tensor, reduction: str) -> torch.Tensor:
+        assert reduction == "max"
+        self.collectives.append(self.step)
+        return torch.tensor(float(any(self.seconds(rank, self.step) >= self.budget for rank in (0, 1))))
+
+    def stop_step(self, rank: int, processes: int = 2) -> int:
+        """The step before which process ``rank`` stops, running the loop's check before each step."""
+        accelerator = self if processes == 2 else SimpleNamespace(num_processes=1)
+        progress = TrainingProgress()
+        for self.step in range(1000):
+            progress.step, progress.seconds = self.step, self.seconds(rank, self.step)
+            if out_of_time(accelerator, progress, self.budget / 60):
+                return self.step
+        raise AssertionError("never stopped")
+
+
+def test_processes_agree_on_the_time_budget_every_ten_steps_and_stop_together():
+    """Agreeing is a collective and a host-device sync, so several processes agree only every 10 steps: both stop at
+    the first multiple of 10 where either is late (process 1 is late from step 8, process 0 from step 12). One
+    process needs no agreement: it stops at its own first late step."""
+    clocks = TwoClocks(budget_seconds=12.0)
+    assert clocks.stop_step(rank=0) == clocks.stop_step(rank=1) == 10
+    assert clocks.collectives == [0, 10, 0, 10]  # a collective every 10 steps, not every step
+    clocks.collectives.clear()
+    assert (clocks.stop_step(rank=1, processes=1), clocks.stop_step(rank=0, processes=1)) == (8, 12)
+    assert clocks.collectives == []

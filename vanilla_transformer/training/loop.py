@@ -89,13 +89,20 @@ class TrainingProgress:
         self.seconds = state.get("seconds", 0.0)  # absent in checkpoints of version 0.1
 
 
+# Processes agree on the time budget every this many steps: agreeing is a collective and a host-device sync.
+AGREE_ON_TIME_EVERY = 10
+
+
 def out_of_time(accelerator: Accelerator, progress: TrainingProgress, max_minutes: float | None) -> bool:
-    """Whether the training loop has used up ``max_minutes``; all processes agree (they stop at the same step)."""
+    """Whether the training loop has used up ``max_minutes``. One process reads its clock before every step; several
+    agree (all stop at the same step) every `AGREE_ON_TIME_EVERY` steps, so they may overrun by that many steps."""
     if max_minutes is None:
         return False
     late = progress.seconds >= 60 * max_minutes
     if accelerator.num_processes == 1:
         return late
+    if progress.step % AGREE_ON_TIME_EVERY != 0:
+        return False
     return bool(accelerator.reduce(torch.tensor(float(late), device=accelerator.device), "max").item())
 
 
