@@ -150,7 +150,10 @@ def test_a_bf16_run_on_a_cpu_without_native_bf16_warns_in_its_log(tmp_path, monk
     monkeypatch.setattr("vanilla_transformer.training.loop.cpu_flags", lambda: {"avx2"})
     with caplog.at_level(logging.WARNING):
         train(parse_args([*SHORT, "--output-dir", str(tmp_path / "bf16"), "--mixed-precision", "bf16"]))
-    assert any("without native bf16 instructions" in record.getMessage() for record in caplog.records)
+    assert any(
+        "without native bf16 instructions" in message and "pass --mixed-precision auto (or no)" in message
+        for message in (record.getMessage() for record in caplog.records)
+    )
     caplog.clear()
     AcceleratorState._reset_state(reset_partial_state=True)
     monkeypatch.setattr("vanilla_transformer.training.loop.cpu_flags", lambda: {"avx2", "avx512_bf16"})

@@ -443,7 +443,7 @@ def test_cpu_flags_are_read_from_cpuinfo(tmp_path):
 
 
 def test_bf16_on_a_cpu_without_native_bf16_is_named_with_the_fix():
-    assert "--mixed-precision no" in preflight.slow_bf16("cpu", "bf16", {"avx2", "avx512f"})
+    assert "without native bf16" in preflight.slow_bf16("cpu", "bf16", {"avx2", "avx512f"})
     assert preflight.slow_bf16("cpu", "bf16", {"avx2", "avx512_bf16"}) is None
     assert preflight.slow_bf16("cpu", "bf16", {"amx_bf16"}) is None
     assert preflight.slow_bf16("cpu", "no", {"avx2"}) is None

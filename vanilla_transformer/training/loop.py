@@ -180,9 +180,10 @@ def _start_run(config: TrainingConfig) -> _Run:
     chosen = {name: value for name, value in chosen.items() if value is not None}
     accelerator = Accelerator(log_with=[jsonl, *extra_trackers], project_dir=str(run_dir), **chosen)
     set_seed(config.seed, device_specific=True)  # dropout differs between processes; DDP copies rank 0's weights
+    slow = slow_bf16(accelerator.device.type, accelerator.mixed_precision, cpu_flags())
     for problem in (
         launch_mismatch(accelerator.num_processes),
-        slow_bf16(accelerator.device.type, accelerator.mixed_precision, cpu_flags()),
+        slow and f"{slow}; pass --mixed-precision auto (or no) to train in fp32",
     ):
         if problem:
             logger.warning(problem, main_process_only=True)
