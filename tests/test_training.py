@@ -442,7 +442,7 @@ def test_cpu_flags_are_read_from_cpuinfo(tmp_path):
     assert preflight.cpu_flags(tmp_path / "missing") is None
 
 
-def test_bf16_on_a_cpu_without_native_bf16_is_named_with_the_fix():
+def test_bf16_on_a_cpu_without_native_bf16_is_named():
     assert "without native bf16" in preflight.slow_bf16("cpu", "bf16", {"avx2", "avx512f"})
     assert preflight.slow_bf16("cpu", "bf16", {"avx2", "avx512_bf16"}) is None
     assert preflight.slow_bf16("cpu", "bf16", {"amx_bf16"}) is None

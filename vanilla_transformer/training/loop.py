@@ -95,7 +95,7 @@ AGREE_ON_TIME_EVERY = 10
 
 def out_of_time(accelerator: Accelerator, progress: TrainingProgress, max_minutes: float | None) -> bool:
     """Whether the training loop has used up ``max_minutes``. One process reads its clock before every step; several
-    agree (all stop at the same step) every `AGREE_ON_TIME_EVERY` steps, so they may overrun by that many steps."""
+    agree (all stop at the same step) every `AGREE_ON_TIME_EVERY` steps, so they may overrun by fewer steps than that."""
     if max_minutes is None:
         return False
     late = progress.seconds >= 60 * max_minutes
