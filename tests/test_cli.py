@@ -28,6 +28,7 @@ OPTIONS = {
                  "--num-epochs", "--batch-size", "--eval-steps", "--label-smoothing", "--num-beams", "--bf16",
                  "--report-to", "--resume-from-checkpoint", "--push-to-hub"],
     "export-ctranslate2": ["model_dir", "output_dir", "--quantization", "--force"],
+    "export-onnx": ["model_dir", "output_dir", "--quantize", "--web", "--transformers-js", "--force"],
     "push": ["model_dir", "repo_id", "--template", "--private", "--token", "--dry-run", "--space"],
     "attention": ["model", "source", "--target", "--output-dir", "--layers", "--kinds"],
     "demo": ["model", "--host", "--port"],

@@ -69,9 +69,12 @@ class CachedStepDecoder:
 def step_decoder(
     model, input_ids: torch.Tensor, attention_mask: torch.Tensor, beams: int, max_steps: int
 ) -> StepDecoder:
-    """The decoder of one search over the right-padded sources `input_ids`, `beams` rows per sentence: this
-    package's `IncrementalDecoder` where its copied weights compute what the model does (our model in eval mode,
-    without hooks or adapters other than plain LoRA), else `CachedStepDecoder`."""
+    """The decoder of one search over the right-padded sources `input_ids`, `beams` rows per sentence: the model's
+    own where it brings one (a ``step_decoder`` method: an ONNX folder served by onnxruntime,
+    ``export.onnx.OnnxSeq2SeqModel``); this package's `IncrementalDecoder` where its copied weights compute what the
+    model does (our model in eval mode, without hooks or adapters other than plain LoRA); else `CachedStepDecoder`."""
+    if callable(getattr(model, "step_decoder", None)):
+        return model.step_decoder(input_ids, attention_mask, beams, max_steps)
     if has_fast_generation(model) and not model.training and not unsupported_modules(model):
         memory = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         return IncrementalDecoder(DecoderWeights.of(model), memory, attention_mask, beams, max_steps)

@@ -6,6 +6,7 @@ tokenizers, safetensors and accelerate only. Training and evaluation, plots and 
     pip install "vanilla-transformer[train]"    # datasets, evaluate, sacrebleu, num2words
     pip install "vanilla-transformer[plots]"    # matplotlib: attention maps, training curves
     pip install "vanilla-transformer[serve]"    # ctranslate2
+    pip install "vanilla-transformer[onnx]"     # onnx, onnxruntime, onnxscript: ONNX export, serving, the web page
     pip install "vanilla-transformer[marian]"   # sentencepiece: MarianMT (OPUS-MT) tokenizers, for import-marian
     pip install "vanilla-transformer[peft]"     # peft: fine-tuning with adapters (LoRA)
     pip install "vanilla-transformer[demo]"     # gradio: the browser demo and its Hub Space
@@ -22,6 +23,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "train": ("datasets", "evaluate", "sacrebleu", "num2words"),
     "plots": ("matplotlib",),
     "serve": ("ctranslate2",),
+    "onnx": ("onnx", "onnxruntime", "onnxscript"),
     "marian": ("sentencepiece",),
     "peft": ("peft",),
     "demo": ("gradio",),

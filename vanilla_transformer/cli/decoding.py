@@ -19,6 +19,7 @@ from transformers import GenerationConfig
 
 from ..data import decode_lines
 from ..export.model_dir import load_model_dir
+from ..export.onnx import is_onnx_dir, load_onnx
 from ..generation_vanilla_transformer import LENGTH_PENALTY_TYPE
 from ..generation_vanilla_transformer import MAX_LENGTH_OFFSET as MAX_LENGTH_OFFSET_FIELD
 from ..translation import (
@@ -79,6 +80,9 @@ def check_output_file(path: str | os.PathLike[str] | None, option: str) -> None:
         raise PermissionError(f"{option}={path} cannot be written: no permission")
 
 
+ENGINES = ("torch", "onnxruntime")
+"""What ``--engine`` offers: this package's PyTorch model, or its ONNX export on onnxruntime; the same search."""
+
 DECODING_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 """The precisions ``--dtype`` offers for decoding."""
 
@@ -93,7 +97,8 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default: %(default)s)")
     parser.add_argument(
-        "--device", default="cuda" if torch.cuda.is_available() else "cpu", help="default: %(default)s"
+        "--device",
+        help=f"default: {'cuda' if torch.cuda.is_available() else 'cpu'}; with --engine onnxruntime, cpu (the only one)",
     )
     parser.add_argument(
         "--num-threads", type=int, help="CPU threads (default: torch's); 1 is fastest on a CPU busy with other work"
@@ -105,23 +110,62 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
         help="precision of the weights and activations while decoding (default: %(default)s). bf16 is faster on GPUs "
         "and on CPUs with AVX-512 BF16 or AMX, and may change some translations: docs/decoding.md gives BLEU against fp32",
     )
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        help="what runs the model under the paper's search: torch (a model directory) or onnxruntime (a folder of "
+        "vanilla-transformer export-onnx); default: onnxruntime for such a folder, else torch",
+    )
+    parser.add_argument(
+        "--quantized",
+        action="store_true",
+        help="with onnxruntime: the int8 graphs (written by export-onnx --quantize)",
+    )
 
 
 def check_decoding_arguments(args: argparse.Namespace) -> None:
     """Reject, before any file or model is read, the search options of `add_decoding_arguments` that cannot work
-    (`check_search_settings`), a ``--batch-size`` or ``--num-threads`` below 1, and a ``--device`` this machine does not
-    have: a ValueError naming the option."""
+    (`check_search_settings`), a ``--batch-size`` or ``--num-threads`` below 1, a ``--device`` this machine does not
+    have, and an ``--engine`` the model folder is not for: a ValueError naming the option. Fills in ``--engine`` and
+    ``--device``."""
     search = {name: getattr(args, name) for name in ("num_beams", "length_penalty", "max_length_offset")}
     check_search_settings(flag=True, **search)
     for option, value in (("--batch-size", args.batch_size), ("--num-threads", args.num_threads)):
         if value is not None and value < 1:
             raise ValueError(f"{option} must be at least 1, got {option}={value}")
+    _resolve_engine(args)
     try:
         device = torch.device(args.device)
     except (RuntimeError, ValueError) as error:
         raise ValueError(f"--device={args.device} is not a device (cpu, cuda, cuda:1, mps, ...): {error}") from error
     if device.type == "cuda" and (not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()):
         raise ValueError(f"--device={args.device}: no such CUDA device here; use --device cpu")
+
+
+def _resolve_engine(args: argparse.Namespace) -> None:
+    """Fill in ``--engine`` (onnxruntime for an ONNX folder, else torch) and ``--device``; refuse the combinations
+    that cannot work: the other engine's folder, ``--quantized`` or a ``--dtype`` or ``--device`` onnxruntime does
+    not run here."""
+    model = getattr(args, "model", None)
+    onnx = model is not None and is_onnx_dir(model)
+    args.engine = args.engine or ("onnxruntime" if onnx else "torch")
+    if args.engine == "torch":
+        if onnx:
+            raise ValueError(f"--model={model} is an ONNX export: it decodes with --engine onnxruntime")
+        if args.quantized:
+            raise ValueError("--quantized goes with --engine onnxruntime (an ONNX export's int8 graphs)")
+        args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        return
+    if model is not None and not onnx:
+        raise ValueError(
+            f"--model={model} is not an ONNX export (no onnx/encoder_model.onnx): write one with vanilla-transformer "
+            f"export-onnx, or decode it with --engine torch"
+        )
+    if args.dtype != "fp32":
+        raise ValueError(f"--dtype {args.dtype}: the ONNX graphs are float32 (--quantized: int8)")
+    if args.device not in (None, "cpu"):
+        raise ValueError(f"--device={args.device}: onnxruntime decodes on the CPU here; pass --device cpu")
+    args.device = "cpu"
 
 
 def resolve_search_arguments(args: argparse.Namespace, generation_config: GenerationConfig | None) -> None:
@@ -148,14 +192,19 @@ def resolve_search_arguments(args: argparse.Namespace, generation_config: Genera
 
 
 def translate_with_options(args: argparse.Namespace, sentences: Sequence[str]) -> list[str]:
-    """Translate `sentences` with the model directory ``args.model`` and the options of `add_decoding_arguments`,
-    ``--num-threads`` included, with a progress bar: what the translate and evaluate commands run. Search options
+    """Translate `sentences` with the model directory ``args.model`` (or, with ``--engine onnxruntime``, its ONNX
+    export on onnxruntime) and the options of `add_decoding_arguments`, ``--num-threads`` included, with a progress bar: what the translate and evaluate commands run. Search options
     not given are the model's (`resolve_search_arguments`) and are filled into `args`."""
     if args.num_threads is not None:
         torch.set_num_threads(args.num_threads)
-    model, tokenizer = load_model_dir(args.model, args.device)
-    resolve_search_arguments(args, model.generation_config)
-    model.to(DECODING_DTYPES[args.dtype])
+    if args.engine == "onnxruntime":
+        model = load_onnx(args.model, quantized=args.quantized, threads=args.num_threads or 0)
+        tokenizer = model.tokenizer
+        resolve_search_arguments(args, GenerationConfig.from_pretrained(args.model))
+    else:
+        model, tokenizer = load_model_dir(args.model, args.device)
+        resolve_search_arguments(args, model.generation_config)
+        model.to(DECODING_DTYPES[args.dtype])
     return translate(
         model,
         tokenizer,
@@ -170,6 +219,7 @@ def translate_with_options(args: argparse.Namespace, sentences: Sequence[str]) -
 
 __all__ = [
     "DECODING_DTYPES",
+    "ENGINES",
     "STDIN",
     "add_decoding_arguments",
     "check_decoding_arguments",

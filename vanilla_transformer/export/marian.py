@@ -301,7 +301,7 @@ def export_marian(src: str | os.PathLike, dst: str | os.PathLike, *, with_tokeni
     with _fresh_directory(dst) as directory:
         marian.save_pretrained(directory)
         if tokenizer is not None:
-            _save_tokenizer_for_any_transformers(tokenizer, directory)
+            save_tokenizer_for_any_transformers(tokenizer, directory)
     return marian
 
 
@@ -349,7 +349,7 @@ def _load_tokenizer(src: str | os.PathLike):
         ) from error
 
 
-def _save_tokenizer_for_any_transformers(tokenizer, directory: Path) -> None:
+def save_tokenizer_for_any_transformers(tokenizer, directory: Path) -> None:
     """Save `tokenizer`; a fast one is named ``PreTrainedTokenizerFast``, which transformers 4 (as Optimum and other
     tools install it) knows as well as 5, where ``TokenizersBackend``, the name 5 writes, does not exist in 4."""
     tokenizer.save_pretrained(directory)
@@ -388,5 +388,6 @@ __all__ = [
     "marian_table",
     "marian_to_vanilla",
     "permute_state_dict",
+    "save_tokenizer_for_any_transformers",
     "vanilla_to_marian",
 ]

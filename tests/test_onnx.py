@@ -1,0 +1,211 @@
+"""ONNX export and serving with onnxruntime (issue 37): the folder transformers.js and Optimum read, the package's one
+beam search on an onnxruntime step decoder, the same tokens as ``generate()``, int8, and what the export refuses."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import torch
+
+pytest.importorskip("onnxruntime", reason="the onnx extra (onnxruntime) is not installed")
+pytest.importorskip("onnxscript", reason="the onnx extra (onnxscript) is not installed")
+import onnx
+from copy_task import sentences
+
+from vanilla_transformer.cli import main as cli_main
+from vanilla_transformer.export.model_dir import save_model_dir
+from vanilla_transformer.export.onnx import (
+    DECODER_FILE,
+    ENCODER_FILE,
+    OnnxStepDecoder,
+    cache_names,
+    export_onnx,
+    load_onnx,
+    quantized_name,
+)
+from vanilla_transformer.translation import paper_generation_config, translate, translate_ids
+
+SOURCES = sentences(12, seed=5)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory, confident_copy_model):
+    """The trained copy model saved as a model directory, and its ONNX export with int8 graphs, through the CLI."""
+    model, tokenizer = confident_copy_model
+    root = tmp_path_factory.mktemp("onnx")
+    save_model_dir(model, tokenizer, root / "model", generation_config=paper_generation_config(model.config))
+    assert cli_main(["export-onnx", str(root / "model"), str(root / "onnx"), "--quantize"]) == 0
+    return root
+
+
+@pytest.fixture
+def onnx_steps(monkeypatch):
+    """Counts the onnxruntime decoder's steps: proof that onnxruntime, not PyTorch, decoded."""
+    calls = []
+    step = OnnxStepDecoder.step
+
+    def counting(self, tokens):
+        calls.append(tokens.shape[0])
+        return step(self, tokens)
+
+    monkeypatch.setattr(OnnxStepDecoder, "step", counting)
+    return calls
+
+
+def test_the_folder_is_the_layout_transformers_js_reads(exported):
+    folder = exported / "onnx"
+    config = json.loads((folder / "config.json").read_text())
+    assert config["model_type"] == "marian" and config["transformers.js_config"] == {"dtype": "fp32"}
+    for name in ("generation_config.json", "tokenizer.json", "tokenizer_config.json"):
+        assert (folder / name).is_file()
+    layers = config["decoder_layers"]
+    heads, head_dim = config["decoder_attention_heads"], config["d_model"] // config["decoder_attention_heads"]
+
+    def signature(file):
+        graph = onnx.load(str(folder / file)).graph
+        dims = lambda value: [d.dim_param or d.dim_value for d in value.type.tensor_type.shape.dim]  # noqa: E731
+        return {v.name: dims(v) for v in graph.input}, {v.name: dims(v) for v in graph.output}
+
+    inputs, outputs = signature(ENCODER_FILE)
+    assert list(inputs) == ["input_ids", "attention_mask"] and list(outputs) == ["last_hidden_state"]
+    assert all(shape[0] == "batch_size" for shape in [*inputs.values(), *outputs.values()])
+    inputs, outputs = signature(DECODER_FILE)
+    past = [
+        f"past_key_values.{i}.{k}"
+        for i in range(layers)
+        for k in ("decoder.key", "decoder.value", "encoder.key", "encoder.value")
+    ]
+    assert list(inputs) == ["input_ids", "encoder_attention_mask", "encoder_hidden_states", "use_cache_branch", *past]
+    assert list(outputs) == ["logits", *[name.replace("past_key_values", "present") for name in past]]
+    assert all(
+        shape[0] == "batch_size" for name, shape in [*inputs.items(), *outputs.items()] if name != "use_cache_branch"
+    )
+    # transformers.js builds the first step's empty cache from these: every other dimension a number or 0.
+    assert all(inputs[name][1] == heads and inputs[name][3] == head_dim for name in past)
+    assert inputs["use_cache_branch"] == [1]
+    for file in (ENCODER_FILE, DECODER_FILE):
+        assert (folder / quantized_name(file)).is_file()
+
+
+@pytest.mark.parametrize("num_beams", [1, 4])
+def test_onnxruntime_decodes_the_tokens_of_generate(exported, confident_copy_model, onnx_steps, num_beams):
+    """The package's one search on onnxruntime gives generate()'s tokens, batched and one sentence at a time."""
+    model, tokenizer = confident_copy_model
+    served = load_onnx(exported / "onnx")
+    generation = paper_generation_config(model.config, num_beams=num_beams)
+    batch = tokenizer(SOURCES, padding=True, return_tensors="pt")
+    expected = model.generate(**batch, generation_config=generation)
+    assert expected.shape[1] > 6  # translations of several tokens, not a degenerate </s>
+    assert torch.equal(
+        translate_ids(served, batch["input_ids"], batch["attention_mask"], num_beams=num_beams), expected
+    )
+    assert onnx_steps and onnx_steps[0] == len(SOURCES) * num_beams
+    for sentence in SOURCES[:4]:
+        one = tokenizer([sentence], return_tensors="pt")
+        alone = translate_ids(served, one["input_ids"], one["attention_mask"], num_beams=num_beams)
+        assert torch.equal(alone, model.generate(**one, generation_config=generation))
+    texts = translate(served, served.tokenizer, SOURCES, num_beams=num_beams, batch_size=5)
+    assert texts == translate(model, tokenizer, SOURCES, num_beams=num_beams)
+
+
+@pytest.fixture(scope="module")
+def peaked(tmp_path_factory, make_peaked_model, copy_model):
+    """A random model whose distributions are neither flat nor one-hot (long outputs, beams that reorder at every
+    step), and its ONNX export."""
+    tokenizer = copy_model[1]
+    model = make_peaked_model(len(tokenizer), seed=3)
+    return model, load_onnx(export_onnx(model, tmp_path_factory.mktemp("peaked") / "onnx", tokenizer=tokenizer))
+
+
+@pytest.mark.parametrize("num_beams", [1, 4])
+def test_onnxruntime_follows_the_beams_of_generate_on_long_outputs(peaked, copy_model, onnx_steps, num_beams):
+    """Outputs of dozens of tokens where the surviving hypotheses change rows at every step: a step decoder that did
+    not reorder its cache as the search selects rows would differ (checked by hand on a copy that skips it)."""
+    model, served = peaked
+    generation = paper_generation_config(model.config, num_beams=num_beams)
+    batch = copy_model[1](SOURCES, padding=True, return_tensors="pt")
+    expected = model.generate(**batch, generation_config=generation)
+    assert expected.shape[1] > 30
+    assert torch.equal(
+        translate_ids(served, batch["input_ids"], batch["attention_mask"], num_beams=num_beams), expected
+    )
+    assert onnx_steps
+
+
+def test_int8_graphs_run_integer_products_and_keep_the_translations(exported, confident_copy_model, onnx_steps):
+    model, tokenizer = confident_copy_model
+    folder = exported / "onnx"
+    operators = {node.op_type for node in onnx.load(str(folder / quantized_name(DECODER_FILE))).graph.node}
+    assert {"MatMulInteger", "DynamicQuantizeLinear"} <= operators or "DynamicQuantizeMatMul" in operators
+    int8 = translate(load_onnx(folder, quantized=True), tokenizer, SOURCES)
+    assert onnx_steps
+    fp32 = translate(model, tokenizer, SOURCES)
+    assert sum(a == b for a, b in zip(int8, fp32, strict=True)) >= len(SOURCES) - 1, (int8, fp32)
+
+
+def test_translate_and_evaluate_serve_an_onnx_folder(exported, tmp_path, capsys, onnx_steps):
+    (tmp_path / "in.txt").write_text("".join(s + "\n" for s in SOURCES))
+    for model, extra in ((exported / "model", []), (exported / "onnx", []), (exported / "onnx", ["--quantized"])):
+        output = tmp_path / f"{model.name}{len(extra)}.txt"
+        arguments = ["translate", "--model", str(model), str(tmp_path / "in.txt"), "--output", str(output), *extra]
+        assert cli_main(arguments) == 0
+    assert (tmp_path / "onnx0.txt").read_text() == (tmp_path / "model0.txt").read_text()
+    assert len(onnx_steps) > 0
+    arguments = ["evaluate", "--model", str(exported / "onnx"), "--source", str(tmp_path / "in.txt")]
+    assert cli_main([*arguments, "--reference", str(tmp_path / "model0.txt"), "--engine", "onnxruntime"]) == 0
+    assert "exact match = 100.00%" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("which", "options", "message"),
+    [
+        ("model", ["--engine", "onnxruntime"], "is not an ONNX export"),
+        ("onnx", ["--engine", "torch"], "is an ONNX export"),
+        ("model", ["--quantized"], "--quantized goes with --engine onnxruntime"),
+        ("onnx", ["--dtype", "bf16"], "the ONNX graphs are float32"),
+        ("onnx", ["--device", "cuda"], "onnxruntime decodes on the CPU"),
+    ],
+)
+def test_engine_options_that_cannot_work_are_named(exported, tmp_path, capsys, which, options, message):
+    (tmp_path / "in.txt").write_text("red dog\n")
+    assert cli_main(["translate", "--model", str(exported / which), str(tmp_path / "in.txt"), *options]) == 1
+    assert message in capsys.readouterr().err
+
+
+def test_a_model_with_an_adapter_or_a_hook_is_refused_by_name(copy_model, tmp_path):
+    from peft import LoraConfig, get_peft_model
+
+    model, tokenizer = copy_model
+    hooked = copy.deepcopy(model)
+    hooked.model.decoder.layers[0].fc1.register_forward_hook(lambda module, inputs, output: output * 2)
+    with pytest.raises(ValueError, match="forward hook on model.decoder.layers.0.fc1"):
+        export_onnx(hooked, tmp_path / "hooked", tokenizer=tokenizer)
+    adapted = get_peft_model(copy.deepcopy(model), LoraConfig(r=2, target_modules=["q_proj"]))
+    with pytest.raises(ValueError, match="PEFT .*merge the adapter first"):
+        export_onnx(adapted, tmp_path / "adapted", tokenizer=tokenizer)
+    assert not (tmp_path / "hooked").exists() and not (tmp_path / "adapted").exists()
+
+
+def test_only_an_onnx_export_is_replaced(exported, tmp_path):
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    (mine / "todo.txt").write_text("keep me")
+    with pytest.raises(ValueError, match="not empty"):
+        export_onnx(exported / "model", mine)
+    with pytest.raises(ValueError, match="was not written by this program"):
+        export_onnx(exported / "model", mine, force=True)
+    assert (mine / "todo.txt").read_text() == "keep me"
+    with pytest.raises(ValueError, match="was not written by this program"):  # the model itself
+        export_onnx(exported / "model", exported / "model", force=True)
+    assert (exported / "model" / "model.safetensors").is_file()
+
+
+def test_the_cache_names_follow_optimum():
+    assert cache_names(1, "present") == [
+        "present.0.decoder.key",
+        "present.0.decoder.value",
+        "present.0.encoder.key",
+        "present.0.encoder.value",
+    ]

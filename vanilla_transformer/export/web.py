@@ -1,0 +1,95 @@
+"""A static page that translates in the visitor's browser, with no server: transformers.js and onnxruntime-web (wasm)
+run the ONNX export next to it (``export-onnx --web``).
+
+Everything the page loads is a file of its folder: ``index.html`` and ``translate.js``, the model files of the
+export, and under ``js/`` transformers.js's browser bundle and onnxruntime-web's wasm files, copied from an npm
+install of ``@huggingface/transformers`` (never downloaded at run time). The page sets ``env.allowRemoteModels =
+false`` and points onnxruntime-web's ``wasmPaths`` at ``js/``; its Content-Security-Policy allows no other origin,
+so a browser would refuse any request that left the folder's host.
+
+transformers.js has no beam search (``num_beams: 4`` quietly decodes greedily), so the page decodes greedily and
+says so: its translations are ``generate(num_beams=1)``'s, not the paper's beam search.
+
+Install the npm package without its install scripts (onnxruntime-node's downloads CUDA files)::
+
+    npm install --ignore-scripts @huggingface/transformers
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from importlib import resources
+from pathlib import Path
+
+TRANSFORMERS_JS_ENV = "VANILLA_TRANSFORMER_TRANSFORMERS_JS"
+"""The folder of an installed ``@huggingface/transformers`` npm package, where ``--transformers-js`` is not given."""
+
+INSTALL_HINT = (
+    "install it with `npm install --ignore-scripts @huggingface/transformers` (in any folder), then pass "
+    "--transformers-js path/to/node_modules/@huggingface/transformers or set " + TRANSFORMERS_JS_ENV
+)
+
+BUNDLE = "dist/transformers.min.js"
+"""transformers.js's browser build, onnxruntime-web included; it loads the wasm runtime below."""
+
+WASM_FILES = ("ort-wasm-simd-threaded.asyncify.mjs", "ort-wasm-simd-threaded.asyncify.wasm")
+"""onnxruntime-web's runtime for the CPU (wasm), the build transformers.js picks by default."""
+
+PAGE_FILES = ("index.html", "translate.js")
+
+
+def find_transformers_js(path: str | os.PathLike | None = None) -> Path:
+    """The ``@huggingface/transformers`` package folder: `path`, else ``$VANILLA_TRANSFORMER_TRANSFORMERS_JS``, else
+    ``node_modules/@huggingface/transformers`` in the current folder. Raises a ValueError naming what is missing."""
+    if path is None:
+        path = os.environ.get(TRANSFORMERS_JS_ENV) or Path("node_modules/@huggingface/transformers")
+        where = f"${TRANSFORMERS_JS_ENV}" if os.environ.get(TRANSFORMERS_JS_ENV) else "./node_modules"
+    else:
+        where = "--transformers-js"
+    folder = Path(path)
+    if not (folder / BUNDLE).is_file() or not (folder / "package.json").is_file():
+        raise ValueError(f"{where}: no @huggingface/transformers package at {folder} (no {BUNDLE}); {INSTALL_HINT}")
+    return folder
+
+
+def onnxruntime_web(package: Path) -> Path:
+    """The ``onnxruntime-web`` package that `package` (transformers.js) depends on, at the version it names."""
+    wanted = json.loads((package / "package.json").read_text(encoding="utf-8"))["dependencies"]["onnxruntime-web"]
+    # npm puts it beside the package (node_modules/onnxruntime-web), or inside it when versions conflict.
+    for candidate in (package / "node_modules/onnxruntime-web", package.parent.parent / "onnxruntime-web"):
+        manifest = candidate / "package.json"
+        if manifest.is_file() and json.loads(manifest.read_text(encoding="utf-8"))["version"] == wanted:
+            return candidate
+    raise ValueError(f"{package} needs onnxruntime-web {wanted}, which is not installed beside it; {INSTALL_HINT}")
+
+
+def write_page(folder: str | os.PathLike, transformers_js: str | os.PathLike | None = None) -> None:
+    """Add the translation page to the ONNX export `folder`: ``index.html``, ``translate.js`` and ``js/`` (the
+    browser bundle, onnxruntime-web's wasm runtime, and both packages' licences)."""
+    package = find_transformers_js(transformers_js)
+    runtime = onnxruntime_web(package)
+    folder = Path(folder)
+    scripts = folder / "js"
+    scripts.mkdir()
+    shutil.copyfile(package / BUNDLE, scripts / "transformers.min.js")
+    for name in WASM_FILES:
+        shutil.copyfile(runtime / "dist" / name, scripts / name)
+    shutil.copyfile(package / "LICENSE", scripts / "LICENSE.transformers.js.txt")
+    versions = {"transformers.js": _version(package), "onnxruntime-web": _version(runtime)}
+    notice = (
+        f"transformers.js {versions['transformers.js']} (Apache-2.0, LICENSE.transformers.js.txt) and onnxruntime-web "
+        f"{versions['onnxruntime-web']} (MIT, Copyright (c) Microsoft Corporation), copied from their npm packages.\n"
+    )
+    (scripts / "NOTICE.txt").write_text(notice, encoding="utf-8")
+    for name in PAGE_FILES:
+        text = resources.files(__package__).joinpath(f"web/{name}").read_text(encoding="utf-8")
+        (folder / name).write_text(text.replace("{{versions}}", json.dumps(versions)), encoding="utf-8")
+
+
+def _version(package: Path) -> str:
+    return json.loads((package / "package.json").read_text(encoding="utf-8"))["version"]
+
+
+__all__ = ["TRANSFORMERS_JS_ENV", "find_transformers_js", "onnxruntime_web", "write_page"]
