@@ -209,3 +209,12 @@ def test_the_cache_names_follow_optimum():
         "present.0.encoder.key",
         "present.0.encoder.value",
     ]
+
+
+def test_the_page_without_transformers_js_fails_before_exporting(copy_model, tmp_path, monkeypatch):
+    monkeypatch.delenv("VANILLA_TRANSFORMER_TRANSFORMERS_JS", raising=False)
+    monkeypatch.chdir(tmp_path)  # no ./node_modules here
+    model, tokenizer = copy_model
+    with pytest.raises(ValueError, match="npm install --ignore-scripts @huggingface/transformers"):
+        export_onnx(model, tmp_path / "site", tokenizer=tokenizer, web=True)
+    assert not (tmp_path / "site").exists()
