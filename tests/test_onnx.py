@@ -165,7 +165,7 @@ def test_translate_and_evaluate_serve_an_onnx_folder(exported, tmp_path, capsys,
         ("onnx", ["--engine", "torch"], "is an ONNX export"),
         ("model", ["--quantized"], "--quantized goes with --engine onnxruntime"),
         ("onnx", ["--dtype", "bf16"], "the ONNX graphs are float32"),
-        ("onnx", ["--device", "cuda"], "onnxruntime decodes on the CPU"),
+        ("onnx", ["--device", "cuda"], "--device=cuda"),  # no CUDA here, or: onnxruntime decodes on the CPU
     ],
 )
 def test_engine_options_that_cannot_work_are_named(exported, tmp_path, capsys, which, options, message):

@@ -126,14 +126,19 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
 def check_decoding_arguments(args: argparse.Namespace) -> None:
     """Reject, before any file or model is read, the search options of `add_decoding_arguments` that cannot work
     (`check_search_settings`), a ``--batch-size`` or ``--num-threads`` below 1, a ``--device`` this machine does not
-    have, and an ``--engine`` the model folder is not for: a ValueError naming the option. Fills in ``--engine`` and
-    ``--device``."""
+    have, ``--quantized`` with ``--engine torch``, and a ``--dtype`` or ``--device`` onnxruntime does not run: a
+    ValueError naming the option. What the model folder decides is checked when it is read (`resolve_engine`)."""
     search = {name: getattr(args, name) for name in ("num_beams", "length_penalty", "max_length_offset")}
     check_search_settings(flag=True, **search)
     for option, value in (("--batch-size", args.batch_size), ("--num-threads", args.num_threads)):
         if value is not None and value < 1:
             raise ValueError(f"{option} must be at least 1, got {option}={value}")
-    _resolve_engine(args)
+    if args.engine == "torch" and args.quantized:
+        raise ValueError("--quantized goes with --engine onnxruntime (an ONNX export's int8 graphs)")
+    if args.engine == "onnxruntime":
+        _check_onnxruntime_options(args)
+    if args.device is None:  # chosen with the engine (`resolve_engine`)
+        return
     try:
         device = torch.device(args.device)
     except (RuntimeError, ValueError) as error:
@@ -142,30 +147,33 @@ def check_decoding_arguments(args: argparse.Namespace) -> None:
         raise ValueError(f"--device={args.device}: no such CUDA device here; use --device cpu")
 
 
-def _resolve_engine(args: argparse.Namespace) -> None:
-    """Fill in ``--engine`` (onnxruntime for an ONNX folder, else torch) and ``--device``; refuse the combinations
-    that cannot work: the other engine's folder, ``--quantized`` or a ``--dtype`` or ``--device`` onnxruntime does
-    not run here."""
-    model = getattr(args, "model", None)
-    onnx = model is not None and is_onnx_dir(model)
+def resolve_engine(args: argparse.Namespace) -> None:
+    """Fill in ``--engine`` from the folder ``args.model`` (onnxruntime for an ONNX export, else torch) and
+    ``--device``; refuse, naming the folder or option, what cannot work: the other engine's folder, ``--quantized``
+    without an ONNX export, or a ``--dtype`` or ``--device`` onnxruntime does not run here."""
+    onnx = is_onnx_dir(args.model)
     args.engine = args.engine or ("onnxruntime" if onnx else "torch")
     if args.engine == "torch":
         if onnx:
-            raise ValueError(f"--model={model} is an ONNX export: it decodes with --engine onnxruntime")
+            raise ValueError(f"--model={args.model} is an ONNX export: it decodes with --engine onnxruntime")
         if args.quantized:
             raise ValueError("--quantized goes with --engine onnxruntime (an ONNX export's int8 graphs)")
         args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
         return
-    if model is not None and not onnx:
+    if not onnx:
         raise ValueError(
-            f"--model={model} is not an ONNX export (no onnx/encoder_model.onnx): write one with vanilla-transformer "
-            f"export-onnx, or decode it with --engine torch"
+            f"--model={args.model} is not an ONNX export (no onnx/encoder_model.onnx): write one with "
+            f"vanilla-transformer export-onnx, or decode it with --engine torch"
         )
+    _check_onnxruntime_options(args)
+    args.device = "cpu"
+
+
+def _check_onnxruntime_options(args: argparse.Namespace) -> None:
     if args.dtype != "fp32":
         raise ValueError(f"--dtype {args.dtype}: the ONNX graphs are float32 (--quantized: int8)")
     if args.device not in (None, "cpu"):
         raise ValueError(f"--device={args.device}: onnxruntime decodes on the CPU here; pass --device cpu")
-    args.device = "cpu"
 
 
 def resolve_search_arguments(args: argparse.Namespace, generation_config: GenerationConfig | None) -> None:
@@ -197,6 +205,7 @@ def translate_with_options(args: argparse.Namespace, sentences: Sequence[str]) -
     not given are the model's (`resolve_search_arguments`) and are filled into `args`."""
     if args.num_threads is not None:
         torch.set_num_threads(args.num_threads)
+    resolve_engine(args)
     if args.engine == "onnxruntime":
         model = load_onnx(args.model, quantized=args.quantized, threads=args.num_threads or 0)
         tokenizer = model.tokenizer
@@ -225,6 +234,7 @@ __all__ = [
     "check_decoding_arguments",
     "check_output_file",
     "read_input_lines",
+    "resolve_engine",
     "resolve_search_arguments",
     "translate_with_options",
 ]

@@ -25,6 +25,7 @@ from vanilla_transformer.cli.decoding import (
     check_decoding_arguments,
     check_output_file,
     read_input_lines,
+    resolve_engine,
     resolve_search_arguments,
     translate_with_options,
 )
@@ -69,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from vanilla_transformer.export.ctranslate2 import translate_ctranslate2
 
         check_model_dir(args.model)
+        resolve_engine(args)
         tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=False)
         saved = Path(args.model, GENERATION_CONFIG_NAME).is_file()
         resolve_search_arguments(args, GenerationConfig.from_pretrained(args.model) if saved else None)

@@ -1,0 +1,282 @@
+#!/usr/bin/env python
+"""Serving speed on the CPU, side by side in one run: onnxruntime (fp32 and int8) against our PyTorch decoding and
+CTranslate2 (fp32 and int8), greedy and beam 4, small and base models; and what int8 costs in BLEU (issue 37).
+
+**Speed.** For each size, a model with random weights (the speed of a step does not depend on the weights) and a
+byte-level BPE tokenizer trained on Multi30k's English and German (or on synthetic words without the data) are
+exported to ONNX (``export_onnx``, with ``--quantize``) and to CTranslate2 (``export_ctranslate2``). The contestants
+decode the same batches of token ids (tokenizing is outside the timing), each on ``--threads`` threads:
+
+* ``torch``: the package's one beam search on our incremental decoder (``translate_ids``), what ``generate()`` runs;
+* ``ort_fp32``, ``ort_int8``: the same search on the onnxruntime step decoder (``load_onnx``);
+* ``ct2_fp32``, ``ct2_int8``: CTranslate2's own search in C++, length penalty |Y|^0.6 (not GNMT's) and one length
+  limit per batch (the batch's longest source + 50).
+
+The PyTorch and onnxruntime searches are GNMT's, alpha 0.6, each sentence at most its input length + 50 tokens. With
+random weights few hypotheses end early, so the searches run to about that limit, the same work for every engine.
+Contestants alternate on every batch (A B C D E, then E D C B A), each batch's median over ``--rounds`` is kept, and a
+throughput is the generated tokens (``</s>`` included) of all batches over the sum of their medians
+(``benchmarking.interleaved_times``). ``ort_fp32`` must return ``torch``'s tokens on every batch (recorded).
+
+**Quality** (``--quality-model``): a trained model directory translates ``--quality-source`` with the paper's search
+in PyTorch, onnxruntime fp32 and int8 (and CTranslate2 fp32 and int8, its own search); BLEU, chrF and exact match
+against ``--quality-reference``, and how many translations equal PyTorch's.
+
+The results file records the command, wall time, load average, each export's and load's seconds, package versions
+and the CPU's name (through ``training.results.run_environment`` and ``benchmark_training.cpu_summary``). Run it
+alone on the machine, with CTranslate2's exact int8 kernels on a CPU that is not Intel's (docs/serving.md)::
+
+    CT2_USE_MKL=1 python scripts/benchmark_onnx.py --threads 4 --output docs/results/onnx_serving.json \\
+        --quality-model runs/multi30k/model \\
+        --quality-source ../shared/data/multi30k/test_2016_flickr.en \\
+        --quality-reference ../shared/data/multi30k/test_2016_flickr.de
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from benchmark_training import cpu_summary
+from benchmarking import interleaved_times, model_config
+
+from vanilla_transformer.data import CorpusSpec, load_corpus, shared_data_dir
+from vanilla_transformer.export.ctranslate2 import export_ctranslate2, load_translator
+from vanilla_transformer.export.onnx import export_onnx, load_onnx
+from vanilla_transformer.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+from vanilla_transformer.tokenization import train_tokenizer
+from vanilla_transformer.training.results import run_environment
+from vanilla_transformer.translation import LENGTH_PENALTY, MAX_LENGTH_OFFSET, translate, translate_ids
+
+CONTESTANTS = ("torch", "ort_fp32", "ort_int8", "ct2_fp32", "ct2_int8")
+VERSIONED = ("onnx", "onnxruntime", "onnxscript", "ctranslate2")
+"""Packages whose versions the results add to `run_environment`'s."""
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", nargs="+", default=["small", "base"], help="model presets (default: small base)")
+    parser.add_argument("--num-beams", nargs="+", type=int, default=[1, 4])
+    parser.add_argument("--threads", type=int, default=4, help="threads of every engine (default: %(default)s)")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--batches", type=int, default=6, help="batches per size and search (default: %(default)s)")
+    parser.add_argument("--rounds", type=int, default=3, help="times each batch is decoded (default: %(default)s)")
+    parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--max-pairs", type=int, default=20000, help="Multi30k sentences the tokenizer learns from")
+    parser.add_argument("--data-dir", default=shared_data_dir("multi30k"), help="Multi30k (default: %(default)s)")
+    parser.add_argument("--quality-model", help="a trained model directory, for BLEU of int8 against fp32")
+    parser.add_argument("--quality-source", type=Path)
+    parser.add_argument("--quality-reference", type=Path)
+    parser.add_argument("--output", type=Path, help="results file to write (JSON)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.quality_model and not (args.quality_source and args.quality_reference):
+        parser.error("--quality-model needs --quality-source and --quality-reference")
+    return args
+
+
+def sentences(args: argparse.Namespace) -> tuple[list[str], str]:
+    """English source sentences and the tokenizer's training text: Multi30k, or synthetic words without it."""
+    data = Path(args.data_dir) if args.data_dir else None
+    if data is not None and (data / "train.en").is_file():
+        pairs = load_corpus(CorpusSpec("text", data_dir=str(data)), "train")[: args.max_pairs]
+        return [source for source, _ in pairs], f"Multi30k en-de train, first {len(pairs)} pairs"
+    rng = np.random.default_rng(args.seed)
+    words = [f"w{i}" for i in range(3000)]
+    lengths = np.clip(np.rint(rng.lognormal(2.6, 0.3, args.max_pairs)), 2, 60).astype(int)
+    return [" ".join(rng.choice(words, n)) for n in lengths], "synthetic sentences of log-normal lengths"
+
+
+def engines(model, tokenizer, folder: Path, threads: int) -> tuple[dict[str, Any], dict[str, float]]:
+    """Every contestant's model (ours, its ONNX export in fp32 and int8, its CTranslate2 exports in fp32 and int8),
+    and the seconds each export and load took."""
+    seconds: dict[str, float] = {}
+    started = time.perf_counter()
+    export_onnx(model, folder / "onnx", tokenizer=tokenizer, quantize=True)
+    seconds["export_onnx"] = time.perf_counter() - started
+    loaded: dict[str, Any] = {"torch": model}
+    for name, quantized in (("ort_fp32", False), ("ort_int8", True)):
+        started = time.perf_counter()
+        loaded[name] = load_onnx(folder / "onnx", quantized=quantized, threads=threads)
+        seconds[f"load_{name}"] = time.perf_counter() - started
+    for name, quantization in (("ct2_fp32", "float32"), ("ct2_int8", "int8")):
+        started = time.perf_counter()
+        path = export_ctranslate2(model, folder / name, tokenizer=tokenizer, quantization=quantization)
+        seconds[f"export_{name}"] = time.perf_counter() - started
+        started = time.perf_counter()
+        loaded[name] = load_translator(path, compute_type=quantization, threads=threads)
+        seconds[f"load_{name}"] = time.perf_counter() - started
+    return loaded, {name: round(value, 2) for name, value in seconds.items()}
+
+
+def decoders(loaded: dict[str, Any], tokenizer, beams: int) -> dict[str, Callable[[dict], list[list[int]]]]:
+    """Each contestant as batch -> token ids of each translation, from the first generated token to ``</s>``."""
+    eos = tokenizer.eos_token_id
+
+    def search(model):
+        def run(batch):
+            output = translate_ids(model, batch["input_ids"], batch["attention_mask"], num_beams=beams)
+            return [_until_eos(row[1:], eos) for row in output.tolist()]
+
+        return run
+
+    def ct2(translator):
+        def run(batch):
+            rows = [
+                ids[mask.bool()].tolist()
+                for ids, mask in zip(batch["input_ids"], batch["attention_mask"], strict=True)
+            ]
+            results = translator.translate_batch(
+                [tokenizer.convert_ids_to_tokens(row) for row in rows],
+                beam_size=beams,
+                length_penalty=LENGTH_PENALTY,
+                max_decoding_length=max(map(len, rows)) + MAX_LENGTH_OFFSET,
+                return_end_token=True,
+            )
+            return [tokenizer.convert_tokens_to_ids(result.hypotheses[0]) for result in results]
+
+        return run
+
+    return {
+        name: search(loaded[name]) if name.startswith(("torch", "ort")) else ct2(loaded[name]) for name in CONTESTANTS
+    }
+
+
+def _until_eos(ids: list[int], eos: int) -> list[int]:
+    return ids[: ids.index(eos) + 1] if eos in ids else ids
+
+
+def bench_size(size: str, texts: list[str], tokenizer, args: argparse.Namespace) -> dict[str, Any]:
+    """Tokens per second of every contestant, for each search, on a random model of `size`."""
+    torch.manual_seed(args.seed)
+    model = VanillaTransformerForConditionalGeneration(model_config(size, len(tokenizer))).eval()
+    rng = np.random.default_rng(args.seed + 1)
+    batches = [
+        tokenizer(
+            [texts[i] for i in rng.choice(len(texts), args.batch_size, replace=False)],
+            padding=True,
+            return_tensors="pt",
+        )
+        for _ in range(args.batches)
+    ]
+    result: dict[str, Any] = {"parameters": sum(p.numel() for p in model.parameters())}
+    with tempfile.TemporaryDirectory(prefix="benchmark-onnx-") as folder:
+        loaded, result["seconds"] = engines(model, tokenizer, Path(folder), args.threads)
+        for beams in args.num_beams:
+            run = decoders(loaded, tokenizer, beams)
+            outputs: dict[str, list] = {name: [None] * len(batches) for name in CONTESTANTS}
+            for name in CONTESTANTS:
+                run[name](batches[0])  # warm-up
+
+            def recording(name, run=run, outputs=outputs):
+                def call(i):
+                    outputs[name][i] = run[name](batches[i])
+
+                return call
+
+            times = interleaved_times(
+                {name: recording(name) for name in CONTESTANTS}, range(len(batches)), args.rounds, torch.device("cpu")
+            )
+            row: dict[str, Any] = {}
+            for name in CONTESTANTS:
+                generated = sum(len(ids) for batch in outputs[name] for ids in batch)
+                row[f"{name}_tokens_per_s"] = round(generated / sum(times[name]), 1)
+            for name in CONTESTANTS[1:]:
+                row[f"{name}_vs_torch"] = round(row[f"{name}_tokens_per_s"] / row["torch_tokens_per_s"], 3)
+            row["ort_fp32_vs_ct2_fp32"] = round(row["ort_fp32_tokens_per_s"] / row["ct2_fp32_tokens_per_s"], 3)
+            equal = [a == b for a, b in zip(outputs["ort_fp32"], outputs["torch"], strict=True)]
+            row["ort_fp32_batches_equal_torch"] = f"{sum(equal)}/{len(equal)}"
+            result["greedy" if beams == 1 else f"beam{beams}"] = row
+    return result
+
+
+def bench_quality(args: argparse.Namespace) -> dict[str, Any]:
+    """BLEU, chrF and exact match of every engine on a trained model's test set; int8's cost against fp32."""
+    from vanilla_transformer.data import read_lines
+    from vanilla_transformer.export.model_dir import load_model_dir
+    from vanilla_transformer.training import score_translations
+
+    sources, references = read_lines(args.quality_source), read_lines(args.quality_reference)
+    model, tokenizer = load_model_dir(args.quality_model)
+    search = {"num_beams": 4, "length_penalty": LENGTH_PENALTY, "max_length_offset": MAX_LENGTH_OFFSET}
+    with tempfile.TemporaryDirectory(prefix="benchmark-onnx-quality-") as folder:
+        loaded, _ = engines(model, tokenizer, Path(folder), args.threads)
+        hypotheses = {name: translate(loaded[name], tokenizer, sources, **search) for name in CONTESTANTS[:3]}
+        for name in CONTESTANTS[3:]:
+            hypotheses[name] = _translate_ct2(loaded[name], tokenizer, sources)
+    result: dict[str, Any] = {
+        "model": str(args.quality_model),
+        "source": str(args.quality_source),
+        "reference": str(args.quality_reference),
+        "sentences": len(sources),
+    }
+    for name, texts in hypotheses.items():
+        scores = score_translations(texts, references)
+        same = sum(a == b for a, b in zip(texts, hypotheses["torch"], strict=True))
+        result[name] = {**scores, "equal_to_torch": same}
+    for engine in ("ort", "ct2"):
+        result[f"{engine}_int8_bleu_minus_fp32"] = round(
+            result[f"{engine}_int8"]["bleu"] - result[f"{engine}_fp32"]["bleu"], 2
+        )
+    return result
+
+
+def _translate_ct2(translator, tokenizer, sources: list[str]) -> list[str]:
+    from vanilla_transformer.export.ctranslate2 import translate_ctranslate2
+
+    longest = max((len(ids) for ids in tokenizer(sources)["input_ids"]), default=0)
+    return translate_ctranslate2(
+        translator,
+        tokenizer,
+        sources,
+        beam_size=4,
+        length_penalty=LENGTH_PENALTY,
+        max_decoding_length=longest + MAX_LENGTH_OFFSET,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    load_start, started = os.getloadavg(), time.perf_counter()
+    torch.set_num_threads(args.threads)
+    texts, description = sentences(args)
+    tokenizer = train_tokenizer(texts, vocab_size=args.vocab_size)
+    report: dict[str, Any] = {
+        "what": "generated tokens per second (</s> included) of each engine on the same batches of token ids, "
+        "interleaved; random weights; torch and ort: the paper's search (GNMT alpha 0.6, input length + 50); "
+        "ct2: CTranslate2's (|Y|^0.6, the batch's longest source + 50)",
+        "threads": args.threads,
+        "ct2_use_mkl": os.environ.get("CT2_USE_MKL"),
+        "batch_size": args.batch_size,
+        "batches": args.batches,
+        "rounds": args.rounds,
+        "data": f"{description}; byte-level BPE of {len(tokenizer)} tokens",
+        "sizes": {},
+    }
+    for size in args.sizes:
+        report["sizes"][size] = bench_size(size, texts, tokenizer, args)
+        print(size, json.dumps(report["sizes"][size], indent=1), flush=True)
+    if args.quality_model:
+        report["quality"] = bench_quality(args)
+        print("quality", json.dumps(report["quality"], indent=1), flush=True)
+    environment = run_environment(load_start)
+    for name in VERSIONED:
+        environment["versions"][name] = importlib.metadata.version(name)
+    report.update(cpu=cpu_summary(), wall_seconds=round(time.perf_counter() - started, 1), **environment)
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
