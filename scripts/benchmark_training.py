@@ -1,7 +1,7 @@
 """Our training step against MarianMT with `Seq2SeqTrainer`, each at its best settings, in one interleaved run.
 
 What a user would pick instead of ``vanilla-transformer train``: the same architecture as a `MarianMTModel`
-(`benchmarking.marian_twin`: the same initial weights) trained by transformers' `Seq2SeqTrainer` at its best
+(`bench.marian_twin`: the same initial weights) trained by transformers' `Seq2SeqTrainer` at its best
 settings (``bf16``, ``torch_compile``, ``train_sampling_strategy="group_by_length"``, fused AdamW), against our
 `TrainStep` (the step of ``train``) at its best settings, each also in fp32 eager as the baseline. The model is
 ``--model-size`` (a ``PRESETS`` name, default ``multi30k``: N=3, d_model=256, 6.0M parameters with the 8k vocabulary),
@@ -16,9 +16,10 @@ Method:
 * Each contestant runs in its own long-lived worker process (``--worker SPEC``; Accelerate keeps one process-wide
   state, whose mixed precision and compilation settings are the first Accelerator's), talking JSON lines over its
   stdin and stdout. Only one worker runs at a time; the others wait blocked on their pipe.
-* Warm-up first (``--warmup-steps`` steps, compilation included), one worker after the other: its seconds are
-  reported apart. Then ``--rounds`` rounds of ``--steps-per-round`` steps per contestant, in an order that reverses
-  every round (A B C D, D C B A, ...), so that a drift of the machine's load hits all alike.
+* The kit's interleaved timer (`bench.interleave`) drives them: warm-up first (``--warmup-steps`` steps, compilation
+  included), one worker after the other: its seconds are reported apart. Then ``--rounds`` rounds of
+  ``--steps-per-round`` steps per contestant, in an order that reverses every round (A B C D, D C B A, ...), so that
+  a drift of the machine's load hits all alike. Each worker times its own steps (the device synchronised).
 * The Trainer runs its own loop (``trainer.train()``, its data loading included): a callback reports the time of
   every K steps at ``on_step_end`` and then blocks on its stdin until the next round.
 * Throughput: non-padding tokens (source + target) over seconds, summed over rounds; the per-round median, min
@@ -44,7 +45,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import shlex
 import statistics
@@ -321,7 +321,7 @@ def ours_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> None:
 
 def trainer_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> None:
     """MarianMT (our initial weights) in `Seq2SeqTrainer`'s own loop, paused by a callback every command's steps."""
-    from benchmarking import marian_twin
+    from bench import marian_twin
     from transformers import AutoTokenizer, DataCollatorForSeq2Seq, Seq2SeqTrainer, TrainerCallback
 
     examples = json.loads((args.data / "examples.json").read_text(encoding="utf-8"))
@@ -457,27 +457,32 @@ class Worker:
 
 
 def run_contestants(args, specs: list[Spec], data: Path, batch_size: int) -> tuple[dict[str, Any], list]:
-    """Start the workers, warm each up alone, then the interleaved rounds; each one's figures and the order run."""
-    workers = [Worker(spec, args, data, batch_size) for spec in specs]
+    """Start the workers, then the kit's interleaved timer: each warmed up alone, then the rounds; each one's
+    figures (as its worker measured them) and the order run."""
+    from bench import interleave
+
+    workers = {spec.name: Worker(spec, args, data, batch_size) for spec in specs}
     results: dict[str, Any] = {}
-    order: list[list[str]] = []
     try:
-        for worker in workers:
-            ready = worker.receive()
-            results[worker.spec.name] = {"device": ready["device"], "rounds": []}
-        for worker in workers:  # one at a time: compilation does not compete with another worker
-            print(f"warm-up: {worker.spec.name} ({args.warmup_steps} steps) ...", file=sys.stderr, flush=True)
-            results[worker.spec.name]["warmup"] = worker.run(args.warmup_steps)
-        for index in range(args.rounds):
-            turn = workers if index % 2 == 0 else workers[::-1]
-            order.append([worker.spec.name for worker in turn])
-            for worker in turn:
-                results[worker.spec.name]["rounds"].append(worker.run(args.steps_per_round))
+        for name, worker in workers.items():
+            results[name] = {"device": worker.receive()["device"]}
+
+        def progress(index: int, _) -> None:
             print(f"round {index + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+
+        print(f"warm-up: {args.warmup_steps} steps per contestant ...", file=sys.stderr, flush=True)
+        timings = interleave(
+            {name: worker.run for name, worker in workers.items()},
+            [args.steps_per_round] * args.rounds,
+            warmup_item=args.warmup_steps,
+            progress=progress,
+        )
     finally:
-        for worker in workers:
+        for worker in workers.values():
             worker.stop()
-    return results, order
+    for name in workers:
+        results[name].update(warmup=timings.warmup_returned[name], rounds=timings.returned[name])
+    return results, timings.order
 
 
 def summarise(spec: Spec, figures: dict[str, Any]) -> dict[str, Any]:
@@ -556,17 +561,12 @@ def print_table(summaries: dict[str, dict[str, Any]], comparison: dict[str, Any]
 
 def cpu_summary() -> dict[str, Any]:
     """The processor's model and the flags that decide CPU training speed (`preflight.cpu_flags`)."""
+    from vanilla_transformer.environment import cpu_name
     from vanilla_transformer.training.preflight import NATIVE_BF16_FLAGS, cpu_flags
 
-    model = platform.processor() or None
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as file:
-            model = next((line.partition(":")[2].strip() for line in file if line.startswith("model name")), model)
-    except OSError:
-        pass
     flags = cpu_flags()
     wanted = ("avx2", "fma", "avx512f", "avx512_vnni", *NATIVE_BF16_FLAGS, "amx_tile")
-    return {"model": model, "flags": None if flags is None else {flag: flag in flags for flag in wanted}}
+    return {"model": cpu_name(), "flags": None if flags is None else {flag: flag in flags for flag in wanted}}
 
 
 def select_contestants(args: argparse.Namespace) -> tuple[list[Spec], dict[str, str]]:
@@ -580,10 +580,11 @@ def select_contestants(args: argparse.Namespace) -> tuple[list[Spec], dict[str, 
 
 
 def coordinator_main(args: argparse.Namespace) -> int:
-    from vanilla_transformer.data import example_lengths
-    from vanilla_transformer.training.results import run_environment
+    from bench import Record
 
-    load_start, wall_start = os.getloadavg(), time.perf_counter()
+    from vanilla_transformer.data import example_lengths
+
+    record = Record()
     specs, skipped = select_contestants(args)
     for name, reason in skipped.items():
         print(f"skipped {name}: {reason}", file=sys.stderr)
@@ -616,12 +617,8 @@ def coordinator_main(args: argparse.Namespace) -> int:
         | {"threads": args.threads, "max_pairs": args.max_pairs, "data_dir": args.data_dir, "seed": args.seed},
         "data": {**built, **batching},
         "cpu": cpu_summary(),
-        "wall_seconds": time.perf_counter() - wall_start,
-        **run_environment(load_start),
     }
-    if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    record.write(result, args.output)
     return 0
 
 
