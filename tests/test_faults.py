@@ -18,7 +18,7 @@ from tiny_model import load_script, tiny_config
 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.data import read_lines, read_parallel_text
-from vanilla_transformer.export.model_dir import load_model_dir
+from vanilla_transformer.model_dir import load_model_dir
 from vanilla_transformer.training import parse_args, train
 from vanilla_transformer.training.checkpoints import list_checkpoints, load_checkpoint_weights
 from vanilla_transformer.training.state import CheckpointError
@@ -191,7 +191,7 @@ def test_translate_pads_right_whatever_the_tokenizers_padding_side(model_and_tok
 def test_pipeline_pads_right_and_passes_the_mask(tiny_model_dir, tmp_path):
     from transformers import pipeline
 
-    from vanilla_transformer.export.model_dir import add_pipeline_support
+    from vanilla_transformer.model_dir import add_pipeline_support
 
     shutil.copytree(tiny_model_dir, tmp_path / "model")
     add_pipeline_support(tmp_path / "model")
