@@ -26,8 +26,8 @@ import torch
 from bench import Record, interleave
 
 from vanilla_transformer.data import DATA_DIR_VARIABLE, CorpusSpec, shared_data_dir, split_files
-from vanilla_transformer.export.model_dir import load_model_dir
 from vanilla_transformer.metrics import compute_bleu
+from vanilla_transformer.model_dir import load_model_dir
 from vanilla_transformer.translation import translate
 
 MULTI30K = shared_data_dir("multi30k")
