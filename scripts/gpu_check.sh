@@ -35,7 +35,9 @@ step() {  # step NAME SECONDS COMMAND...: run it with a time limit, its output i
 
 wheels="${GPU_WHEELS:-gpu-wheels}"
 if compgen -G "$wheels/*.whl" > /dev/null; then
-    step install 120 "$python" -m pip install --no-index --find-links "$wheels" "transformers>=5.23,<5.25" ctranslate2
+    step install 120 "$python" -m pip install --no-index --find-links "$wheels" "transformers>=5.23,<5.25"
+    # Apart: its wheel is for one Python version; without it the decoding benchmark leaves CTranslate2 out.
+    step install_ctranslate2 60 "$python" -m pip install --no-index --find-links "$wheels" ctranslate2
 fi
 # CTranslate2's CUDA build loads cuBLAS 12 by name: the copy torch's wheel brought, if it brought one.
 nvidia="$("$python" -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null)/nvidia"
