@@ -14,16 +14,16 @@ decode the same batches of token ids (tokenizing is outside the timing), each on
 
 The PyTorch and onnxruntime searches are GNMT's, alpha 0.6, each sentence at most its input length + 50 tokens. With
 random weights few hypotheses end early, so the searches run to about that limit, the same work for every engine.
-Contestants alternate on every batch (A B C D E, then E D C B A), each batch's median over ``--rounds`` is kept, and a
-throughput is the generated tokens (``</s>`` included) of all batches over the sum of their medians
-(``benchmarking.interleaved_times``). ``ort_fp32`` must return ``torch``'s tokens on every batch (recorded).
+Contestants alternate on every batch (A B C D E, then E D C B A: ``bench.interleave``), each batch's median over
+``--rounds`` is kept, and a throughput is the generated tokens (``</s>`` included) of all batches over the sum of
+their medians. ``ort_fp32`` must return ``torch``'s tokens on every batch (recorded).
 
 **Quality** (``--quality-model``): a trained model directory translates ``--quality-source`` with the paper's search
 in PyTorch, onnxruntime fp32 and int8 (and CTranslate2 fp32 and int8, its own search); BLEU, chrF and exact match
 against ``--quality-reference``, and how many translations equal PyTorch's.
 
-The results file records the command, wall time, load average, each export's and load's seconds, package versions
-and the CPU's name (through ``training.results.run_environment`` and ``benchmark_training.cpu_summary``). Run it
+The results file records each export's and load's seconds and, through ``bench.Record``, the command, wall time,
+load average, processor and package versions (onnxruntime and ctranslate2 among them; onnx and onnxscript beside). Run it
 alone on the machine, with CTranslate2's exact int8 kernels on a CPU that is not Intel's (docs/serving.md)::
 
     CT2_USE_MKL=1 python scripts/benchmark_onnx.py --threads 4 --output docs/results/onnx_serving.json \\
@@ -46,20 +46,17 @@ from typing import Any
 
 import numpy as np
 import torch
-from benchmark_training import cpu_summary
-from benchmarking import interleaved_times, model_config
+from bench import Record, interleave
+from benchmarking import model_config
 
 from vanilla_transformer.data import CorpusSpec, load_corpus, shared_data_dir
 from vanilla_transformer.export.ctranslate2 import export_ctranslate2, load_translator
 from vanilla_transformer.export.onnx import export_onnx, load_onnx
 from vanilla_transformer.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.tokenization import train_tokenizer
-from vanilla_transformer.training.results import run_environment
 from vanilla_transformer.translation import LENGTH_PENALTY, MAX_LENGTH_OFFSET, translate, translate_ids
 
 CONTESTANTS = ("torch", "ort_fp32", "ort_int8", "ct2_fp32", "ct2_int8")
-VERSIONED = ("onnx", "onnxruntime", "onnxscript", "ctranslate2")
-"""Packages whose versions the results add to `run_environment`'s."""
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -173,23 +170,12 @@ def bench_size(size: str, texts: list[str], tokenizer, args: argparse.Namespace)
         loaded, result["seconds"] = engines(model, tokenizer, Path(folder), args.threads)
         for beams in args.num_beams:
             run = decoders(loaded, tokenizer, beams)
-            outputs: dict[str, list] = {name: [None] * len(batches) for name in CONTESTANTS}
-            for name in CONTESTANTS:
-                run[name](batches[0])  # warm-up
-
-            def recording(name, run=run, outputs=outputs):
-                def call(i):
-                    outputs[name][i] = run[name](batches[i])
-
-                return call
-
-            times = interleaved_times(
-                {name: recording(name) for name in CONTESTANTS}, range(len(batches)), args.rounds, torch.device("cpu")
-            )
+            timings = interleave(run, batches, repeats=args.rounds)
+            outputs = {name: timings.returned[name][-len(batches) :] for name in CONTESTANTS}  # the last round's
             row: dict[str, Any] = {}
             for name in CONTESTANTS:
                 generated = sum(len(ids) for batch in outputs[name] for ids in batch)
-                row[f"{name}_tokens_per_s"] = round(generated / sum(times[name]), 1)
+                row[f"{name}_tokens_per_s"] = round(generated / timings.total(name), 1)
             for name in CONTESTANTS[1:]:
                 row[f"{name}_vs_torch"] = round(row[f"{name}_tokens_per_s"] / row["torch_tokens_per_s"], 3)
             row["ort_fp32_vs_ct2_fp32"] = round(row["ort_fp32_tokens_per_s"] / row["ct2_fp32_tokens_per_s"], 3)
@@ -202,7 +188,7 @@ def bench_size(size: str, texts: list[str], tokenizer, args: argparse.Namespace)
 def bench_quality(args: argparse.Namespace) -> dict[str, Any]:
     """BLEU, chrF and exact match of every engine on a trained model's test set; int8's cost against fp32."""
     from vanilla_transformer.data import read_lines
-    from vanilla_transformer.export.model_dir import load_model_dir
+    from vanilla_transformer.model_dir import load_model_dir
     from vanilla_transformer.training import score_translations
 
     sources, references = read_lines(args.quality_source), read_lines(args.quality_reference)
@@ -246,7 +232,7 @@ def _translate_ct2(translator, tokenizer, sources: list[str]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    load_start, started = os.getloadavg(), time.perf_counter()
+    record = Record(__file__, argv)
     torch.set_num_threads(args.threads)
     texts, description = sentences(args)
     tokenizer = train_tokenizer(texts, vocab_size=args.vocab_size)
@@ -268,13 +254,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.quality_model:
         report["quality"] = bench_quality(args)
         print("quality", json.dumps(report["quality"], indent=1), flush=True)
-    environment = run_environment(load_start)
-    for name in VERSIONED:
-        environment["versions"][name] = importlib.metadata.version(name)
-    report.update(cpu=cpu_summary(), wall_seconds=round(time.perf_counter() - started, 1), **environment)
-    if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    report["export_versions"] = {name: importlib.metadata.version(name) for name in ("onnx", "onnxscript")}
+    record.write(report, args.output)
     return 0
 
 

@@ -28,7 +28,7 @@ def test_the_benchmark_writes_every_engine_and_the_figures_render_from_it(tmp_pa
         assert row["ort_fp32_batches_equal_torch"] == "2/2"  # the same search on two engines: the same tokens
     quality = run["quality"]
     assert quality["ort_fp32"]["equal_to_torch"] == quality["sentences"] == 6
-    assert {"command", "wall_seconds", "load_average_start", "cpu", "versions"} <= run.keys()
+    assert {"command", "wall_seconds", "load_average_start", "processor", "versions"} <= run.keys()
     assert {"onnxruntime", "ctranslate2", "torch"} <= run["versions"].keys()
     assert run["sizes"]["tiny"]["seconds"]["load_ort_fp32"] > 0
     figures = render_figures.onnx_serving_table(output.parent)

@@ -15,7 +15,6 @@ import onnx
 from copy_task import sentences
 
 from vanilla_transformer.cli import main as cli_main
-from vanilla_transformer.export.model_dir import save_model_dir
 from vanilla_transformer.export.onnx import (
     DECODER_FILE,
     ENCODER_FILE,
@@ -25,6 +24,7 @@ from vanilla_transformer.export.onnx import (
     load_onnx,
     quantized_name,
 )
+from vanilla_transformer.model_dir import save_model_dir
 from vanilla_transformer.translation import paper_generation_config, translate, translate_ids
 
 SOURCES = sentences(12, seed=5)

@@ -30,11 +30,11 @@ import numpy as np
 import torch
 from transformers import AutoConfig, PretrainedConfig
 
+from ..atomic import write_directory
 from ..configuration_vanilla_transformer import VanillaTransformerConfig
 from ..extras import import_optional
-from .atomic import write_directory
+from ..model_dir import check_model_dir, load_model, load_tokenizer
 from .marian import marian_config_from_vanilla, save_tokenizer_for_any_transformers
-from .model_dir import check_model_dir, load_model, load_tokenizer
 from .onnx_graphs import CACHE_KINDS, DecoderGraph, EncoderGraph, untraceable
 from .web import find_transformers_js, write_page
 
