@@ -115,8 +115,10 @@ def peaked(tmp_path_factory, make_peaked_model, copy_model):
     """A random model whose distributions are neither flat nor one-hot (long outputs, beams that reorder at every
     step), and its ONNX export."""
     tokenizer = copy_model[1]
-    model = make_peaked_model(len(tokenizer), seed=3)
-    return model, load_onnx(export_onnx(model, tmp_path_factory.mktemp("peaked") / "onnx", tokenizer=tokenizer))
+    model = make_peaked_model(len(tokenizer), seed=3).train()  # no dropout: the same function in either mode
+    folder = export_onnx(model, tmp_path_factory.mktemp("peaked") / "onnx", tokenizer=tokenizer)
+    assert model.training  # the caller's model is left as it came (the export traces a copy in eval mode)
+    return model.eval(), load_onnx(folder)
 
 
 @pytest.mark.parametrize("num_beams", [1, 4])

@@ -19,11 +19,10 @@ positional table included), so the weights are not permuted as `export_marian` p
 
 from __future__ import annotations
 
+import copy
 import json
-import logging
 import os
 import warnings
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -37,8 +36,6 @@ from ..model_dir import check_model_dir, load_model, load_tokenizer
 from .marian import marian_config_from_vanilla, save_tokenizer_for_any_transformers
 from .onnx_graphs import CACHE_KINDS, DecoderGraph, EncoderGraph, untraceable
 from .web import find_transformers_js, write_page
-
-logger = logging.getLogger(__name__)
 
 ENCODER_FILE = "onnx/encoder_model.onnx"
 DECODER_FILE = "onnx/decoder_model_merged.onnx"
@@ -115,7 +112,7 @@ def export_onnx(
     output_dir = Path(output_dir)
     if output_dir.is_dir() and any(output_dir.iterdir()) and not force:
         raise ValueError(f"{output_dir} exists and is not empty: pass force=True (--force) to replace an ONNX export")
-    model = model.float().eval()
+    model = copy.deepcopy(model).float().eval()  # the caller's model keeps its dtype and mode
 
     def write(folder: Path) -> None:
         _write_files(model, tokenizer, folder)
@@ -320,16 +317,6 @@ class OnnxStepDecoder:
             self.feeds[name] = self.feeds[name][index]
 
 
-def translate_onnx(
-    folder: str | os.PathLike, sentences: Sequence[str], *, quantized: bool = False, threads: int = 0, **search
-) -> list[str]:
-    """`translate` with an ONNX folder: `load_onnx`, then the paper's search (`search`: num_beams, ...)."""
-    from ..translation import translate
-
-    model = load_onnx(folder, quantized=quantized, threads=threads)
-    return translate(model, model.tokenizer, sentences, **search)
-
-
 __all__ = [
     "DECODER_FILE",
     "ENCODER_FILE",
@@ -341,5 +328,4 @@ __all__ = [
     "load_onnx",
     "quantize_onnx",
     "quantized_name",
-    "translate_onnx",
 ]
