@@ -24,6 +24,7 @@ from vanilla_transformer.export.onnx import (
     load_onnx,
     quantized_name,
 )
+from vanilla_transformer.export.onnx_graphs import untraceable
 from vanilla_transformer.model_dir import save_model_dir
 from vanilla_transformer.translation import paper_generation_config, translate, translate_ids
 
@@ -180,6 +181,10 @@ def test_a_model_with_an_adapter_or_a_hook_is_refused_by_name(copy_model, tmp_pa
     from peft import LoraConfig, get_peft_model
 
     model, tokenizer = copy_model
+    recorded = copy.deepcopy(model)  # transformers' own output recording leaves hooks that change no output
+    batch = tokenizer(["red dog"], return_tensors="pt")
+    recorded(**batch, decoder_input_ids=batch["input_ids"][:, :1], output_hidden_states=True)
+    assert any(module._forward_hooks for module in recorded.modules()) and untraceable(recorded) == ""
     hooked = copy.deepcopy(model)
     hooked.model.decoder.layers[0].fc1.register_forward_hook(lambda module, inputs, output: output * 2)
     with pytest.raises(ValueError, match="forward hook on model.decoder.layers.0.fc1"):

@@ -55,9 +55,9 @@ def unsupported_modules(model) -> str:
                 return f"{name}: {problem}"
         elif type(module) is not kind:
             return f"{name} is a {type(module).__name__}, not a plain {kind.__name__} (an adapter?)"
-    hooked = [(name, module) for name, module in [*decoder.named_modules(), ("lm_head", head)] if _hooked(module)]
-    if hooked:
-        return f"a hook on {hooked[0][0] or 'the decoder'}"
+    with_hooks = [name for name, module in [*decoder.named_modules(), ("lm_head", head)] if hooked(module)]
+    if with_hooks:
+        return f"a hook on {with_hooks[0] or 'the decoder'}"
     if any(getattr(torch.nn.modules.module, f"_global_forward_{kind}hooks", None) for kind in ("", "pre_")):
         return "global module hooks"
     return ""
@@ -68,7 +68,9 @@ _OUTPUT_RECORDING = "transformers.utils.output_capturing"
 change no output: the one kind of hook the decoder's copies may ignore."""
 
 
-def _hooked(module: torch.nn.Module) -> bool:
+def hooked(module: torch.nn.Module) -> bool:
+    """Whether `module` has a forward hook, a pre-hook or an Accelerate hook other than transformers' own
+    output recording: something its parameters alone do not compute."""
     hooks = [*module._forward_hooks.values(), *module._forward_pre_hooks.values()]
     return hasattr(module, "_hf_hook") or any(getattr(h, "__module__", None) != _OUTPUT_RECORDING for h in hooks)
 
@@ -288,4 +290,4 @@ def _add_norm(x: torch.Tensor, sublayer: torch.Tensor, norm: tuple) -> torch.Ten
     return F.layer_norm(sublayer.add_(x), *norm)
 
 
-__all__ = ["DecoderWeights", "IncrementalDecoder", "lora_problem", "unsupported_modules"]
+__all__ = ["DecoderWeights", "IncrementalDecoder", "hooked", "lora_problem", "unsupported_modules"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..decoder_vanilla_transformer import hooked
 from ..modeling_vanilla_transformer import eager_attention_forward
 
 CACHE_KINDS = ("decoder.key", "decoder.value", "encoder.key", "encoder.value")
@@ -26,12 +27,13 @@ CACHE_KINDS = ("decoder.key", "decoder.value", "encoder.key", "encoder.value")
 
 def untraceable(model) -> str:
     """Why the traced graphs would not compute what `model` computes (``""`` when they would): a PEFT layer (an
-    adapter not merged into the weights), or a forward hook or pre-hook on any module, or global module hooks."""
+    adapter not merged into the weights), or a forward hook or pre-hook on any module (transformers' own output
+    recording aside: it changes no output), or global module hooks."""
     for name, module in model.named_modules():
         kind = type(module)
         if kind.__module__.startswith("peft."):
             return f"{name or 'the model'} is a PEFT {kind.__name__} (merge the adapter first: merge_and_unload())"
-        if module._forward_hooks or module._forward_pre_hooks or hasattr(module, "_hf_hook"):
+        if hooked(module):
             return f"a forward hook on {name or 'the model'}"
     if any(getattr(torch.nn.modules.module, f"_global_forward_{kind}hooks", None) for kind in ("", "pre_")):
         return "global module hooks"
