@@ -399,9 +399,10 @@ def _finish(run: _Run, data: RunData, trainer: _Trainer, window: _LogWindow) -> 
     if data.test:
         results.update(trainer.evaluator.score_test_set())
         if "selected" in results:
-            results[f"test_bleu_{chosen}"] = results["test_bleu"]
+            metric = trainer.evaluator.metric
+            results[f"test_{metric}_{chosen}"] = results[f"test_{metric}"]
     if accelerator.is_main_process:
-        results.update(best_validation(run.run_dir / "metrics.jsonl"))
+        results.update(best_validation(run.run_dir / "metrics.jsonl", trainer.evaluator.metric))
     return results
 
 
