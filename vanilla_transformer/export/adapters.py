@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ..extras import import_optional
-from .hub import model_card_data, read_training_summary
+from .hub import hub_url, model_card_data, read_training_summary
 from .model_dir import (
     ADAPTER_CONFIG_FILE,
     SUMMARY_FILE,
@@ -115,7 +116,9 @@ def add_lora(
     config = peft.LoraConfig(
         task_type=peft.TaskType.SEQ_2_SEQ_LM, r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=targets
     )
-    return peft.get_peft_model(model, config)
+    with warnings.catch_warnings():  # peft reads the deprecated is_gradient_checkpointing: nothing a user can act on
+        warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
+        return peft.get_peft_model(model, config)
 
 
 def lora_settings(model: PreTrainedModel) -> dict[str, Any]:
@@ -145,7 +148,7 @@ ADAPTER_CARD = """---
 
 # {{ model_name }}
 
-A LoRA adapter (peft) for [`{{ base_model }}`]({{ base_model }}), the Transformer of Vaswani et al. (2017),
+A LoRA adapter (peft) for {% if base_model_url %}[`{{ base_model }}`]({{ base_model_url }}){% else %}`{{ base_model }}`{% endif %}, the Transformer of Vaswani et al. (2017),
 ["Attention Is All You Need"](https://arxiv.org/abs/1706.03762), fine-tuned with the `vanilla-transformer` package
 to translate from `{{ src_lang or "?" }}` to `{{ tgt_lang or "?" }}`.
 
@@ -177,10 +180,12 @@ With the package installed, `vanilla-transformer translate --model ADAPTER_FOLDE
 
 - Corpus: {{ dataset or dataset_name or "not recorded" }}; training pairs: {{ train_pairs or "not recorded" }}
 - Optimizer steps: {{ steps or "not recorded" }}
-{%- if bleu is defined %}
-- On {{ eval_split or "the evaluation set" }}: BLEU {{ "%.2f"|format(bleu) }}
-{%- if chrf is defined %}, chrF {{ "%.2f"|format(chrf) }}{% endif %}
-{%- if exact_match is defined %}, exact match {{ "%.1f"|format(exact_match) }}%{% endif %}
+{%- set scores = [] %}
+{%- if exact_match is defined %}{% set _ = scores.append("exact match %.1f%%"|format(exact_match)) %}{% endif %}
+{%- if chrf is defined %}{% set _ = scores.append("chrF %.2f"|format(chrf)) %}{% endif %}
+{%- if bleu is defined %}{% set _ = scores.append("BLEU %.2f"|format(bleu)) %}{% endif %}
+{%- if scores %}
+- On {{ eval_split or "the evaluation set" }}: {{ scores|join(", ") }}
 {%- endif %}
 """
 """The Jinja template of an adapter's model card (the values of `build_adapter_card`)."""
@@ -199,6 +204,7 @@ def build_adapter_card(
     data.library_name = "peft"
     data.tags = [*(data.tags or []), "lora", "peft"]
     values = {**summary, **lora_settings(model), "base_model": base_model, "repo_id": repo_id}
+    values["base_model_url"] = hub_url(base_model)
     return ModelCard.from_template(data, template_str=ADAPTER_CARD, model_name=model_name, **values)
 
 

@@ -125,6 +125,12 @@ _METRICS = {"bleu": "BLEU (sacreBLEU)", "chrf": "chrF (sacreBLEU)", "exact_match
 _HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 
 
+def hub_url(name: str) -> str | None:
+    """The absolute address of a Hub model id (``org/name``): cards are read on the Hub and elsewhere, where a
+    relative link would point into the card's own repository; None for a local path or a plain name."""
+    return f"https://huggingface.co/{name}" if _HUB_ID.fullmatch(name) else None
+
+
 def model_card_data(summary: Mapping[str, Any], model_name: str) -> ModelCardData:
     """The card's metadata: languages, Hub dataset, base model (a Hub id), and a model-index entry per score.
 
@@ -298,6 +304,7 @@ __all__ = [
     "SUMMARY_KEYS",
     "TEMPLATE",
     "build_model_card",
+    "hub_url",
     "model_card_data",
     "prepare_upload_folder",
     "push_to_hub",
