@@ -28,8 +28,8 @@ from pathlib import Path
 import torch
 
 from vanilla_transformer.data import DATA_DIR_VARIABLE, CorpusSpec, shared_data_dir, split_files
-from vanilla_transformer.export.model_dir import load_model_dir
 from vanilla_transformer.metrics import compute_bleu
+from vanilla_transformer.model_dir import load_model_dir
 from vanilla_transformer.translation import translate
 
 MULTI30K = shared_data_dir("multi30k")

@@ -26,7 +26,7 @@ import torch
 
 from vanilla_transformer.data import DATA_DIR_VARIABLE, read_lines, shared_data_dir
 from vanilla_transformer.demo import translate_with_attention
-from vanilla_transformer.export.model_dir import load_model_dir
+from vanilla_transformer.model_dir import load_model_dir
 from vanilla_transformer.training.results import run_environment
 
 MULTI30K = shared_data_dir("multi30k")

@@ -41,11 +41,11 @@ import transformers
 from transformers import DataCollatorForSeq2Seq, GenerationConfig
 
 from vanilla_transformer.data import make_numbers_task
-from vanilla_transformer.export.adapters import add_lora
 from vanilla_transformer.export.marian import marian_permutation, vanilla_to_marian
-from vanilla_transformer.export.model_dir import load_model_dir
 from vanilla_transformer.extras import import_optional
 from vanilla_transformer.metrics import exact_match
+from vanilla_transformer.model_dir import load_model_dir
+from vanilla_transformer.training.lora import add_lora
 from vanilla_transformer.translation import translate
 
 

@@ -29,8 +29,8 @@ from pathlib import Path
 import torch
 
 from vanilla_transformer.data.spec import load_corpus
-from vanilla_transformer.export.model_dir import load_model_dir
 from vanilla_transformer.metrics import compute_bleu, compute_chrf
+from vanilla_transformer.model_dir import load_model_dir
 from vanilla_transformer.training.options import TRAINING_CONFIG_NAME, TrainingConfig
 from vanilla_transformer.training.setup import corpus_spec
 from vanilla_transformer.translation import translate

@@ -14,7 +14,7 @@ from tiny_model import SPLITS, load_script
 from torch.nn import functional as F
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig, TrainerCallback
 
-from vanilla_transformer.export.model_dir import load_model_dir
+from vanilla_transformer.model_dir import load_model_dir
 from vanilla_transformer.training.finetune import build_trainer, finetune, training_arguments
 from vanilla_transformer.translation import translate
 

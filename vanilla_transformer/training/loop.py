@@ -38,11 +38,11 @@ from accelerate.utils import set_seed
 from tqdm.auto import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
+from ..atomic import write_directory
 from ..configuration_vanilla_transformer import VanillaTransformerConfig
 from ..data import TokenBatchSampler
 from ..data.cache import TokenCorpus
-from ..export.atomic import write_directory
-from ..export.model_dir import is_saved_model_dir, write_training_summary
+from ..model_dir import is_saved_model_dir, write_training_summary
 from ..modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
 )

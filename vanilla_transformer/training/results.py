@@ -14,7 +14,7 @@ from typing import Any
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from ..data import split_files
-from ..export.model_dir import save_model_dir
+from ..model_dir import save_model_dir
 from ..modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
 )
