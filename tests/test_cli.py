@@ -172,3 +172,11 @@ def test_a_bad_search_in_the_models_generation_config_is_named(field, value, tin
     capsys.readouterr()
     assert translate.main([*arguments, option, override]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 2
+
+
+def test_version_names_the_package_and_what_it_runs_on(capsys):
+    from vanilla_transformer.cli import main
+
+    assert main(["--version"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("vanilla-transformer ") and "torch " in out and "transformers " in out

@@ -283,11 +283,13 @@ def test_missing_and_mismatched_files(tmp_path):
     data.mkdir()
     (data / "train.en").write_text("one\ntwo\nthree\n")
     (data / "train.de").write_text("eins\nzwei\n")
+    with pytest.raises(FileNotFoundError, match=r"--data-dir=.* has no valid.en or valid.de: pass --data-dir"):
+        train(tiny_run(tmp_path / "run3", "--dataset", "text", "--data-dir", str(data)))  # every split, first
+    for split in ("valid", "test"):
+        (data / f"{split}.en").write_text("one\n")
+        (data / f"{split}.de").write_text("eins\n")
     with pytest.raises(ValueError, match="parallel files differ in length"):
         train(tiny_run(tmp_path / "run2", "--dataset", "text", "--data-dir", str(data)))
-    (data / "train.de").write_text("eins\nzwei\ndrei\n")
-    with pytest.raises(FileNotFoundError, match=r"--data-dir=.* has no valid.en or valid.de: pass --data-dir"):
-        train(tiny_run(tmp_path / "run3", "--dataset", "text", "--data-dir", str(data)))
 
 
 def test_a_preset_finds_its_corpus_through_the_data_variable_or_names_both_ways_to_give_it(tmp_path, monkeypatch):
