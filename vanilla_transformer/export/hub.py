@@ -148,12 +148,10 @@ def hub_url(name: str) -> str | None:
 def model_card_data(summary: Mapping[str, Any], model_name: str) -> ModelCardData:
     """The card's metadata: languages, Hub dataset, base model (a Hub id), and a model-index entry per score.
 
-    A corpus of the user's own files (``local_data``) has no Hub id, and the Hub reads the model-index's dataset
-    ``type`` as one: such a card lists no dataset and no model-index (its text names the files and gives the
-    scores)."""
-    corpus = summary.get("dataset") or summary.get("dataset_name")
-    if summary.get("local_data") and not summary.get("dataset"):
-        corpus = None
+    The Hub reads the model-index's dataset ``type`` as a Hub dataset id, so only a Hub dataset (``dataset``) gets
+    a model-index: a corpus of the user's own files (``local_data``) or the built-in number words has none, and the
+    card's text names the corpus and gives the scores."""
+    corpus = summary.get("dataset")
     eval_results = [
         EvalResult(
             task_type="translation",
