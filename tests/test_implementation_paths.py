@@ -2,16 +2,26 @@
 the paths give the same results, and the chosen path is the one that ran.
 
 * packing the position-wise sublayers onto the real tokens (``config.pack_tokens``);
-* attention through SDPA without a dense mask where the batch needs none (causal via ``is_causal``).
+* attention through SDPA without a dense mask where the batch needs none (causal via ``is_causal``);
+* Adam's kernels (``--adam-implementation``) and compiling by default where it paid (``--dynamo-backend auto``).
 """
 
 import pytest
 import torch
+from accelerate.state import AcceleratorState
+from tiny_model import TINY
 from torch.nn import functional as F
 
 from vanilla_transformer import VanillaTransformerConfig
 from vanilla_transformer.modeling_vanilla_transformer import PACKING_THRESHOLDS, packing_threshold
+from vanilla_transformer.training import parse_args, train
+from vanilla_transformer.training.checkpoints import load_checkpoint_weights
+from vanilla_transformer.training.preflight import auto_dynamo_backend
+from vanilla_transformer.training.step import adam_kernels
+from vanilla_transformer.training.tracking import read_metrics
 
+# No dropout, so that runs with different kernels can be compared step for step.
+SHORT = [*TINY, "--dropout", "0", "--max-steps", "4", "--save-every", "2", "--eval-every", "100", "--num-test", "2"]
 SOURCE_LENGTH, TARGET_LENGTH = 7, 5  # different, so that each attention call tells its kind by its shapes
 
 
@@ -154,3 +164,118 @@ def test_padded_training_keeps_the_decoder_causal_without_a_mask(make_tiny_model
     found = kinds(sdpa_calls)
     assert found["decoder self"] == {(None, True)}
     assert all(mask is not None and not causal for mask, causal in found["encoder"] | found["cross"])
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Adam's kernels, and compiling by default where it pays
+# --------------------------------------------------------------------------------------------------------------------
+
+KERNELS = {"fused": "_fused_adam_", "foreach": "_foreach_addcdiv_"}
+"""The torch function each implementation of Adam calls once per step (the for-loop calls neither)."""
+
+
+@pytest.fixture
+def adam_kernel_calls(monkeypatch):
+    """How many times each of `KERNELS` ran."""
+    calls = dict.fromkeys(KERNELS, 0)
+
+    def counting(name, real):
+        def count(*args, **kwargs):
+            calls[name] += 1
+            return real(*args, **kwargs)
+
+        return count
+
+    for name, function in KERNELS.items():
+        monkeypatch.setattr(torch, function, counting(name, getattr(torch, function)))
+    return calls
+
+
+@pytest.fixture(autouse=True)
+def fresh_accelerate_state(monkeypatch):
+    for name in ("ACCELERATE_DYNAMO_BACKEND", "ACCELERATE_MIXED_PRECISION"):
+        monkeypatch.delenv(name, raising=False)
+    AcceleratorState._reset_state(reset_partial_state=True)
+    yield
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def test_adam_auto_is_fused_on_cuda_only():
+    assert adam_kernels("auto", "cuda") == {"fused": True}
+    assert adam_kernels("auto", "cpu") == {}
+    with pytest.raises(ValueError, match=r"--adam-implementation must be one of auto, fused, foreach, for-loop"):
+        parse_args([*TINY, "--adam-implementation", "apex"])
+
+
+def test_fused_foreach_and_for_loop_adam_make_the_same_run(tmp_path, adam_kernel_calls):
+    """`train` with each of Adam's implementations: the kernels asked for ran, and the losses and final weights are
+    the for-loop's (to float32 rounding)."""
+    runs = {}
+    for choice in ("for-loop", "fused", "foreach"):
+        calls_before = dict(adam_kernel_calls)
+        AcceleratorState._reset_state(reset_partial_state=True)
+        run_dir = tmp_path / choice
+        train(parse_args([*SHORT, "--output-dir", str(run_dir), "--adam-implementation", choice]))
+        ran = {name for name in KERNELS if adam_kernel_calls[name] > calls_before[name]}
+        assert ran == ({choice} if choice in KERNELS else set()), choice
+        losses = [row["train_loss"] for row in read_metrics(run_dir / "metrics.jsonl") if "train_loss" in row]
+        runs[choice] = losses, load_checkpoint_weights(run_dir / "checkpoints" / "checkpoint-00000004")
+    losses, weights = runs["for-loop"]
+    assert len(losses) == 4
+    for choice in ("fused", "foreach"):
+        assert runs[choice][0] == pytest.approx(losses, rel=1e-5)
+        for name, weight in weights.items():
+            if name.endswith("k_proj.bias"):
+                # Its gradient is zero in exact arithmetic (q . b_k adds the same to every score of a query, which
+                # softmax ignores): Adam normalises rounding noise there into steps of up to the learning rate.
+                continue
+            torch.testing.assert_close(runs[choice][1][name], weight, atol=1e-5, rtol=1e-4, msg=name)
+
+
+@pytest.mark.parametrize(
+    ("device", "precision", "flags", "environ", "expected"),
+    [
+        ("cuda", "bf16", None, {}, "inductor"),
+        ("cuda", "no", None, {}, "inductor"),
+        ("cpu", "bf16", {"avx2", "avx512_bf16"}, {}, "inductor"),
+        ("cpu", "bf16", {"avx2", "amx_bf16"}, {}, "inductor"),
+        ("cpu", "no", {"avx2", "avx512_bf16"}, {}, "no"),  # fp32: compiling did not pay
+        ("cpu", "bf16", {"avx2"}, {}, "no"),  # emulated bf16
+        ("cpu", "bf16", None, {}, "no"),
+        ("cuda", "bf16", None, {"ACCELERATE_DYNAMO_BACKEND": "NO"}, None),  # the launcher chose: Accelerate decides
+        ("cpu", "bf16", {"avx512_bf16"}, {"ACCELERATE_DYNAMO_BACKEND": "EAGER"}, None),
+    ],
+)
+def test_auto_dynamo_backend_compiles_where_it_paid_and_never_overrides_the_launcher(
+    device, precision, flags, environ, expected
+):
+    assert auto_dynamo_backend(device, precision, flags, environ) == expected
+
+
+class _Started(Exception):
+    """Stops `train` once the Accelerator is built."""
+
+
+@pytest.mark.parametrize(
+    ("flags", "launcher", "expected"),
+    [({"avx2"}, None, "no"), ({"avx2", "avx512_bf16"}, None, "inductor"), ({"avx2", "avx512_bf16"}, "EAGER", None)],
+)
+def test_train_with_dynamo_auto_hands_accelerate_the_chosen_backend(tmp_path, monkeypatch, flags, launcher, expected):
+    """The multi30k preset's ``--dynamo-backend auto`` with ``--mixed-precision auto``, given the CPU's flags: the
+    Accelerator gets inductor where bf16 is native, no where it is not, and nothing where the launcher chose."""
+    assert parse_args(["--preset", "multi30k"]).dynamo_backend == "auto"
+    if launcher:
+        monkeypatch.setenv("ACCELERATE_DYNAMO_BACKEND", launcher)
+    monkeypatch.setattr("vanilla_transformer.training.loop.cpu_flags", lambda: flags)
+    given = {}
+
+    def accelerator(**kwargs):
+        given.update(kwargs)
+        raise _Started
+
+    monkeypatch.setattr("vanilla_transformer.training.loop.Accelerator", accelerator)
+    options = ["--dynamo-backend", "auto", "--mixed-precision", "auto", "--output-dir", str(tmp_path / "run")]
+    with pytest.raises(_Started):
+        train(parse_args([*SHORT, *options]))
+    assert given.get("dynamo_backend") == expected
+    assert given["mixed_precision"] == ("bf16" if "avx512_bf16" in flags else "no")
