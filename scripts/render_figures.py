@@ -80,14 +80,24 @@ def numbers_table(results: Path) -> str:
     rows = read_jsonl(results, "numbers/metrics.jsonl")
     valid = {row["step"]: row["valid_exact_match"] for row in rows if "valid_exact_match" in row}
     steps = sorted(valid)[-4:]
-    scores = f"{run['test_exact_match']:.1f}% / {run['test_chrf']:.2f} / {run['test_bleu']:.2f}"
+    names, scores = "test exact match / chrF", f"{run['test_exact_match']:.1f}% / {run['test_chrf']:.2f}"
+    if "test_bleu" in run:  # left out where no reference holds a 4-gram (0 by construction on number words)
+        names, scores = f"{names} / sacreBLEU", f"{scores} / {run['test_bleu']:.2f}"
+    by_magnitude = run.get("test_exact_match_by_magnitude", {})
+    magnitude_rows = [
+        [
+            f"test exact match, numbers {' / '.join(by_magnitude)}",
+            " / ".join(f"{v:.1f}" for v in by_magnitude.values()),
+        ]
+    ]
     return table(
         ["measure", "value"],
         ["l", "l"],
         [
             ["wall time of `train()` (tokenizer, data, training, averaging, test)", minutes(run["seconds"])],
             [f"of which {run['step']:,} training steps", minutes(60 * run["train_minutes"])],
-            ["test exact match / chrF / sacreBLEU", scores],
+            [names, scores],
+            *(magnitude_rows if by_magnitude else []),
             [
                 f"validation exact match at steps {' / '.join(map(str, steps))}",
                 " / ".join(f"{valid[step]:.1f}" for step in steps) + "%",
