@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
+import struct
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors import safe_open
 from transformers import (
+    AutoConfig,
     AutoModelForSeq2SeqLM,
     AutoTokenizer,
     GenerationConfig,
@@ -34,7 +36,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from .atomic import write_file
+from .atomic import check_links_inside, write_file
 from .extras import import_optional
 from .tokenization import check_tokenizer_matches_config
 
@@ -79,7 +81,7 @@ def add_pipeline_support(model_dir: str | os.PathLike[str]) -> None:
     config_path = model_dir / "config.json"
     if not config_path.is_file():
         raise ValueError(f"model_dir={str(model_dir)!r} has no config.json; save the model there first")
-    shutil.copyfile(PIPELINE_CODE_FILE, model_dir / PIPELINE_CODE_FILE.name)
+    write_file(model_dir / PIPELINE_CODE_FILE.name, PIPELINE_CODE_FILE.read_bytes())
     config = json.loads(config_path.read_text(encoding="utf-8"))
     config["custom_pipelines"] = PIPELINE_TASKS
     write_file(config_path, json.dumps(config, indent=2, sort_keys=True) + "\n")  # never a cut config.json
@@ -183,6 +185,8 @@ def load_tokenizer(name: str | os.PathLike[str], *, revision: str | None = None)
     except ImportError:
         raise
     except Exception as error:
+        if "trust_remote_code" in str(error):
+            raise ValueError(remote_code_refusal(name)) from error
         raise ValueError(
             f"{str(name)!r} has no loadable tokenizer: its tokenizer.json or tokenizer_config.json ({type(error).__name__}: "
             f"{error}): save it next to the model with save_model_dir, or {LOAD_FIX}"
@@ -203,6 +207,8 @@ def load_model(
             name, revision=revision, trust_remote_code=False, use_safetensors=use_safetensors, output_loading_info=True
         )
     except (OSError, ValueError, RuntimeError, KeyError, TypeError) as error:
+        if "trust_remote_code" in str(error):
+            raise ValueError(remote_code_refusal(name)) from error
         raise ValueError(
             f"{str(name)!r} has no loadable model: its config.json or {WEIGHTS_FILE} ({type(error).__name__}: "
             f"{error}); {LOAD_FIX}"
@@ -291,6 +297,7 @@ def load_adapter_dir(
     """
     peft = import_optional("peft", "peft", f"loading the adapter folder {directory}")
     directory = Path(directory)
+    check_links_inside(directory, "adapter folder")
     if not (directory / ADAPTER_WEIGHTS_FILE).is_file():
         raise FileNotFoundError(
             f"adapter folder {directory} has no {ADAPTER_WEIGHTS_FILE}: only safetensors adapters are loaded"
@@ -313,11 +320,32 @@ def load_adapter_dir(
         tokenizer = AutoTokenizer.from_pretrained(directory, trust_remote_code=False)
         check_tokenizer_matches_config(tokenizer, model.config)
         tokenizer.model_max_length = min(tokenizer.model_max_length, model.config.max_position_embeddings)
+    check_adapter_sizes(directory, model, base)
     try:
         model = peft.PeftModel.from_pretrained(model, directory, is_trainable=False)
     except (KeyError, RuntimeError, ValueError) as error:
-        raise ValueError(f"adapter folder {directory} does not fit its base model {base!r} ({error})") from error
+        first = (str(error).strip().splitlines() or [""])[0]
+        raise ValueError(f"adapter folder {directory} does not fit its base model {base!r} ({first})") from error
     return model.to(device).eval(), tokenizer
+
+
+def check_adapter_sizes(directory: Path, model: PreTrainedModel, base: str) -> None:
+    """Refuse, in one line naming both sizes, an adapter made for a base model of another size (peft would print a
+    table of every mismatched weight): each ``lora_A`` must read the inputs, each ``lora_B`` write the outputs, of the
+    base model's layer it adapts."""
+    modules = dict(model.named_modules())
+    for name, (_, shape) in safetensors_header(directory / ADAPTER_WEIGHTS_FILE).items():
+        for part, axis, feature in ((".lora_A.", 1, "in_features"), (".lora_B.", 0, "out_features")):
+            if part not in name or len(shape) != 2:
+                continue
+            layer = modules.get(name.split(part)[0].removeprefix("base_model.model."))
+            size = getattr(layer, feature, None)
+            if size is not None and size != shape[axis]:
+                raise ValueError(
+                    f"adapter folder {directory} was made for a base model of another size: its {name} has "
+                    f"{shape[axis]} {feature.replace('_', ' ')}, the base model {base!r} (d_model "
+                    f"{model.config.d_model}) has {size}; give it the base it was trained on"
+                )
 
 
 def check_model_dir(directory: str | os.PathLike[str]) -> None:
@@ -337,7 +365,10 @@ def check_model_dir(directory: str | os.PathLike[str]) -> None:
                 f"{directory} is a training run directory, not a model directory: pass {directory / 'model'}"
             )
         raise FileNotFoundError(f"{directory} holds no config.json: it is not a Hugging Face model directory")
+    check_links_inside(directory, "model directory")
     check_model_files(directory)
+    check_no_foreign_code(directory)
+    check_weights(directory)
 
 
 JSON_FILES = (
@@ -360,6 +391,10 @@ def check_model_files(directory: str | os.PathLike[str]) -> None:
     Only headers are read: the weights themselves are checked by safetensors as they load."""
     directory = Path(directory)
     fix = f"the file is damaged: {LOAD_FIX}"
+    for name in (*JSON_FILES, WEIGHTS_FILE):
+        path = directory / name
+        if path.exists() and not path.is_file():
+            raise ValueError(f"{path} is not a regular file (a folder, a device or a pipe): {fix}")
     for name in JSON_FILES:
         path = directory / name
         if path.is_file():
@@ -378,6 +413,134 @@ def check_model_files(directory: str | os.PathLike[str]) -> None:
             raise ValueError(f"{weights} is not a complete safetensors file ({error}): {fix}") from error
 
 
+REMOTE_CODE_FILES = {"config.json": "model_type", "tokenizer_config.json": "tokenizer_class"}
+"""The files whose ``auto_map`` may name code to run, with the field that names the class without it."""
+
+
+def check_no_foreign_code(directory: str | os.PathLike[str]) -> None:
+    """Refuse a model folder that could only be loaded by running its own code: its config.json names another model
+    type than this package's, or its tokenizer_config.json a tokenizer class transformers does not have, with an
+    ``auto_map`` naming code files. This package's own model directories carry ``auto_map`` too, for users of remote
+    code, but load with the package's classes and run none of it."""
+    import transformers
+
+    directory = Path(directory)
+    config = _json_object(directory / "config.json")
+    tokenizer = _json_object(directory / "tokenizer_config.json")
+    ours = config.get("model_type") == "vanilla_transformer"
+    foreign = {
+        "config.json": config.get("auto_map") and not ours,
+        "tokenizer_config.json": tokenizer.get("auto_map")
+        and not hasattr(transformers, str(tokenizer.get("tokenizer_class", ""))),
+    }
+    for name, needs_code in foreign.items():
+        if needs_code:
+            raise ValueError(remote_code_refusal(directory, name))
+
+
+def remote_code_refusal(directory: str | os.PathLike[str], name: str | None = None) -> str:
+    """The one line refusing a folder that asks to run its own code: the file, the code it names, how to inspect it."""
+    directory = Path(directory)
+    names = [name] if name else list(REMOTE_CODE_FILES)
+    entries = {}
+    for file in names:
+        auto_map = _json_object(directory / file).get("auto_map")
+        if isinstance(auto_map, dict):
+            entries[file] = sorted(
+                {str(v) for value in auto_map.values() for v in ([value] if isinstance(value, str) else value) if v}
+            )
+    file = next((file for file in names if entries.get(file)), names[0])
+    modules = sorted({entry.rsplit(".", 1)[0].split("--")[-1] + ".py" for entry in entries.get(file, [])})
+    code = ", ".join(str(directory / module) for module in modules) or "code it does not ship"
+    return (
+        f"{directory / file} asks to run code from {code} (auto_map: {', '.join(entries.get(file, [])) or '?'}) to "
+        f"load this model; vanilla-transformer never runs code from a model folder. Read that code (e.g. less "
+        f"{code.split(', ')[0]}) to see what the folder is; a model of this package loads without it"
+    )
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    try:
+        content = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+    return content if isinstance(content, dict) else {}
+
+
+SAFETENSORS_DTYPES = {
+    torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.int64: "I64",
+    torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8", torch.bool: "BOOL",
+}  # fmt: skip
+"""How a safetensors header names each torch dtype."""
+
+
+def safetensors_header(path: str | os.PathLike[str]) -> dict[str, tuple[str, list[int]]]:
+    """The (dtype, shape) of each tensor a safetensors file declares, from its header alone (nothing else is read).
+
+    Raises:
+        ValueError: If the header is cut or not the JSON object of a safetensors file, naming the file.
+    """
+    try:
+        with open(path, "rb") as file:
+            (length,) = struct.unpack("<Q", file.read(8))
+            if length > os.fstat(file.fileno()).st_size:
+                raise ValueError(f"a header of {length} bytes is longer than the file")
+            header = json.loads(file.read(length))
+        return {
+            name: (entry["dtype"], list(entry["shape"])) for name, entry in header.items() if name != "__metadata__"
+        }
+    except (struct.error, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise ValueError(
+            f"{path} is not a complete safetensors file ({error}): the file is damaged: {LOAD_FIX}"
+        ) from error
+
+
+def check_tensors(
+    path: str | os.PathLike[str],
+    expected: Mapping[str, torch.Tensor],
+    *,
+    model: str = "the model",
+    fix: str = LOAD_FIX,
+    exact: bool = True,
+) -> None:
+    """Refuse a safetensors file holding a tensor whose name, shape or dtype is not that of `expected` (a state dict,
+    of meta tensors for example), before any weight is read: one line naming the file, the tensor and both values.
+    Not `exact`: a floating point weight may be stored in another floating point dtype (a model saved in bf16)."""
+    for name, (dtype, shape) in safetensors_header(path).items():
+        if name not in expected:
+            raise ValueError(f"{path} holds the tensor {name}, which {model} has no place for: {fix}")
+        tensor = expected[name]
+        want = SAFETENSORS_DTYPES.get(tensor.dtype, str(tensor.dtype))
+        floating = {"F64", "F32", "F16", "BF16"}
+        if list(tensor.shape) != shape:
+            raise ValueError(f"{path}: {name} has shape {shape}, in {model} {list(tensor.shape)}: {fix}")
+        if dtype != want and (exact or not (want in floating and dtype in floating)):
+            raise ValueError(f"{path}: {name} is stored as {dtype}, in {model} {want}: {fix}")
+
+
+def check_weights(directory: str | os.PathLike[str]) -> None:
+    """Check every tensor of the directory's ``model.safetensors`` against the model its config.json describes (built
+    on the meta device: no memory, no weights): name, shape and dtype (its config's ``dtype`` when recorded)."""
+    directory = Path(directory)
+    weights = directory / WEIGHTS_FILE
+    if not weights.is_file():
+        return
+    try:
+        config = AutoConfig.from_pretrained(directory, trust_remote_code=False)
+        with torch.device("meta"):
+            model = AutoModelForSeq2SeqLM.from_config(config, trust_remote_code=False)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        if "trust_remote_code" in str(error):
+            raise ValueError(remote_code_refusal(directory)) from error
+        raise ValueError(f"{directory / 'config.json'} does not describe a model ({error}): {LOAD_FIX}") from error
+    recorded = getattr(config, "dtype", None)
+    expected = model.state_dict()
+    if isinstance(recorded, torch.dtype):
+        expected = {name: t.to(recorded) if t.is_floating_point() else t for name, t in expected.items()}
+    model_source = f"the model of {directory / 'config.json'}"
+    check_tensors(weights, expected, model=model_source, exact=isinstance(recorded, torch.dtype))
+
+
 __all__ = [
     "ADAPTER_CONFIG_FILE",
     "ADAPTER_WEIGHTS_FILE",
@@ -388,6 +551,9 @@ __all__ = [
     "base_model_of",
     "check_model_dir",
     "check_model_files",
+    "check_no_foreign_code",
+    "check_tensors",
+    "check_weights",
     "is_adapter_dir",
     "is_local_path",
     "is_peft_model",
@@ -397,6 +563,8 @@ __all__ = [
     "load_model_dir",
     "load_tokenizer",
     "lora_settings",
+    "remote_code_refusal",
+    "safetensors_header",
     "save_model_dir",
     "write_training_summary",
 ]

@@ -77,13 +77,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"at most input length + {args.max_length_offset}"
         )
         if args.output:
-            write_file(args.output, "".join(line + "\n" for line in hypotheses))
+            write_file(args.output, "".join(line + "\n" for line in hypotheses), what="--output")
     scores = score_translations(hypotheses, references)
     print(f"BLEU = {scores['bleu']:.2f} ({scores['bleu_signature']})")
     print(f"chrF = {scores['chrf']:.2f}")
     print(f"exact match = {scores['exact_match']:.2f}%")
     if args.results:
-        write_file(args.results, json.dumps(scores, indent=2) + "\n")
+        write_file(args.results, json.dumps(scores, indent=2) + "\n", what="--results")
     return 0
 
 

@@ -40,7 +40,12 @@ from vanilla_transformer.cli import configure_logging
 from vanilla_transformer.data import CorpusSpec, Pair, load_corpus
 from vanilla_transformer.extras import require
 from vanilla_transformer.model_dir import is_adapter_dir, load_model_dir
-from vanilla_transformer.training.finetune import FINETUNE_DEFAULTS, finetune
+from vanilla_transformer.training.finetune import (
+    FINETUNE_DEFAULTS,
+    check_finetune_arguments,
+    claim_output_dir,
+    finetune,
+)
 from vanilla_transformer.training.lora import LORA_DEFAULTS, add_lora, check_lora_settings
 
 logger = logging.getLogger("finetune")
@@ -222,8 +227,10 @@ def load_data(data: DataArguments) -> tuple[list[Pair], list[Pair], dict[str, An
 def main(argv: Sequence[str] | None = None) -> int:
     configure_logging()
     model_name, data, lora, training_args = parse_options(argv)
+    check_finetune_arguments(training_args, merge=lora.merge)  # against all that consumes them, before any work
     model, tokenizer = prepare_model(build_parser(), model_name, lora)
     train_pairs, eval_pairs, description = load_data(data)
+    claim_output_dir(training_args.output_dir)
     result = finetune(
         model,
         tokenizer,

@@ -88,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         translations = translate_with_options(args, sentences)
     output = "".join(line + "\n" for line in translations)
     if args.output:
-        write_file(args.output, output)
+        write_file(args.output, output, what="--output")
     else:
         sys.stdout.write(output)
     return 0
