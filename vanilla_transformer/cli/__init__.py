@@ -107,11 +107,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MissingExtraError as error:
         print(error, file=sys.stderr)
         return 2
-    refuse_remote_code_prompts()
     module_name, _, function = COMMANDS[command][0].partition(":")
-    module = importlib.import_module(f"{__name__}.{module_name}")
     sys.argv[0] = f"{PROG} {command}"  # argparse's prog, in --help and error messages
-    try:
+    try:  # the import too: Ctrl-C while torch loads is an interrupt like any other
+        refuse_remote_code_prompts()
+        module = importlib.import_module(f"{__name__}.{module_name}")
         return getattr(module, function or "main")(rest)
     except (*USER_ERRORS, KeyboardInterrupt, MemoryError, Exception) as error:
         status, message = user_error(error)
