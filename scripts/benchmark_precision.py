@@ -2,7 +2,7 @@
 
 Three copies of the preset's model (N=3, d_model=256; same initial weights, same dropout seeds) train side by side
 on the same Multi30k batches (4,096 tokens, the preset's), interleaved, on a fixed number of threads: for every batch
-one step of each of
+one step of each of these, in an order reversed every batch (`bench.interleave`):
 
 - ``fp32``: float32 with transformers' SDPA attention (the model's default);
 - ``bf16_sdpa``: under ``torch.autocast("cpu", dtype=torch.bfloat16)`` (float32 weights and Adam, bf16 matmuls:
@@ -24,14 +24,12 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
-import os
 import sys
-import time
 from contextlib import nullcontext
 from pathlib import Path
 
 import torch
+from bench import Record, interleave
 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.data import (
@@ -51,6 +49,11 @@ from vanilla_transformer.training.step import teacher_forced_logits
 from vanilla_transformer.translation import translate
 
 
+def count_tokens(batch: dict[str, torch.Tensor]) -> int:
+    """The batch's real (non-padding) tokens, source and target."""
+    return int(batch["attention_mask"].sum() + (batch["labels"] != -100).sum())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=300, help="training steps of each model")
@@ -59,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", help="the Multi30k files (default: $VANILLA_TRANSFORMER_DATA/multi30k)")
     parser.add_argument("--output", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
+    record = Record(__file__, argv)
     torch.set_num_threads(args.threads)
     config = parse_args(["--preset", "multi30k", *(["--data-dir", args.data_dir] if args.data_dir else [])])
     corpus = RunCorpus.of(config)  # stops naming --data-dir and $VANILLA_TRANSFORMER_DATA when neither is set
@@ -76,18 +80,18 @@ def main(argv: list[str] | None = None) -> int:
     models["bf16_sdpa"] = copy.deepcopy(models["fp32"])
     models["bf16"] = copy.deepcopy(models["fp32"])
     models["bf16"].set_attn_implementation("eager")
-    optimizers, schedules, seconds, tokens = {}, {}, dict.fromkeys(models, 0.0), 0
+    optimizers, schedules = {}, {}
     for name, model in models.items():
         optimizers[name] = torch.optim.Adam(model.parameters(), betas=(0.9, 0.98), eps=1e-9)
         schedules[name] = noam_schedule(optimizers[name], 256, config.warmup_steps, config.lr_scale)
         model.train()
-    for step in range(args.steps):
-        batch = batches[step % len(batches)]
-        tokens += int(batch["attention_mask"].sum() + (batch["labels"] != -100).sum())
-        for name, model in models.items():
-            torch.manual_seed(step)  # the same dropout masks for both
+    tokens = sum(count_tokens(batches[step % len(batches)]) for step in range(args.steps))
+
+    def train_step(name: str):
+        def run(step: int) -> None:
+            batch, model = batches[step % len(batches)], models[name]
+            torch.manual_seed(step)  # the same dropout masks for all
             autocast = torch.autocast("cpu", dtype=torch.bfloat16) if name != "fp32" else nullcontext()
-            started = time.perf_counter()
             with autocast:
                 logits = teacher_forced_logits(model, batch)
             loss = token_cross_entropy(logits.float(), batch["labels"], label_smoothing=config.label_smoothing)
@@ -95,12 +99,17 @@ def main(argv: list[str] | None = None) -> int:
             optimizers[name].step()
             optimizers[name].zero_grad(set_to_none=True)
             schedules[name].step()
-            seconds[name] += time.perf_counter() - started
+
+        return run
+
+    def progress(step: int, timings) -> None:
         if (step + 1) % 50 == 0:
-            print(
-                f"step {step + 1}: " + ", ".join(f"{n} {tokens / s:,.0f} tok/s" for n, s in seconds.items()),
-                flush=True,
-            )
+            done = sum(count_tokens(batches[i % len(batches)]) for i in range(step + 1))
+            print(f"step {step + 1}: " + ", ".join(f"{n} {done / timings.total(n):,.0f} tok/s" for n in models))
+
+    # No warm-up: every model trains exactly --steps steps, on which BLEU is then compared.
+    timings = interleave({name: train_step(name) for name in models}, range(args.steps), warmup=0, progress=progress)
+    seconds = {name: timings.total(name) for name in models}
 
     source_file, reference_file = split_files(corpus.spec, corpus.names["test"])
     sources = source_file.read_text(encoding="utf-8").splitlines()[: args.test_sentences]
@@ -118,8 +127,6 @@ def main(argv: list[str] | None = None) -> int:
         "speedup_bf16_sdpa": seconds["fp32"] / seconds["bf16_sdpa"],
         **{f"{name}_bleu": bleu[name] for name in models},
         "test_sentences": len(sources),
-        "load_average_after": os.getloadavg(),
-        "command": "python scripts/benchmark_precision.py " + " ".join(argv if argv is not None else sys.argv[1:]),
     }
     print(
         f"PRECISION steps={args.steps} "
@@ -127,9 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         + f" speedup={result['speedup']:.2f} speedup_bf16_sdpa={result['speedup_bf16_sdpa']:.2f} "
         + " ".join(f"{name}_bleu={bleu[name]:.2f}" for name in models)
     )
-    if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    record.write(result, args.output)
     return 0
 
 

@@ -7,7 +7,6 @@ import os
 import numpy as np
 import pytest
 from accelerate import Accelerator
-from test_data import local_hub_dataset, offline  # noqa: F401 (fixtures)
 
 from vanilla_transformer.data import (
     TokenBatchSampler,
@@ -185,7 +184,7 @@ def test_tokenizer_trains_on_an_even_sample_of_the_stream():
     assert list(data_setup._cleaned_texts(chunks, 20)) == [text for pair in pairs for text in pair]
 
 
-def test_hf_dataset_stays_arrow_and_streams_in_batches(offline, local_hub_dataset, tmp_path, monkeypatch):  # noqa: F811
+def test_hf_dataset_stays_arrow_and_streams_in_batches(offline, local_hub_dataset, tmp_path, monkeypatch):
     import datasets
 
     monkeypatch.setattr(datasets.Dataset, "to_dict", lambda *a, **k: pytest.fail("to_dict reads all into memory"))

@@ -42,6 +42,7 @@ from ..atomic import write_directory, write_file
 from ..configuration_vanilla_transformer import VanillaTransformerConfig
 from ..data import TokenBatchSampler
 from ..data.cache import TokenCorpus
+from ..environment import run_environment
 from ..model_dir import is_saved_model_dir, write_training_summary
 from ..modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
@@ -58,7 +59,7 @@ from .checkpoints import (
 from .evaluation import Evaluator, best_validation
 from .options import TRAINING_CONFIG_NAME, TrainingConfig, micro_batch_plan
 from .preflight import auto_precision, cpu_flags, launch_mismatch, slow_bf16
-from .results import export_model, run_environment, training_summary
+from .results import export_model, training_summary
 from .run_dir import inspect_run_dir, lock_run_dir, mark_run_started, prepare_run_dir
 from .schedule import noam_schedule
 from .setup import RunData, build_model_config, prepare_data
