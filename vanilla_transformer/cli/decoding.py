@@ -18,7 +18,6 @@ from pathlib import Path
 import torch
 from transformers import GenerationConfig
 
-from ..atomic import check_output_file
 from ..data import read_text_lines
 from ..generation_vanilla_transformer import LENGTH_PENALTY_TYPE
 from ..generation_vanilla_transformer import MAX_LENGTH_OFFSET as MAX_LENGTH_OFFSET_FIELD
@@ -158,7 +157,6 @@ __all__ = [
     "STDIN",
     "add_decoding_arguments",
     "check_decoding_arguments",
-    "check_output_file",
     "read_input_lines",
     "resolve_search_arguments",
     "translate_with_options",

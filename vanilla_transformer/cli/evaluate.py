@@ -17,12 +17,11 @@ import json
 from collections.abc import Sequence
 
 import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
-from vanilla_transformer.atomic import write_file
+from vanilla_transformer.atomic import check_output_file, write_file
 from vanilla_transformer.cli.decoding import (
     STDIN,
     add_decoding_arguments,
     check_decoding_arguments,
-    check_output_file,
     read_input_lines,
     translate_with_options,
 )
