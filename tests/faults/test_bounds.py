@@ -12,8 +12,6 @@ import threading
 import pytest
 from fault_support import REPO
 
-from vanilla_transformer.data import MAX_LINE_BYTES, read_text_lines
-
 CAP = 6 << 30  # bytes of address space: torch and the package load, an unbounded read does not fit
 
 
@@ -51,6 +49,8 @@ def _one_line_error(completed, *expected):
 
 
 def test_evaluate_refuses_dev_zero_as_hypotheses(tmp_path):
+    from vanilla_transformer.data import MAX_LINE_BYTES
+
     reference = tmp_path / "ref.txt"
     reference.write_text("eins\n")
     completed = run_capped("evaluate", "--hypotheses", "/dev/zero", "--reference", reference)
@@ -59,6 +59,8 @@ def test_evaluate_refuses_dev_zero_as_hypotheses(tmp_path):
 
 @pytest.mark.parametrize("chunk", [b"x" * 65536, b"forty-two\n" * 6554], ids=["no-line-break", "endless-lines"])
 def test_translate_refuses_a_fifo_that_never_ends(chunk, tiny_model_dir, tmp_path):
+    from vanilla_transformer.data import MAX_LINE_BYTES
+
     fifo = tmp_path / "input.fifo"
     os.mkfifo(fifo)
     writer = threading.Thread(target=_feed_forever, args=(fifo, chunk), daemon=True)
@@ -71,6 +73,8 @@ def test_translate_refuses_a_fifo_that_never_ends(chunk, tiny_model_dir, tmp_pat
 
 
 def test_a_regular_file_over_the_limit_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    from vanilla_transformer.data import read_text_lines
+
     big = tmp_path / "big.txt"
     big.write_bytes(b"a line\n" * 1000)
     monkeypatch.setenv("VANILLA_TRANSFORMER_MAX_INPUT_BYTES", "4000")
@@ -85,7 +89,7 @@ def test_a_regular_file_over_the_limit_is_refused_before_it_is_read(tmp_path, mo
 
 
 def test_training_readers_refuse_a_device_and_an_overlong_line(tmp_path):
-    from vanilla_transformer.data import iter_lines, read_lines
+    from vanilla_transformer.data import MAX_LINE_BYTES, iter_lines, read_lines
 
     with pytest.raises(ValueError, match="/dev/zero is not a regular file"):
         read_lines("/dev/zero")

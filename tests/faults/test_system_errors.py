@@ -47,34 +47,42 @@ def test_ctrl_c_during_translate_exits_130_with_one_line_and_leaves_the_output(t
     assert sorted(path.name for path in tmp_path.iterdir()) == ["input.fifo", "out.de"]
 
 
+PAGE = 4096
+
+
 @pytest.fixture
 def full_disk(tmp_path):
-    """A 512 KiB tmpfs, filled to its last byte but for a small file, unmounted afterwards; skipped unless root."""
+    """A 1 MiB tmpfs holding ``old.de``, and `fill(leave)` to fill it but for `leave` bytes; unmounted afterwards.
+    Skipped unless root."""
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip("mounting a small file system needs root")
     mount_point = tmp_path / "small-disk"
     mount_point.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount_point)], capture_output=True
-    )
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount_point)], capture_output=True)
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+
+    def fill(leave: int = 0):
+        filler = mount_point / "filler"
+        with open(filler, "wb", buffering=0) as stream:
+            try:
+                while True:
+                    stream.write(b"\0" * PAGE)
+            except OSError:
+                pass
+        os.truncate(filler, filler.stat().st_size - leave)
+        return mount_point
+
     try:
         (mount_point / "old.de").write_text("the translations of last time\n")
-        try:
-            with open(mount_point / "filler", "wb") as filler:
-                while True:
-                    filler.write(b"\0" * 4096)
-                    filler.flush()
-        except OSError:
-            pass
-        yield mount_point
+        yield fill
     finally:
         subprocess.run(["umount", str(mount_point)], check=False)
 
 
 def test_a_full_disk_is_one_line_naming_the_output_file(full_disk, tiny_model_dir):
-    output = full_disk / "old.de"
+    disk = full_disk()
+    output = disk / "old.de"
     completed = subprocess.run(
         [sys.executable, "-m", "vanilla_transformer", "translate", "--model", tiny_model_dir, "--output", output],
         input=b"forty-two\n" * 20,
@@ -90,12 +98,17 @@ def test_a_full_disk_is_one_line_naming_the_output_file(full_disk, tiny_model_di
         "some space or write elsewhere"
     ], err
     assert output.read_text() == "the translations of last time\n"
-    assert sorted(path.name for path in full_disk.iterdir()) == ["filler", "old.de"]  # no temporary left
+    assert sorted(path.name for path in disk.iterdir()) == ["filler", "old.de"]  # no temporary left
 
 
 def test_a_full_disk_while_writing_weights_is_one_line_naming_the_folder(full_disk, tiny_run_dir):
-    """safetensors reports the full disk in its own exception, not an OSError: still one line, naming the folder."""
-    output = full_disk / "average"
+    """safetensors reports the full disk in its own exception, not an OSError: still one line, naming the folder. The
+    disk keeps room for the model's code and config files, written first, but not for its weights."""
+    model = tiny_run_dir / "model"
+    small = [path for path in model.iterdir() if path.suffix in (".py", ".json") and path.name != "tokenizer.json"]
+    assert (model / "model.safetensors").stat().st_size > 4 * PAGE
+    disk = full_disk(sum(-(-path.stat().st_size // PAGE) * PAGE for path in small) + 2 * PAGE)
+    output = disk / "average"
     completed = subprocess.run(
         [sys.executable, "-m", "vanilla_transformer", "average", tiny_run_dir, "--output", output],
         capture_output=True,
@@ -106,4 +119,4 @@ def test_a_full_disk_while_writing_weights_is_one_line_naming_the_folder(full_di
     assert completed.returncode == 1 and "Traceback" not in err, err
     lines = [line for line in err.splitlines() if "error" in line]
     assert len(lines) == 1 and f"--output={output} cannot be written: No space left on device" in lines[0], err
-    assert sorted(path.name for path in full_disk.iterdir()) == ["filler", "old.de"]
+    assert sorted(path.name for path in disk.iterdir()) == ["filler", "old.de"]

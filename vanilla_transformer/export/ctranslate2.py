@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..atomic import check_output_dir, write_directory
+from ..atomic import check_links_inside, check_output_dir, write_directory
 from ..configuration_vanilla_transformer import VanillaTransformerConfig
 from ..model_dir import check_model_dir
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
@@ -276,7 +276,9 @@ def _check_not_onto_input(model_dir: Path, output_dir: Path) -> None:
 def load_translator(
     model_dir: str | os.PathLike, *, device: str = "cpu", compute_type: str = "default", threads: int = 0
 ):
-    """A `ctranslate2.Translator`; ``threads`` sets its intra-op threads (0: CTranslate2's default)."""
+    """A `ctranslate2.Translator`; ``threads`` sets its intra-op threads (0: CTranslate2's default). A folder holding a
+    link out of itself is refused (`check_links_inside`)."""
+    check_links_inside(model_dir, "CTranslate2 folder")
     ct2 = _ctranslate2()
     return ct2.Translator(str(model_dir), device=device, compute_type=compute_type, intra_threads=threads)
 
