@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -325,7 +326,9 @@ def load_adapter_dir(
         tokenizer.model_max_length = min(tokenizer.model_max_length, model.config.max_position_embeddings)
     check_adapter_sizes(directory, model, base)
     try:
-        model = peft.PeftModel.from_pretrained(model, directory, is_trainable=False)
+        with warnings.catch_warnings():  # peft reads the deprecated is_gradient_checkpointing: not the user's to fix
+            warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
+            model = peft.PeftModel.from_pretrained(model, directory, is_trainable=False)
     except (KeyError, RuntimeError, ValueError) as error:
         first = (str(error).strip().splitlines() or [""])[0]
         raise ValueError(f"adapter folder {directory} does not fit its base model {base!r} ({first})") from error

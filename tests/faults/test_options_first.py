@@ -24,13 +24,12 @@ def test_train_with_num_beams_1_trains_exports_a_greedy_model_and_translates(tmp
 @pytest.mark.parametrize(
     ("options", "named"),
     [
-        (["--metric-for-best-model", "bleu", "--predict-with-generate", "false"], "--predict-with-generate"),
         (["--metric-for-best-model", "accuracy"], "--metric-for-best-model=accuracy"),
         (["--report-to", "tensorboard"], "--report-to tensorboard"),
         (["--resume-from-checkpoint", "{tmp}/no-such-checkpoint"], "--resume-from-checkpoint"),
         (["--generation-num-beams", "0"], "--generation-num-beams"),
     ],
-    ids=["bleu-without-generation", "unknown-metric", "missing-integration", "missing-checkpoint", "no-beams"],
+    ids=["unknown-metric", "missing-integration", "missing-checkpoint", "no-beams"],
 )
 def test_finetune_refuses_options_its_trainer_would_fail_on_before_loading_anything(
     options, named, tiny_model_dir, tmp_path, run_cli, monkeypatch
