@@ -189,7 +189,7 @@ def test_the_space_folder_runs_with_only_the_core_and_the_demo_extra(tiny_model_
     assert metadata["models"] == ["my-org/transformer-numbers"] and metadata["sdk_version"]
     assert (folder / "requirements.txt").read_text().startswith("vanilla-transformer[demo]==")
     assert "my-org/transformer-numbers" in (folder / "app.py").read_text()
-    with pytest.raises(ValueError, match="not an empty directory"):
+    with pytest.raises(ValueError, match="is a folder that is not empty"):
         write_space(folder, "my-org/transformer-numbers")
 
     blocked = ["matplotlib", "datasets", "evaluate", "sacrebleu", "ctranslate2", "sentencepiece", "peft"]

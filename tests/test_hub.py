@@ -256,7 +256,7 @@ def test_bad_templates_summaries_and_model_dirs_raise(summarised_model_dir, tmp_
         hub.prepare_upload_folder(no_tokenizer, tmp_path / "out", repo_id=REPO_ID)
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "file").touch()
-    with pytest.raises(ValueError, match=r"folder='.*busy' exists and is not an empty directory"):
+    with pytest.raises(ValueError, match=r"folder=.*busy is a folder that is not empty"):
         hub.prepare_upload_folder(summarised_model_dir, tmp_path / "busy", repo_id=REPO_ID)
 
 

@@ -20,12 +20,11 @@ import json
 from collections.abc import Sequence
 
 import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
-from vanilla_transformer.atomic import write_file
+from vanilla_transformer.atomic import check_output_file, write_file
 from vanilla_transformer.cli.decoding import (
     STDIN,
     add_decoding_arguments,
     check_decoding_arguments,
-    check_output_file,
     read_input_lines,
     translate_with_options,
 )
@@ -81,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"at most input length + {args.max_length_offset}"
         )
         if args.output:
-            write_file(args.output, "".join(line + "\n" for line in hypotheses))
+            write_file(args.output, "".join(line + "\n" for line in hypotheses), what="--output")
     scores = score_translations(hypotheses, references, bleu=bleu_applies(references))
     if "bleu" in scores:
         print(f"BLEU = {scores['bleu']:.2f} ({scores['bleu_signature']})")
@@ -90,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"chrF = {scores['chrf']:.2f}")
     print(f"exact match = {scores['exact_match']:.2f}%")
     if args.results:
-        write_file(args.results, json.dumps(scores, indent=2) + "\n")
+        write_file(args.results, json.dumps(scores, indent=2) + "\n", what="--results")
     return 0
 
 

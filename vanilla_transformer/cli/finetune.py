@@ -43,7 +43,13 @@ from vanilla_transformer.cli import configure_logging
 from vanilla_transformer.data import CorpusSpec, Pair, load_corpus
 from vanilla_transformer.extras import require
 from vanilla_transformer.model_dir import is_adapter_dir, load_model_dir
-from vanilla_transformer.training.finetune import FINETUNE_DEFAULTS, SEARCH_DEFAULTS, finetune
+from vanilla_transformer.training.finetune import (
+    FINETUNE_DEFAULTS,
+    SEARCH_DEFAULTS,
+    check_finetune_arguments,
+    claim_output_dir,
+    finetune,
+)
 from vanilla_transformer.training.lora import LORA_DEFAULTS, add_lora, check_lora_settings
 from vanilla_transformer.translation import check_search_settings
 
@@ -385,8 +391,12 @@ def load_data(data: DataArguments) -> tuple[list[Pair], list[Pair], dict[str, An
 def main(argv: Sequence[str] | None = None) -> int:
     configure_logging()
     options = parse_options(argv)
+    check_finetune_arguments(
+        options.training_args, merge=options.lora.merge
+    )  # all that consumes them, before any work
     train_pairs, eval_pairs, description = load_data(options.data)  # every file checked before the model loads
     model, tokenizer = prepare_model(build_parser(), options.model, options.lora)
+    claim_output_dir(options.training_args.output_dir)
     result = finetune(
         model,
         tokenizer,

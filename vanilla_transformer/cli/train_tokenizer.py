@@ -25,6 +25,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from vanilla_transformer import atomic
 from vanilla_transformer.atomic import write_directory
 from vanilla_transformer.cli import configure_logging
 from vanilla_transformer.data import CorpusSpec, clean_pairs, load_corpus
@@ -90,6 +91,7 @@ def check_output_dir(args: argparse.Namespace) -> bool:
     output = args.output_dir
     if output.exists() and not output.is_dir():
         raise ValueError(f"--output-dir={output} is a file, not a directory")
+    atomic.check_output_dir(output, "--output-dir", replaceable=lambda folder: True)  # a link, an unwritable place
     if not output.is_dir() or not any(output.iterdir()):
         return False
     if any((output / name).exists() for name in MODEL_FILES):

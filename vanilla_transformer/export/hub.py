@@ -19,7 +19,6 @@ import json
 import logging
 import os
 import re
-import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -29,6 +28,7 @@ from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from ..atomic import check_output_dir, write_directory, write_file
 from ..model_dir import (
     ADAPTER_CONFIG_FILE,
     SUMMARY_FILE,
@@ -259,8 +259,7 @@ def prepare_upload_folder(
             an adapter's base model is not a Hub id, or `base_model` is given for a model directory.
     """
     model_dir, folder = Path(model_dir), Path(folder)
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-        raise ValueError(f"folder={str(folder)!r} exists and is not an empty directory")
+    check_output_dir(folder, "folder")  # before any work; written whole by write_directory
     if is_adapter_dir(model_dir):
         if template is not None:
             logger.warning("a model card template is for model directories: an adapter gets the adapter card")
@@ -289,10 +288,14 @@ def _prepare_model_folder(model_dir: Path, folder: Path, *, repo_id: str, templa
         logger.warning("%s has no generation config of its own: writing the paper's beam search", model_dir)
 
     card = build_model_card(model, summary, repo_id, template)
-    save_model_dir(model, tokenizer, folder)
-    if summary_path.is_file():
-        shutil.copyfile(summary_path, folder / SUMMARY_FILE)
-    card.save(folder / "README.md")
+
+    def write(temporary: Path) -> None:
+        save_model_dir(model, tokenizer, temporary)
+        if summary_path.is_file():
+            write_file(temporary / SUMMARY_FILE, summary_path.read_bytes())
+        card.save(temporary / "README.md")
+
+    write_directory(folder, write, what="folder")
     return folder
 
 
@@ -430,7 +433,14 @@ def _prepare_adapter_folder(
     model, tokenizer = load_model_dir(adapter_dir)
     summary_path = adapter_dir / SUMMARY_FILE
     summary = read_training_summary(summary_path) if summary_path.is_file() else {}
-    return save_adapter_dir(model, tokenizer, folder, summary=summary, base_model=hub_base, repo_id=repo_id)
+    write_directory(
+        folder,
+        lambda temporary: save_adapter_dir(
+            model, tokenizer, temporary, summary=summary, base_model=hub_base, repo_id=repo_id
+        ),
+        what="folder",
+    )
+    return Path(folder)
 
 
 def _is_hub_id(name: str) -> bool:

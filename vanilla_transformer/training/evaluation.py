@@ -12,6 +12,7 @@ from accelerate import Accelerator
 from accelerate.logging import get_logger
 from accelerate.utils import gather_object
 
+from ..atomic import write_file
 from ..data import (
     IGNORE_INDEX,
     TokenBatchSampler,
@@ -175,7 +176,7 @@ class Evaluator:
             run_dir = Path(config.output_dir)
             files = {config.src_lang: sources, config.tgt_lang: references, f"hyp.{config.tgt_lang}": hypotheses}
             for suffix, lines in files.items():
-                (run_dir / f"test.{suffix}").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+                write_file(run_dir / f"test.{suffix}", "".join(line + "\n" for line in lines))
             samples = "".join(
                 f"\n  {src}\n    -> {hyp}" + ("" if hyp == ref else f"   (reference: {ref})")
                 for src, hyp, ref in list(zip(sources, hypotheses, references, strict=True))[: config.num_samples]

@@ -51,8 +51,9 @@ from transformers import (
     Seq2SeqTrainingArguments,
     TrainerCallback,
 )
+from transformers.integrations import get_available_reporting_integrations
 
-from ..atomic import write_directory
+from ..atomic import check_output_dir, write_directory, write_file
 from ..data import Pair, clean_pairs, tokenize_pairs
 from ..export.hub import save_adapter_dir
 from ..metrics import bleu_applies, compute_bleu, compute_chrf, exact_match, selection_metric
@@ -231,6 +232,64 @@ def choose_metric(args: Seq2SeqTrainingArguments, references: Sequence[str]) -> 
 MERGED_DIR = "merged"
 """The subdirectory of a LoRA fine-tune's output directory that ``merge=True`` writes the merged model to."""
 
+FINETUNE_MARKER = ".vanilla-transformer-finetune"
+"""The file marking an output directory that `claim_output_dir` created or claimed while it was empty: a fine-tuning
+run writes there again (a rerun, ``--resume-from-checkpoint``); any other non-empty folder is refused."""
+
+METRICS = ("bleu", "chrf", "exact_match")
+"""The scores the evaluation computes (``bleu`` where it applies); it also gives ``loss``."""
+
+
+def check_finetune_arguments(args: Seq2SeqTrainingArguments, *, merge: bool = False) -> None:
+    """Refuse, before any model or data is read, what the Trainer, its callbacks or the final save would refuse only
+    later: an output directory that is a link, a file, or a non-empty folder this program did not write (nor a
+    Trainer's checkpoints to resume), or that holds links; with `merge`, a merged model folder that could not be
+    written; a ``--metric-for-best-model`` the evaluation does not produce;
+    a ``--report-to`` integration that is not installed; a ``--resume-from-checkpoint`` folder that is missing; a
+    ``--generation-num-beams`` below 1. A ValueError naming the option."""
+    output = Path(args.output_dir)
+    check_output_dir(output, "--output-dir", replaceable=lambda folder: True)  # a link, a file, an unwritable place
+    if output.is_dir():
+        entries = list(output.iterdir())
+        ours = (output / FINETUNE_MARKER).is_file() or (
+            args.resume_from_checkpoint is not None and any(p.name.startswith("checkpoint-") for p in entries)
+        )
+        if entries and not ours:
+            raise ValueError(
+                f"--output-dir={output} is not empty and was not written by finetune: its files would be overwritten "
+                "(the model, README.md, the tokenizer); choose a new or empty folder"
+            )
+        for path in entries:
+            if path.is_symlink():
+                raise ValueError(
+                    f"{path} is a symbolic link (to {os.readlink(path)}): finetune never writes through a link; "
+                    "remove it, or choose a new --output-dir"
+                )
+    if merge:
+        check_output_dir(output / MERGED_DIR, "the merged model directory", replaceable=is_saved_model_dir)
+    metric = (args.metric_for_best_model or "loss").removeprefix("eval_")
+    if metric not in (*METRICS, "loss", AUTO_METRIC):
+        raise ValueError(
+            f"--metric-for-best-model={args.metric_for_best_model}: the evaluation gives {', '.join(METRICS)} and loss"
+        )
+    available = set(get_available_reporting_integrations())
+    missing = [name for name in args.report_to or [] if name not in ("none", "all") and name not in available]
+    if missing:
+        raise ValueError(f"--report-to {','.join(missing)}: not installed here (pip install {' '.join(missing)})")
+    resume = args.resume_from_checkpoint
+    if isinstance(resume, str) and not Path(resume).is_dir():
+        raise ValueError(f"--resume-from-checkpoint={resume}: no such checkpoint folder")
+    if args.generation_num_beams is not None and args.generation_num_beams < 1:
+        raise ValueError(f"--generation-num-beams must be at least 1, got {args.generation_num_beams}")
+
+
+def claim_output_dir(output_dir: str | os.PathLike[str]) -> None:
+    """Create (or claim, while empty) the output directory, with the marker `FINETUNE_MARKER`."""
+    output = Path(output_dir)
+    output.mkdir(parents=True, exist_ok=True)
+    if not (output / FINETUNE_MARKER).is_file():
+        write_file(output / FINETUNE_MARKER, "")
+
 
 @dataclass(frozen=True)
 class FinetuneResult:
@@ -286,6 +345,10 @@ def finetune(
     """
     if merge and not is_peft_model(model):
         raise ValueError("merge=True merges a LoRA adapter: give a model with one (add_lora)")
+    output_dir = Path(args.output_dir)
+    merged_dir = output_dir / MERGED_DIR if merge else None
+    if merged_dir is not None:  # before training, not after it
+        check_output_dir(merged_dir, "the merged model directory", replaceable=is_saved_model_dir)
     # Seq2SeqTrainer's evaluation fills every unset field of the model's generation config with its default
     # (max_length=20 among them), which saving would then write: the model is saved with the original instead.
     generation_config = copy.deepcopy(model.generation_config)
@@ -295,11 +358,18 @@ def finetune(
     if resume_from_checkpoint is None:
         resume_from_checkpoint = args.resume_from_checkpoint
     train_output = trainer.train(resume_from_checkpoint=resume_from_checkpoint)
-    evaluation = trainer.evaluate()  # of the best checkpoint, loaded by load_best_model_at_end
-    metrics = {key.removeprefix("eval_"): value for key, value in evaluation.items()}
-    summary = _summary(trainer, train_output.metrics, metrics, description or {})
-    output_dir = Path(args.output_dir)
-    merged_dir = output_dir / MERGED_DIR if merge else None
+    try:
+        evaluation = trainer.evaluate()  # of the best checkpoint, loaded by load_best_model_at_end
+        metrics = {key.removeprefix("eval_"): value for key, value in evaluation.items()}
+        summary = _summary(trainer, train_output.metrics, metrics, description or {})
+    except (ValueError, RuntimeError, KeyError, TypeError) as error:  # the trained weights are not lost with it
+        if trainer.is_world_process_zero():
+            _save(trainer.model, tokenizer, output_dir, None, generation_config=generation_config, summary=None)
+        first = (str(error).strip().splitlines() or [""])[0]
+        raise ValueError(
+            f"the final evaluation failed ({type(error).__name__}: {first}); the trained model is saved in "
+            f"{output_dir}, without its scores"
+        ) from error
     if trainer.is_world_process_zero():
         _save(trainer.model, tokenizer, output_dir, merged_dir, generation_config=generation_config, summary=summary)
     metric = args.metric_for_best_model.removeprefix("eval_")
@@ -314,7 +384,7 @@ def _save(
     merged_dir: Path | None,
     *,
     generation_config: GenerationConfig,
-    summary: dict[str, Any],
+    summary: dict[str, Any] | None,
 ) -> None:
     """A model directory, or an adapter folder and, with `merged_dir`, the merged model directory."""
     if not is_peft_model(model):
@@ -373,7 +443,10 @@ def _summary(
 
 __all__ = [
     "FINETUNE_DEFAULTS",
+    "FINETUNE_MARKER",
     "MERGED_DIR",
+    "check_finetune_arguments",
+    "claim_output_dir",
     "FinetuneResult",
     "AUTO_METRIC",
     "SEARCH_DEFAULTS",

@@ -38,7 +38,7 @@ from accelerate.utils import set_seed
 from tqdm.auto import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from ..atomic import write_directory
+from ..atomic import write_directory, write_file
 from ..configuration_vanilla_transformer import VanillaTransformerConfig
 from ..data import TokenBatchSampler
 from ..data.cache import TokenCorpus
@@ -212,7 +212,7 @@ def _prepare_data(run: _Run) -> RunData:
     data = prepare_data(config, accelerator, run.model_config, tokenizer_dir if resumed else None)
     prepare_run_dir(accelerator, config, run.resume_from)
     if accelerator.is_main_process and not tokenizer_dir.is_dir():
-        data.tokenizer.save_pretrained(tokenizer_dir)
+        write_directory(tokenizer_dir, data.tokenizer.save_pretrained, what="the run's tokenizer folder")
     accelerator.wait_for_everyone()
     return data
 
@@ -424,7 +424,7 @@ def _write_results(run: _Run, data: RunData, results: dict[str, Any]) -> None:
         {name: value for name, value in results.items() if isinstance(value, float)}, step=results["step"]
     )
     if run.accelerator.is_main_process:
-        (run.run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        write_file(run.run_dir / "results.json", json.dumps(results, indent=2) + "\n")
         write_training_summary(run.run_dir / "model", training_summary(run.config, data.corpus, results))
         plot_metrics(run.run_dir / "metrics.jsonl", run.run_dir / "metrics.png", required=False)
 

@@ -13,10 +13,11 @@ from typing import Any, get_type_hints
 
 from accelerate.utils import DynamoBackend
 
+from ..atomic import write_file
 from ..configuration_vanilla_transformer import PRESETS as MODEL_PRESETS
 from ..data.spec import DATA_DIR_VARIABLE, shared_data_dir
 from ..data.spec import KINDS as DATASET_KINDS
-from ..translation import check_search_settings
+from ..translation import check_generation_settings
 
 TRAINING_CONFIG_NAME = "training_config.json"
 
@@ -200,7 +201,7 @@ class TrainingConfig:
     def _check(self) -> None:
         """Reject impossible settings, naming the command-line option and its value."""
         # The final search, section 6.1: refused here, before any data is read or step taken, not at the test.
-        check_search_settings(
+        check_generation_settings(
             flag=True,
             num_beams=self.num_beams,
             length_penalty=self.length_penalty,
@@ -271,11 +272,19 @@ class TrainingConfig:
 
     @classmethod
     def load(cls, path: str | Path) -> TrainingConfig:
-        """Read the ``training_config.json`` a run wrote."""
-        return cls(**json.loads(Path(path).read_text(encoding="utf-8")))
+        """Read the ``training_config.json`` a run wrote: the file itself, never through a link; a damaged one is named."""
+        path = Path(path)
+        if path.is_symlink():
+            raise ValueError(f"{path} is a symbolic link: a run's settings are read from its folder itself; put the "
+                             "file in its place")  # fmt: skip
+        try:
+            settings = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as error:
+            raise ValueError(f"{path} is damaged ({error}): restore it, or start a new run elsewhere") from error
+        return cls(**settings)
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
+        write_file(path, json.dumps(asdict(self), indent=2) + "\n")  # whole, never through a link
 
     def check_resumable_from(self, saved: TrainingConfig) -> None:
         """Raise a ValueError naming each setting that differs from the run being resumed and must not."""
