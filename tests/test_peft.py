@@ -227,8 +227,12 @@ def test_translate_and_evaluate_use_the_adapter_folder(lora_run, tiny_model_dir,
         write_lines(tmp_path / "src.en", sources),
         write_lines(tmp_path / "ref.de", references),
     )
+    from vanilla_transformer.translation import translate
+
     peft_model = PeftModel.from_pretrained(AutoModelForSeq2SeqLM.from_pretrained(tiny_model_dir), lora_run).eval()
-    expected = greedy(peft_model, AutoTokenizer.from_pretrained(lora_run), sources)
+    # the commands' search (the paper's, width 1 here, which is not greedy: a sentence that ends stays a candidate
+    # while the beam goes on) on the adapter as peft itself loads it
+    expected = translate(peft_model, AutoTokenizer.from_pretrained(lora_run), sources, num_beams=1)
 
     outputs = {}
     for name, model in (("lora", lora_run), ("base", tiny_model_dir)):
@@ -401,3 +405,18 @@ def test_the_adapter_card_links_its_base_on_the_hub_absolutely(lora_run):
     assert "exact match 50.0%" in card.text  # the scores without BLEU are shown too
     local = build_adapter_card(model, {}, "org/adapter", base_model="runs/numbers/model").text
     assert "`runs/numbers/model`" in local and "](runs/numbers/model)" not in local
+
+
+def test_finetunes_lora_initialisation_follows_its_seed_not_the_process_history(tiny_model_dir):
+    """Two preparations with --seed 7, one after the process drew random numbers: the same new adapter."""
+    from tiny_model import load_script
+
+    finetune = load_script("finetune")
+    lora = finetune.LoraArguments(lora=True)
+    adapters = []
+    for draws in (0, 5):
+        torch.rand(draws)
+        model, _ = finetune.prepare_model(finetune.build_parser(), str(tiny_model_dir), lora, seed=7)
+        adapters.append({name: p.detach().clone() for name, p in model.named_parameters() if "lora_A" in name})
+    assert adapters[0] and adapters[0].keys() == adapters[1].keys()
+    assert all(torch.equal(adapters[0][name], adapters[1][name]) for name in adapters[0])

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from transformers import HfArgumentParser, Seq2SeqTrainingArguments
+from transformers import HfArgumentParser, Seq2SeqTrainingArguments, set_seed
 from transformers.trainer_utils import get_last_checkpoint
 
 from vanilla_transformer.cli import configure_logging
@@ -330,12 +330,16 @@ def _check_lora(parser: argparse.ArgumentParser, lora: LoraArguments) -> None:
         parser.error(str(error))
 
 
-def prepare_model(parser: argparse.ArgumentParser, model_name: str, lora: LoraArguments) -> tuple[Any, Any]:
-    """The model to fine-tune and its tokenizer; with --lora, wrapped with a new LoRA adapter."""
+def prepare_model(
+    parser: argparse.ArgumentParser, model_name: str, lora: LoraArguments, *, seed: int
+) -> tuple[Any, Any]:
+    """The model to fine-tune and its tokenizer; with --lora, wrapped with a new LoRA adapter, whose random
+    initialisation follows --seed (not whatever ran before in the process)."""
     if is_adapter_dir(model_name):
         parser.error(f"{model_name} is a LoRA adapter folder: fine-tune its merged model (finetune --lora --merge)")
     model, tokenizer = load_model_dir(model_name)
     if lora.lora:
+        set_seed(seed)
         try:
             model = add_lora(model, **lora.settings())
         except ValueError as error:
@@ -395,7 +399,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         options.training_args, merge=options.lora.merge
     )  # all that consumes them, before any work
     train_pairs, eval_pairs, description = load_data(options.data)  # every file checked before the model loads
-    model, tokenizer = prepare_model(build_parser(), options.model, options.lora)
+    model, tokenizer = prepare_model(build_parser(), options.model, options.lora, seed=options.training_args.seed)
     claim_output_dir(options.training_args.output_dir)
     result = finetune(
         model,
