@@ -250,9 +250,9 @@ def test_import_refuses_what_it_cannot_carry(case, tmp_path):
 def test_conversions_never_overwrite(tmp_path, imported):
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "notes.txt").write_text("mine")
-    with pytest.raises(FileExistsError, match="not an empty directory"):
+    with pytest.raises(ValueError, match="is a folder that is not empty"):
         import_marian(imported / "marian", tmp_path / "taken", with_tokenizer=False)
-    with pytest.raises(FileExistsError, match="not an empty directory"):
+    with pytest.raises(ValueError, match="is a folder that is not empty"):
         export_marian(imported / "ours", tmp_path / "taken", with_tokenizer=False)
     assert [p.name for p in (tmp_path / "taken").iterdir()] == ["notes.txt"]
     (tmp_path / "empty").mkdir()  # an empty directory may receive the model

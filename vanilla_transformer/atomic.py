@@ -11,17 +11,35 @@ exchange is not available, the old folder is first renamed aside (``.<name>.repl
 A target that exists and is not empty is replaced only if `replaceable` says it is something this program wrote (a
 model directory, a CTranslate2 export): a user's folder is never deleted. What a killed writer left (the hidden
 temporaries) is removed by the next write to the same target, and nothing else.
+
+The one rule for every file and folder a command writes:
+
+* *Checked before any work* (`check_output_file`, `check_output_dir`): its folder exists (or can be made) and is
+  writable, a file is not a folder, a folder is new, empty or replaceable, and neither is a symbolic link. A command
+  calls these on each of its outputs before it reads a model or trains, so that the work is never lost at the end.
+* *Never written through a link*: a link where an output goes is refused (never followed, never replaced), naming it;
+  a tarball's or a colleague's link to a file elsewhere cannot make a command overwrite that file. Only a link to a
+  stream (``/dev/stdout``, a pipe) is written to, as a stream.
+* *Written whole* (`write_file`, `replace_file`, `write_directory`): a temporary beside the target, renamed over it.
+* *Errors of the system* (no space, no permission, a read-only file system) are one line naming the file or folder
+  (`WriteError`), and leave no temporary behind.
+
+Reading follows the same rule for links (`check_links_inside`): a model directory, checkpoint, run directory or
+tokenizer folder holding a link to something outside itself is refused, naming the link.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import errno as errno_codes
 import os
 import re
 import shutil
+import stat
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -66,47 +84,191 @@ def write_directory(
     if not name or name in (".", ".."):
         raise ValueError(f"{what}={target} does not name a folder")
     _recover(target)
-    if target.is_symlink() or (target.exists() and not target.is_dir()):
-        raise ValueError(f"{what}={target} exists and is not a folder: it is not replaced")
-    if target.is_dir() and any(target.iterdir()) and not (replaceable is not None and replaceable(target)):
-        raise ValueError(
-            f"{what}={target} is a folder that is not empty and was not written by this program: it is not "
-            f"replaced; choose a new or empty folder"
-        )
-    parent.mkdir(parents=True, exist_ok=True)
+    check_output_dir(target, what, replaceable=replaceable)
     temporary = parent / f".{name}{_INCOMPLETE}{os.getpid()}"
-    if temporary.exists():  # left by a killed process that had our process id
-        shutil.rmtree(temporary)
-    temporary.mkdir()
     try:
-        _pause("started")
-        result = write(temporary)
-        _pause("written")
-        _put_in_place(temporary, target)
+        with writing(target, what):
+            parent.mkdir(parents=True, exist_ok=True)
+            if temporary.exists():  # left by a killed process that had our process id
+                shutil.rmtree(temporary)
+            temporary.mkdir()
+            _pause("started")
+            result = write(temporary)
+            _pause("written")
+            _put_in_place(temporary, target)
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)
         raise
     return result
 
 
-def write_file(path: str | os.PathLike[str], text: str) -> Path:
-    """Write `text` (UTF-8) to `path` through a temporary file beside it, renamed over it when complete: a killed
-    process leaves the old file or the new one, never a cut or empty one. A pipe, a terminal or another file that is
-    not a regular one (``/dev/stdout``) is written to directly; a link to a regular file replaces the file it names."""
+def write_file(path: str | os.PathLike[str], text: str | bytes, *, what: str = "file") -> Path:
+    """Write `text` (str as UTF-8, or bytes) to `path` whole (`replace_file`). A pipe, a terminal or another file that
+    is not a regular one (``/dev/stdout``, also through its link) is written to directly, as a stream."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
     path = Path(path)
-    if path.exists() and not path.is_file():
-        with open(path, "w", encoding="utf-8") as stream:
-            stream.write(text)
+    if is_stream(path):
+        with writing(path, what), open(path, "wb") as stream:
+            stream.write(data)
         return path
-    path = path.resolve() if path.is_symlink() else path
+    return replace_file(path, lambda temporary: temporary.write_bytes(data), what=what)
+
+
+def replace_file(path: str | os.PathLike[str], write: Callable[[Path], object], *, what: str = "file") -> Path:
+    """Call ``write(temporary)`` to write a temporary file beside `path`, then rename it over `path`: a killed process
+    leaves the old file or the new one, never a cut or empty one. A link at `path` is refused, never followed
+    (`check_output_file`); an error of the system is a `WriteError` naming `path`, and the temporary is removed."""
+    path = Path(path)
+    check_output_file(path, what)
     temporary = path.with_name(f".{path.name}{_INCOMPLETE}{os.getpid()}")
     try:
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, path)
+        with writing(path, what):
+            write(temporary)
+            os.replace(temporary, path)
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
     return path
+
+
+def is_stream(path: Path) -> bool:
+    """Whether `path` is (or links to) a pipe, terminal, socket or other file that is not regular nor a folder: written
+    as a stream, not replaced."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def _link_refusal(path: Path, what: str) -> ValueError:
+    return ValueError(
+        f"{what}={path} is a symbolic link (to {os.readlink(path)}): this program never writes through a link; "
+        "remove the link or name another path"
+    )
+
+
+def check_output_file(path: str | os.PathLike[str] | None, what: str = "file") -> None:
+    """Refuse, before any work, a file that could not be written: its folder is missing, not a folder or not
+    writable, the path is a folder, a file without write permission, or a symbolic link (never written through; a link
+    to a stream such as ``/dev/stdout`` is written as a stream). A ValueError or OSError naming `what` and `path`."""
+    if path is None:
+        return
+    file = Path(path)
+    if is_stream(file):
+        return
+    if file.is_symlink():
+        raise _link_refusal(file, what)
+    if file.is_dir():
+        raise IsADirectoryError(f"{what}={path} is a directory: name a file to write")
+    folder = file.parent
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{what}={path}: the folder {folder} does not exist: create it first")
+    if not os.access(folder, os.W_OK | os.X_OK) or (file.exists() and not os.access(file, os.W_OK)):
+        raise PermissionError(f"{what}={path} cannot be written: no permission")
+
+
+def check_output_dir(
+    target: str | os.PathLike[str], what: str = "folder", *, replaceable: Callable[[Path], bool] | None = None
+) -> None:
+    """Refuse, before any work, a folder that `write_directory` could not write: a link, a file, a non-empty folder
+    that `replaceable` does not accept (None: none), or a place whose nearest existing folder is not writable."""
+    target = Path(target)
+    if target.is_symlink():
+        raise _link_refusal(target, what)
+    if target.exists() and not target.is_dir():
+        raise ValueError(f"{what}={target} exists and is not a folder: it is not replaced")
+    if target.is_dir() and any(target.iterdir()) and not (replaceable is not None and replaceable(target)):
+        raise ValueError(
+            f"{what}={target} is a folder that is not empty and was not written by this program: it is not "
+            f"replaced; choose a new or empty folder"
+        )
+    check_writable_place(target.parent, what, target)
+
+
+def check_writable_place(folder: Path, what: str, target: Path) -> None:
+    """Refuse `target` if `folder` (made if missing) could not be written: its nearest existing ancestor is a file or
+    not writable."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise NotADirectoryError(f"{what}={target}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PermissionError(f"{what}={target} cannot be written: no permission in {existing}")
+
+
+def check_links_inside(folder: str | os.PathLike[str], what: str = "folder") -> None:
+    """Refuse a folder (a model directory, a checkpoint, a run directory, a tokenizer folder) holding a symbolic link
+    to something outside it, at any depth: what it names is not what was shipped, and writing there would reach
+    outside. A ValueError naming the link and where it leads."""
+    root = Path(folder)
+    if not root.is_dir():
+        return
+    inside = root.resolve()
+    for directory, folders, files in os.walk(root):
+        for name in folders + files:
+            path = Path(directory, name)
+            if not path.is_symlink():
+                continue
+            target = path.resolve()
+            if target != inside and inside not in target.parents:
+                raise ValueError(
+                    f"{path} is a symbolic link to {os.readlink(path)}, outside the {what} {root}: links out of a "
+                    f"{what} are not followed; put the file itself in its place"
+                )
+
+
+WRITE_ERRORS = {
+    errno_codes.ENOSPC: ": free some space or write elsewhere",
+    errno_codes.EDQUOT: ": free some space or write elsewhere",
+    errno_codes.EFBIG: ": the file is too large for this file system; write elsewhere",
+    errno_codes.EROFS: ": the file system is read-only; write elsewhere",
+    errno_codes.EACCES: ": no permission; write elsewhere",
+    errno_codes.EPERM: ": no permission; write elsewhere",
+    errno_codes.EIO: ": the disk failed; write elsewhere",
+}
+"""The errors of the system that `writing` names with the file, and what to do about each."""
+
+
+class WriteError(OSError):
+    """An error of the system while writing (no space, no permission, a read-only file system), naming the file or
+    folder: the one line a command prints."""
+
+    def __str__(self) -> str:
+        return self.strerror or super().__str__()
+
+
+def os_error(error: BaseException) -> OSError | None:
+    """The error of the system behind `error`: an OSError in its chain, or one that a library (safetensors' Rust
+    ``SafetensorError``: ``... (os error 28)``) reports in its message only."""
+    seen = error
+    while seen is not None:
+        if isinstance(seen, OSError):
+            return seen
+        match = re.search(r"\(os error (\d+)\)", str(seen))
+        if match:
+            code = int(match.group(1))
+            return OSError(code, os.strerror(code))
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+@contextlib.contextmanager
+def writing(path: str | os.PathLike[str], what: str = "file") -> Iterator[None]:
+    """Turn an error of the system raised while writing `path` into a `WriteError` naming it (``--output=out.de
+    cannot be written: No space left on device``); other errors pass as they are."""
+    try:
+        yield
+    except WriteError:
+        raise
+    except Exception as error:
+        system = os_error(error)
+        if system is None or system.errno not in WRITE_ERRORS:
+            raise
+        label = f"{what}={path}" if what not in ("file", "folder") else str(path)
+        reason = f"{os.strerror(system.errno)}{WRITE_ERRORS[system.errno]}"
+        raise WriteError(system.errno, f"{label} cannot be written: {reason}") from error
 
 
 def _put_in_place(temporary: Path, target: Path) -> None:
@@ -191,4 +353,18 @@ def _pause(point: str) -> None:
             time.sleep(60)
 
 
-__all__ = ["PAUSE_ENV", "PAUSE_POINTS", "write_directory", "write_file"]
+__all__ = [
+    "PAUSE_ENV",
+    "PAUSE_POINTS",
+    "WriteError",
+    "check_links_inside",
+    "check_output_dir",
+    "check_output_file",
+    "check_writable_place",
+    "is_stream",
+    "os_error",
+    "replace_file",
+    "write_directory",
+    "write_file",
+    "writing",
+]

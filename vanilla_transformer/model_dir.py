@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +34,16 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from .atomic import write_file
+from .atomic import check_links_inside, write_file
 from .extras import import_optional
+from .model_checks import (
+    LOAD_FIX,
+    WEIGHTS_FILE,
+    check_no_foreign_code,
+    check_weights,
+    remote_code_refusal,
+    safetensors_header,
+)
 from .tokenization import check_tokenizer_matches_config
 
 SUMMARY_FILE = "training_summary.json"
@@ -79,7 +87,7 @@ def add_pipeline_support(model_dir: str | os.PathLike[str]) -> None:
     config_path = model_dir / "config.json"
     if not config_path.is_file():
         raise ValueError(f"model_dir={str(model_dir)!r} has no config.json; save the model there first")
-    shutil.copyfile(PIPELINE_CODE_FILE, model_dir / PIPELINE_CODE_FILE.name)
+    write_file(model_dir / PIPELINE_CODE_FILE.name, PIPELINE_CODE_FILE.read_bytes())
     config = json.loads(config_path.read_text(encoding="utf-8"))
     config["custom_pipelines"] = PIPELINE_TASKS
     write_file(config_path, json.dumps(config, indent=2, sort_keys=True) + "\n")  # never a cut config.json
@@ -167,10 +175,6 @@ def _load_model_and_tokenizer(
     return model, tokenizer
 
 
-LOAD_FIX = "copy, export or download the model directory again"
-"""What the errors of `load_tokenizer` and `load_model` tell the user to do about a damaged file."""
-
-
 def load_tokenizer(name: str | os.PathLike[str], *, revision: str | None = None) -> PreTrainedTokenizerBase:
     """The tokenizer of a model directory or Hub id, without running code from it (``trust_remote_code=False``).
 
@@ -178,11 +182,15 @@ def load_tokenizer(name: str | os.PathLike[str], *, revision: str | None = None)
         ValueError: If it does not load, whatever the cause (a damaged file fails in transformers or tokenizers as
             any exception), naming the directory, its tokenizer files and the fix.
     """
+    if Path(name).is_dir():
+        check_links_inside(name, "tokenizer folder")
     try:
         return AutoTokenizer.from_pretrained(name, revision=revision, trust_remote_code=False)
     except ImportError:
         raise
     except Exception as error:
+        if "trust_remote_code" in str(error):
+            raise ValueError(remote_code_refusal(name)) from error
         raise ValueError(
             f"{str(name)!r} has no loadable tokenizer: its tokenizer.json or tokenizer_config.json ({type(error).__name__}: "
             f"{error}): save it next to the model with save_model_dir, or {LOAD_FIX}"
@@ -203,6 +211,8 @@ def load_model(
             name, revision=revision, trust_remote_code=False, use_safetensors=use_safetensors, output_loading_info=True
         )
     except (OSError, ValueError, RuntimeError, KeyError, TypeError) as error:
+        if "trust_remote_code" in str(error):
+            raise ValueError(remote_code_refusal(name)) from error
         raise ValueError(
             f"{str(name)!r} has no loadable model: its config.json or {WEIGHTS_FILE} ({type(error).__name__}: "
             f"{error}); {LOAD_FIX}"
@@ -291,6 +301,7 @@ def load_adapter_dir(
     """
     peft = import_optional("peft", "peft", f"loading the adapter folder {directory}")
     directory = Path(directory)
+    check_links_inside(directory, "adapter folder")
     if not (directory / ADAPTER_WEIGHTS_FILE).is_file():
         raise FileNotFoundError(
             f"adapter folder {directory} has no {ADAPTER_WEIGHTS_FILE}: only safetensors adapters are loaded"
@@ -313,11 +324,34 @@ def load_adapter_dir(
         tokenizer = AutoTokenizer.from_pretrained(directory, trust_remote_code=False)
         check_tokenizer_matches_config(tokenizer, model.config)
         tokenizer.model_max_length = min(tokenizer.model_max_length, model.config.max_position_embeddings)
+    check_adapter_sizes(directory, model, base)
     try:
-        model = peft.PeftModel.from_pretrained(model, directory, is_trainable=False)
+        with warnings.catch_warnings():  # peft reads the deprecated is_gradient_checkpointing: not the user's to fix
+            warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
+            model = peft.PeftModel.from_pretrained(model, directory, is_trainable=False)
     except (KeyError, RuntimeError, ValueError) as error:
-        raise ValueError(f"adapter folder {directory} does not fit its base model {base!r} ({error})") from error
+        first = (str(error).strip().splitlines() or [""])[0]
+        raise ValueError(f"adapter folder {directory} does not fit its base model {base!r} ({first})") from error
     return model.to(device).eval(), tokenizer
+
+
+def check_adapter_sizes(directory: Path, model: PreTrainedModel, base: str) -> None:
+    """Refuse, in one line naming both sizes, an adapter made for a base model of another size (peft would print a
+    table of every mismatched weight): each ``lora_A`` must read the inputs, each ``lora_B`` write the outputs, of the
+    base model's layer it adapts."""
+    modules = dict(model.named_modules())
+    for name, (_, shape) in safetensors_header(directory / ADAPTER_WEIGHTS_FILE).items():
+        for part, axis, feature in ((".lora_A.", 1, "in_features"), (".lora_B.", 0, "out_features")):
+            if part not in name or len(shape) != 2:
+                continue
+            layer = modules.get(name.split(part)[0].removeprefix("base_model.model."))
+            size = getattr(layer, feature, None)
+            if size is not None and size != shape[axis]:
+                raise ValueError(
+                    f"adapter folder {directory} was made for a base model of another size: its {name} has "
+                    f"{shape[axis]} {feature.replace('_', ' ')}, the base model {base!r} (d_model "
+                    f"{model.config.d_model}) has {size}; give it the base it was trained on"
+                )
 
 
 def check_model_dir(directory: str | os.PathLike[str]) -> None:
@@ -337,7 +371,10 @@ def check_model_dir(directory: str | os.PathLike[str]) -> None:
                 f"{directory} is a training run directory, not a model directory: pass {directory / 'model'}"
             )
         raise FileNotFoundError(f"{directory} holds no config.json: it is not a Hugging Face model directory")
+    check_links_inside(directory, "model directory")
     check_model_files(directory)
+    check_no_foreign_code(directory)
+    check_weights(directory)
 
 
 JSON_FILES = (
@@ -349,8 +386,6 @@ JSON_FILES = (
 )
 """The JSON files of a model directory that `check_model_files` parses before anything loads them."""
 
-WEIGHTS_FILE = "model.safetensors"
-
 
 def check_model_files(directory: str | os.PathLike[str]) -> None:
     """Raise a ValueError naming the file and the fix if a JSON file of `directory` (`JSON_FILES`) is not JSON or
@@ -360,6 +395,10 @@ def check_model_files(directory: str | os.PathLike[str]) -> None:
     Only headers are read: the weights themselves are checked by safetensors as they load."""
     directory = Path(directory)
     fix = f"the file is damaged: {LOAD_FIX}"
+    for name in (*JSON_FILES, WEIGHTS_FILE):
+        path = directory / name
+        if path.exists() and not path.is_file():
+            raise ValueError(f"{path} is not a regular file (a folder, a device or a pipe): {fix}")
     for name in JSON_FILES:
         path = directory / name
         if path.is_file():
@@ -380,6 +419,7 @@ def check_model_files(directory: str | os.PathLike[str]) -> None:
 
 __all__ = [
     "ADAPTER_CONFIG_FILE",
+    "LOAD_FIX",
     "ADAPTER_WEIGHTS_FILE",
     "PIPELINE_TASKS",
     "SUMMARY_FILE",

@@ -66,12 +66,15 @@ def paper_generation_config(
     ``length_penalty_type`` and ``max_length_offset`` are fields of this package's generation code
     (``generation_vanilla_transformer.py``, shipped with saved models); transformers keeps them in
     ``generation_config.json`` and its own loop, where a call falls back to it, ignores them with a warning.
-    Settings that cannot work raise a ValueError naming them (`check_search_settings`)."""
+    Settings that cannot work raise a ValueError naming them (`check_search_settings`). ``num_beams=1`` is greedy
+    search: the config then holds no length penalty and no early stopping, which transformers allows for beam search
+    only (it would refuse to save the config). The config is validated as transformers validates it when saving, so
+    that a run never fails on it after training."""
     check_search_settings(num_beams=num_beams, length_penalty=length_penalty, max_length_offset=max_length_offset)
-    return GenerationConfig(
+    beam = dict(length_penalty=length_penalty, early_stopping="never") if num_beams > 1 else {}
+    generation_config = GenerationConfig(
         num_beams=num_beams,
-        length_penalty=length_penalty,
-        early_stopping="never",
+        **beam,
         max_new_tokens=max_new_tokens,
         decoder_start_token_id=config.decoder_start_token_id,
         bos_token_id=config.bos_token_id,
@@ -79,6 +82,24 @@ def paper_generation_config(
         pad_token_id=config.pad_token_id,
         **{LENGTH_PENALTY_TYPE: "gnmt", MAX_LENGTH_OFFSET_FIELD: max_length_offset},
     )
+    try:
+        generation_config.validate(strict=True)
+    except ValueError as error:  # several lines: one
+        problems = "; ".join(line.strip("- ") for line in str(error).splitlines() if line.startswith("- "))
+        raise ValueError(
+            f"num_beams={num_beams} gives a generation config transformers refuses: {problems}"
+        ) from error
+    return generation_config
+
+
+def check_generation_settings(*, flag: bool = False, **search: object) -> None:
+    """Refuse, before any work, search settings that `check_search_settings` refuses or that would give a generation
+    config transformers refuses to save (`paper_generation_config`): what a training run exports at its end."""
+    check_search_settings(flag=flag, **search)
+    from .configuration_vanilla_transformer import VanillaTransformerConfig
+
+    given = {name: value for name, value in search.items() if value is not None}
+    paper_generation_config(VanillaTransformerConfig(), **given)
 
 
 def check_search_settings(*, where: str = "", flag: bool = False, required: bool = False, **settings: object) -> None:
@@ -335,6 +356,7 @@ __all__ = [
     "NUM_BEAMS",
     "BeamStep",
     "BeamTrace",
+    "check_generation_settings",
     "check_search_settings",
     "paper_generation_config",
     "trace_beam_search",

@@ -25,6 +25,7 @@ import torch
 from tokenizers import decoders
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from .atomic import replace_file
 from .extras import import_optional
 
 KINDS: dict[str, str] = {
@@ -227,7 +228,7 @@ def _plot_heads(
             ax.set_ylabel(y_label, fontsize=font_size)
     figure.colorbar(image, ax=[ax for ax in axes[:num_heads]], shrink=0.8, label="attention weight")
     figure.suptitle(f"{KINDS[kind]}, layer {layer}")
-    figure.savefig(path)
+    replace_file(path, lambda temporary: figure.savefig(temporary, format="png"), what="attention map")
     width, height = figure.canvas.get_width_height()
     return AttentionFigure(
         path=path,

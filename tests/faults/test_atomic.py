@@ -131,9 +131,9 @@ def test_a_file_or_a_link_is_refused(tmp_path):
         write_directory(file, lambda folder: None, replaceable=lambda folder: True)
     (tmp_path / "real").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "real")
-    with pytest.raises(ValueError, match="not a folder"):
+    with pytest.raises(ValueError, match="is a symbolic link .*never writes through a link"):
         write_directory(tmp_path / "link", lambda folder: None, replaceable=lambda folder: True)
-    assert file.read_text() == "data"
+    assert file.read_text() == "data" and (tmp_path / "link").is_symlink()
 
 
 def test_a_failed_write_leaves_the_old_folder_and_no_temporary(tmp_path):
@@ -158,7 +158,7 @@ def test_an_empty_folder_is_replaced_and_a_missing_one_created(tmp_path):
         assert (tmp_path / name / "x").read_text() == "1"
 
 
-def test_write_file_replaces_a_file_whole_and_writes_to_pipes_directly(tmp_path):
+def test_write_file_replaces_a_file_whole_refuses_links_and_writes_to_pipes_directly(tmp_path):
     from vanilla_transformer.atomic import write_file
 
     target = tmp_path / "out.txt"
@@ -167,8 +167,9 @@ def test_write_file_replaces_a_file_whole_and_writes_to_pipes_directly(tmp_path)
     assert target.read_text() == "new\n" and sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
     link = tmp_path / "link.txt"
     link.symlink_to(target)
-    write_file(link, "through the link\n")
-    assert link.is_symlink() and target.read_text() == "through the link\n"
+    with pytest.raises(ValueError, match=f"{link} is a symbolic link"):
+        write_file(link, "through the link\n")
+    assert link.is_symlink() and target.read_text() == "new\n"  # the file it names is left as it was
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE, text=True)

@@ -10,7 +10,10 @@ light commands do not pay for the training stack. A command whose extra is not i
 
 An error a user can act on (bad input, a damaged or missing file, a refused setting: `USER_ERRORS`) leaves a command
 as one line, ``vanilla-transformer <command>: error: <message>``, with exit status 1 and no traceback; the messages
-name the file or option and the fix. ``VANILLA_TRANSFORMER_TRACEBACK=1`` shows the traceback instead.
+name the file or option and the fix. ``VANILLA_TRANSFORMER_TRACEBACK=1`` shows the traceback instead. So do errors of
+the system (no space left, no permission, a read-only file system; also when a library reports one in its own
+exception, as safetensors does), named with the file where it was being written (`vanilla_transformer.atomic`), and
+a command interrupted with Ctrl-C prints one line and exits with status 130, as shells expect.
 
 Multi-process training goes through Accelerate's launcher, with the module form of the command::
 
@@ -25,6 +28,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from ..atomic import os_error
 from ..extras import MissingExtraError, require
 
 PROG = "vanilla-transformer"
@@ -81,11 +85,25 @@ def configure_logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
 
+def version() -> str:
+    """``vanilla-transformer 0.1.0 (torch ..., transformers ...)``: the package's version and the two it runs on."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    def of(name: str) -> str:
+        try:
+            return installed(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return f"{PROG} {of(PROG)} (torch {of('torch')}, transformers {of('transformers')})"
+
+
 def _usage() -> str:
     width = max(map(len, COMMANDS))
     lines = [f"usage: {PROG} <command> [options]", "", "commands:"]
     lines += [f"  {name:<{width}}  {description}" for name, (_, description) in COMMANDS.items()]
-    lines += ["", f"'{PROG} <command> --help' lists a command's options."]
+    lines += ["", f"'{PROG} <command> --help' lists a command's options; '{PROG} --version' the installed versions."]
     return "\n".join(lines)
 
 
@@ -95,6 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(_usage())
         return 0 if argv else 2
+    if argv[0] in ("-V", "--version"):
+        print(version())
+        return 0
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
         print(f"{PROG}: unknown command {command!r}\n\n{_usage()}", file=sys.stderr)
@@ -105,14 +126,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MissingExtraError as error:
         print(error, file=sys.stderr)
         return 2
-    refuse_remote_code_prompts()
     module_name, _, function = COMMANDS[command][0].partition(":")
-    module = importlib.import_module(f"{__name__}.{module_name}")
     sys.argv[0] = f"{PROG} {command}"  # argparse's prog, in --help and error messages
-    try:
+    try:  # the import too: Ctrl-C while torch loads is an interrupt like any other
+        refuse_remote_code_prompts()
+        module = importlib.import_module(f"{__name__}.{module_name}")
         return getattr(module, function or "main")(rest)
-    except USER_ERRORS as error:
-        if os.environ.get("VANILLA_TRANSFORMER_TRACEBACK") == "1":
+    except (*USER_ERRORS, KeyboardInterrupt, MemoryError, Exception) as error:
+        status, message = user_error(error)
+        if status is None or os.environ.get("VANILLA_TRANSFORMER_TRACEBACK") == "1":
             raise
-        print(f"{PROG} {command}: error: {error}", file=sys.stderr)
-        return 1
+        print(f"{PROG} {command}: {message}", file=sys.stderr)
+        return status
+
+
+def user_error(error: BaseException) -> tuple[int | None, str]:
+    """The exit status and the one line a command prints for `error`: 130 for Ctrl-C, 1 for `USER_ERRORS`, memory
+    and errors of the system (also those a library wraps in its own exception); None for a bug, which keeps its
+    traceback."""
+    if isinstance(error, KeyboardInterrupt):
+        return 130, "interrupted"
+    if isinstance(error, USER_ERRORS):
+        return 1, f"error: {error}"
+    if isinstance(error, MemoryError):
+        return 1, "error: out of memory; give smaller inputs (or a smaller --batch-size) or use a larger machine"
+    system = os_error(error)
+    if system is not None:
+        first = (str(error).splitlines() or [""])[0]
+        return 1, f"error: {os.strerror(system.errno) if system.errno else system} ({type(error).__name__}: {first})"
+    return None, ""

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from vanilla_transformer.atomic import check_output_dir, check_output_file
 from vanilla_transformer.cli import configure_logging
 from vanilla_transformer.model_dir import load_model_dir
 from vanilla_transformer.visualization import KINDS, plot_attention
@@ -39,6 +40,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     configure_logging()
     args = parse_args(argv)
+    check_output_dir(args.output_dir, "--output-dir", replaceable=lambda folder: True)  # before the model loads
+    for path in args.output_dir.glob("*_layer*.png") if args.output_dir.is_dir() else ():
+        check_output_file(path, "--output-dir")  # a map replaced, never written through a link
     model, tokenizer = load_model_dir(args.model)
     figures = plot_attention(
         model,

@@ -9,6 +9,7 @@ precision), filled in from the model's own generation config, the translation th
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 from collections.abc import Sequence
@@ -17,7 +18,7 @@ from pathlib import Path
 import torch
 from transformers import GenerationConfig
 
-from ..data import decode_lines
+from ..data import read_text_lines
 from ..export.onnx import is_onnx_dir, load_onnx
 from ..generation_vanilla_transformer import LENGTH_PENALTY_TYPE
 from ..generation_vanilla_transformer import MAX_LENGTH_OFFSET as MAX_LENGTH_OFFSET_FIELD
@@ -35,9 +36,9 @@ STDIN = "-"
 
 
 def read_input_lines(path: str | os.PathLike[str], option: str) -> list[str]:
-    """The lines of the UTF-8 text at `path`, as `decode_lines` reads them: split on ``"\\n"`` only, CRLF line ends
-    and a byte-order mark dropped, a carriage return inside a line read as a space; errors name ``<stdin>`` or the
-    option and file, and the line.
+    """The lines of the UTF-8 text at `path`, as `read_text_lines` reads them: split on ``"\\n"`` only, CRLF line ends
+    and a byte-order mark dropped, a carriage return inside a line read as a space, a line or an input too long for
+    memory refused before it is read whole; errors name ``<stdin>`` or the option and file, and the line.
 
     `path` may be a regular file, a pipe or FIFO (``<(head -n 5 ref.txt)``, ``/dev/fd/63``, ``mkfifo``), a
     character device, or ``-`` for standard input. `option` is the command-line argument that named it (e.g.
@@ -47,37 +48,20 @@ def read_input_lines(path: str | os.PathLike[str], option: str) -> list[str]:
         FileNotFoundError: If nothing is at `path`.
         IsADirectoryError: If `path` is a directory.
         OSError: If it cannot be read.
-        ValueError: If it is not UTF-8 text, naming the line.
+        ValueError: If it is not UTF-8 text (naming the line), or too large (naming the limit).
     """
     if str(path) == STDIN:
-        name, stream = "<stdin>", sys.stdin
-        data = stream.buffer.read() if hasattr(stream, "buffer") else stream.read().encode("utf-8")
-    else:
-        name, file = f"{option}={path}", Path(path)
-        if not file.exists():
-            raise FileNotFoundError(f"{name}: no such file")
-        if file.is_dir():
-            raise IsADirectoryError(f"{name} is a directory, not a file of lines")
-        try:
-            data = file.read_bytes()  # also a pipe's or FIFO's: read to its end
-        except OSError as error:
-            raise OSError(f"{name} cannot be read: {error.strerror or error}") from error
-    return decode_lines(data, name)
-
-
-def check_output_file(path: str | os.PathLike[str] | None, option: str) -> None:
-    """Refuse, before any model is loaded or line translated, an output file that could not be written: its folder
-    is missing or not a folder or not writable, or the path is a folder. Else the work would be lost at the end."""
-    if path is None:
-        return
-    file = Path(path)
-    folder = file.parent
+        stream = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else io.BytesIO(sys.stdin.read().encode("utf-8"))
+        return read_text_lines(stream, "<stdin>")
+    name, file = f"{option}={path}", Path(path)
+    if not file.exists():
+        raise FileNotFoundError(f"{name}: no such file")
     if file.is_dir():
-        raise IsADirectoryError(f"{option}={path} is a directory: name a file to write")
-    if not folder.is_dir():
-        raise FileNotFoundError(f"{option}={path}: the folder {folder} does not exist: create it first")
-    if not os.access(folder, os.W_OK | os.X_OK) or (file.exists() and not os.access(file, os.W_OK)):
-        raise PermissionError(f"{option}={path} cannot be written: no permission")
+        raise IsADirectoryError(f"{name} is a directory, not a file of lines")
+    try:
+        return read_text_lines(file, name)
+    except OSError as error:
+        raise OSError(f"{name} cannot be read: {error.strerror or error}") from error
 
 
 ENGINES = ("torch", "onnxruntime")
@@ -232,7 +216,6 @@ __all__ = [
     "STDIN",
     "add_decoding_arguments",
     "check_decoding_arguments",
-    "check_output_file",
     "read_input_lines",
     "resolve_engine",
     "resolve_search_arguments",

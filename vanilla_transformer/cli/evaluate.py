@@ -1,5 +1,8 @@
 """Score translations of a test set: sacreBLEU's BLEU (with its signature), chrF and exact match.
 
+BLEU is left out where no reference holds a 4-gram (`vanilla_transformer.metrics.bleu_applies`): it is 0 by
+construction there, whatever the translations, as on the built-in task's number words.
+
     vanilla-transformer evaluate --model runs/numbers/model \
         --source runs/numbers/test.en --reference runs/numbers/test.de
     vanilla-transformer evaluate --hypotheses output.de --reference newstest2014.de   # existing output
@@ -17,15 +20,15 @@ import json
 from collections.abc import Sequence
 
 import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
-from vanilla_transformer.atomic import write_file
+from vanilla_transformer.atomic import check_output_file, write_file
 from vanilla_transformer.cli.decoding import (
     STDIN,
     add_decoding_arguments,
     check_decoding_arguments,
-    check_output_file,
     read_input_lines,
     translate_with_options,
 )
+from vanilla_transformer.metrics import bleu_applies
 from vanilla_transformer.training import score_translations
 
 
@@ -77,13 +80,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"at most input length + {args.max_length_offset}"
         )
         if args.output:
-            write_file(args.output, "".join(line + "\n" for line in hypotheses))
-    scores = score_translations(hypotheses, references)
-    print(f"BLEU = {scores['bleu']:.2f} ({scores['bleu_signature']})")
+            write_file(args.output, "".join(line + "\n" for line in hypotheses), what="--output")
+    scores = score_translations(hypotheses, references, bleu=bleu_applies(references))
+    if "bleu" in scores:
+        print(f"BLEU = {scores['bleu']:.2f} ({scores['bleu_signature']})")
+    else:
+        print("BLEU: not scored, no reference holds a 4-gram (0 by construction, as on number words)")
     print(f"chrF = {scores['chrf']:.2f}")
     print(f"exact match = {scores['exact_match']:.2f}%")
     if args.results:
-        write_file(args.results, json.dumps(scores, indent=2) + "\n")
+        write_file(args.results, json.dumps(scores, indent=2) + "\n", what="--results")
     return 0
 
 

@@ -24,6 +24,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from vanilla_transformer.atomic import check_output_dir
 from vanilla_transformer.cli import configure_logging
 from vanilla_transformer.demo.space import push_space, write_space
 from vanilla_transformer.export.hub import prepare_upload_folder, push_to_hub
@@ -77,12 +78,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     kind = "the adapter" if is_adapter_dir(args.model_dir) else "the model"
     if args.dry_run is not None:
+        space_dir = args.dry_run.with_name(args.dry_run.name + "-space")
+        check_output_dir(args.dry_run, "--dry-run")  # both folders before either is written
+        if args.space is not None:
+            check_output_dir(space_dir, "--dry-run's Space folder")
         folder = prepare_upload_folder(
             args.model_dir, args.dry_run, repo_id=args.repo_id, template=args.template, base_model=args.base_model
         )
         logger.info("dry run: wrote %s of %s", ", ".join(sorted(path.name for path in folder.iterdir())), kind)
         if args.space is not None:
-            space = write_space(args.dry_run.with_name(args.dry_run.name + "-space"), args.repo_id)
+            space = write_space(space_dir, args.repo_id)
             logger.info("dry run: wrote the Space folder %s", space)
         return 0
     url = push_to_hub(

@@ -25,6 +25,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from vanilla_transformer import atomic
 from vanilla_transformer.atomic import write_directory
 from vanilla_transformer.cli import configure_logging
 from vanilla_transformer.data import CorpusSpec, clean_pairs, load_corpus
@@ -90,6 +91,7 @@ def check_output_dir(args: argparse.Namespace) -> bool:
     output = args.output_dir
     if output.exists() and not output.is_dir():
         raise ValueError(f"--output-dir={output} is a file, not a directory")
+    atomic.check_output_dir(output, "--output-dir", replaceable=lambda folder: True)  # a link, an unwritable place
     if not output.is_dir() or not any(output.iterdir()):
         return False
     if any((output / name).exists() for name in MODEL_FILES):
@@ -122,14 +124,15 @@ def training_texts(args: argparse.Namespace) -> Sequence[str | Path]:
     """The files, or the source and target sentences of the chosen corpus."""
     if args.files:
         return args.files
-    if args.hf_dataset is not None:
-        spec = CorpusSpec(
-            f"hf:{args.hf_dataset}", dataset_config=args.hf_config, src_lang=args.src_lang, tgt_lang=args.tgt_lang
-        )
-        pairs = load_corpus(spec, args.split)
-    else:
-        pairs = load_corpus(CorpusSpec("numbers", numbers=(args.numbers, 0, 0)), "train")
-    pairs, _ = clean_pairs(pairs)
+    spec = CorpusSpec.from_options(
+        dataset="numbers" if args.numbers is not None else None,
+        numbers=(args.numbers, 0, 0) if args.numbers is not None else None,
+        hf_dataset=args.hf_dataset,
+        dataset_config=args.hf_config,
+        src_lang=args.src_lang,
+        tgt_lang=args.tgt_lang,
+    )
+    pairs, _ = clean_pairs(load_corpus(spec, args.split if args.hf_dataset is not None else "train"))
     return [text for pair in pairs for text in pair]
 
 

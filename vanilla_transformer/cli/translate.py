@@ -19,12 +19,11 @@ from transformers import AutoTokenizer, GenerationConfig
 from transformers.utils import GENERATION_CONFIG_NAME
 
 import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
-from vanilla_transformer.atomic import write_file
+from vanilla_transformer.atomic import check_output_file, write_file
 from vanilla_transformer.cli.decoding import (
     STDIN,
     add_decoding_arguments,
     check_decoding_arguments,
-    check_output_file,
     read_input_lines,
     resolve_engine,
     resolve_search_arguments,
@@ -90,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         translations = translate_with_options(args, sentences)
     output = "".join(line + "\n" for line in translations)
     if args.output:
-        write_file(args.output, output)
+        write_file(args.output, output, what="--output")
     else:
         sys.stdout.write(output)
     return 0

@@ -40,6 +40,7 @@ from .batching import (
 )
 from .cache import TokenCorpus, build_token_cache
 from .corpora import (
+    MAX_LINE_BYTES,
     CleaningStats,
     Pair,
     Splits,
@@ -54,6 +55,7 @@ from .corpora import (
     read_jsonl,
     read_lines,
     read_parallel_text,
+    read_text_lines,
     read_tsv,
     split_lines,
 )
@@ -63,6 +65,7 @@ from .spec import DATA_DIR_VARIABLE, CorpusSpec, load_corpus, load_splits, share
 __all__ = [
     "DATA_DIR_VARIABLE",
     "IGNORE_INDEX",
+    "MAX_LINE_BYTES",
     "CleaningStats",
     "CorpusSpec",
     "Example",
@@ -89,6 +92,7 @@ __all__ = [
     "decode_lines",
     "read_lines",
     "read_parallel_text",
+    "read_text_lines",
     "read_tsv",
     "shared_data_dir",
     "split_files",

@@ -58,8 +58,7 @@ def iter_parallel_text(
         ValueError: If the files have different numbers of lines.
     """
     for path in (src_path, tgt_path):
-        if not Path(path).is_file():
-            raise FileNotFoundError(f"no such file: {path}")
+        _check_regular_file(path)
     with open(src_path, "rb") as sources, open(tgt_path, "rb") as targets:
         chunk: list[Pair] = []
         for count, (src, tgt) in enumerate(itertools.zip_longest(_decoded_lines(sources), _decoded_lines(targets))):
@@ -85,8 +84,7 @@ def iter_lines(path: str | os.PathLike[str]) -> Iterator[str]:
         FileNotFoundError: If the file does not exist.
         ValueError: If a line is not UTF-8, naming the file and the line.
     """
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"no such file: {path}")
+    _check_regular_file(path)
     with open(path, "rb") as file:
         yield from _decoded_lines(file)
 
@@ -98,7 +96,9 @@ def _decoded_lines(file: BinaryIO) -> Iterator[str]:
         ValueError: If a line is not UTF-8, naming the file and the line (as `read_lines`).
     """
     first = file.tell() == 0
-    for number, line in enumerate(file, start=1):
+    for number, line in enumerate(iter(lambda: file.readline(MAX_LINE_BYTES + 1), b""), start=1):
+        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+            raise ValueError(_long_line(file.name, number))
         try:
             text = line.decode("utf-8-sig" if first and number == 1 else "utf-8")
         except UnicodeDecodeError as error:
@@ -252,9 +252,88 @@ def read_lines(path: str | os.PathLike[str]) -> list[str]:
         ValueError: If it is not UTF-8, naming the file and the line.
     """
     path = Path(path)
-    if not path.is_file():
+    _check_regular_file(path)
+    return read_text_lines(path, str(path))
+
+
+MAX_LINE_BYTES = 1 << 20
+"""The longest line (1 MiB) any reader of text lines takes: a sentence is far shorter (a model's 1,024 positions of
+byte-level BPE tokens hold some kilobytes), and a longer line means binary data or a file without line breaks
+(``/dev/zero``), which would otherwise be read until memory runs out."""
+
+INPUT_LIMIT_ENV = "VANILLA_TRANSFORMER_MAX_INPUT_BYTES"
+"""Overrides `input_limit` (bytes): the most any input of lines may hold."""
+
+_LINE_OVERHEAD = 64
+"""Bytes of memory a line costs beyond its text, as a Python string in a list: counted against `input_limit`."""
+
+
+def input_limit() -> int:
+    """The most bytes (text plus `_LINE_OVERHEAD` per line) an input of lines may hold: a quarter of the memory this
+    machine has available, read from ``/proc/meminfo`` (else 4 GiB), or `INPUT_LIMIT_ENV`."""
+    if os.environ.get(INPUT_LIMIT_ENV):
+        return int(os.environ[INPUT_LIMIT_ENV])
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            available = next(int(line.split()[1]) * 1024 for line in meminfo if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return 4 << 30
+    return max(available // 4, 64 << 20)
+
+
+def _too_large(name: str, limit: int) -> ValueError:
+    return ValueError(
+        f"{name} holds more than {limit:,} bytes of lines, the most read into memory here (a quarter of the memory "
+        f"available; {INPUT_LIMIT_ENV} sets it): split it into smaller files"
+    )
+
+
+def _long_line(name: str, number: int) -> ValueError:
+    return ValueError(
+        f"{name}:{number}: a line longer than {MAX_LINE_BYTES:,} bytes, the longest line read: it is not text of "
+        "one sentence per line"
+    )
+
+
+def _check_regular_file(path: str | os.PathLike[str]) -> None:
+    """FileNotFoundError if nothing is at `path`; a ValueError if it is not a regular file (a folder, a device)."""
+    path = Path(path)
+    if not path.exists():
         raise FileNotFoundError(f"no such file: {path}")
-    return decode_lines(path.read_bytes(), str(path))
+    if not path.is_file():
+        raise ValueError(f"{path} is not a regular file (a folder, a device or a pipe): give a file of lines")
+
+
+def read_text_lines(source: str | os.PathLike[str] | BinaryIO, name: str) -> list[str]:
+    """The lines of UTF-8 text (`decode_lines`) from a file, a pipe, a FIFO, a device or an open binary stream, read
+    with bounds: a line over `MAX_LINE_BYTES` or an input over `input_limit` is refused with a ValueError naming `name`
+    and the limit, before it is read whole (a regular file's size is checked before anything is read)."""
+    limit = input_limit()
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if path.is_file() and path.stat().st_size > limit:
+            raise _too_large(name, limit)
+        with open(path, "rb") as stream:
+            return decode_lines(read_bounded(stream, name, limit), name)
+    return decode_lines(read_bounded(source, name, limit), name)
+
+
+def read_bounded(stream: BinaryIO, name: str, limit: int) -> bytes:
+    """Everything `stream` holds, read in blocks, refused as soon as a line passes `MAX_LINE_BYTES` or the lines
+    (with `_LINE_OVERHEAD` each) pass `limit` bytes."""
+    blocks, total, lines, current = [], 0, 0, 0
+    while block := stream.read(1 << 20):
+        blocks.append(block)
+        total += len(block)
+        pieces = block.split(b"\n")
+        for number, piece in enumerate(pieces):
+            current = current + len(piece) if number == 0 else len(piece)
+            if current > MAX_LINE_BYTES + 1:  # + 1: a CRLF line end
+                raise _long_line(name, lines + number + 1)
+        lines += len(pieces) - 1
+        if total + _LINE_OVERHEAD * lines > limit:
+            raise _too_large(name, limit)
+    return b"".join(blocks)
 
 
 def decode_lines(data: bytes, name: str) -> list[str]:

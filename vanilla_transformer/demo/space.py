@@ -16,6 +16,7 @@ from pathlib import Path
 from huggingface_hub import HfApi
 
 from .. import __version__
+from ..atomic import write_directory
 from ..model_dir import is_local_path
 
 MODEL_VARIABLE = "VANILLA_TRANSFORMER_MODEL"
@@ -63,13 +64,17 @@ Run it locally: `pip install -r requirements.txt && gradio app.py`.
 def write_space(folder: str | os.PathLike[str], model: str, *, title: str | None = None) -> Path:
     """Write the Space folder of the demo of `model` (a Hub id; a local directory for a local run).
 
+    The folder is written whole (`vanilla_transformer.atomic.write_directory`), never into a folder that holds
+    anything, nor through a link; `check_output_dir` checks it before any work.
+
     Raises:
-        ValueError: If `folder` exists and is not an empty directory.
+        ValueError: If `folder` exists and is not an empty directory, or is a link.
     """
-    folder = Path(folder)
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-        raise ValueError(f"folder={str(folder)!r} exists and is not an empty directory")
-    folder.mkdir(parents=True, exist_ok=True)
+    write_directory(folder, lambda temporary: _write_space_files(temporary, model, title), what="folder")
+    return Path(folder)
+
+
+def _write_space_files(folder: Path, model: str, title: str | None) -> None:
     try:
         gradio = importlib.metadata.version("gradio")
     except importlib.metadata.PackageNotFoundError:
@@ -86,7 +91,6 @@ def write_space(folder: str | os.PathLike[str], model: str, *, title: str | None
         model_line=f"the model [{model}](https://huggingface.co/{model})" if hub_model else f"the model {model}",
     )
     (folder / "README.md").write_text(readme, encoding="utf-8")
-    return folder
 
 
 def push_space(

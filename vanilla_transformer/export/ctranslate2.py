@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..atomic import write_directory
+from ..atomic import check_links_inside, check_output_dir, write_directory
 from ..configuration_vanilla_transformer import VanillaTransformerConfig
 from ..model_dir import check_model_dir
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
@@ -221,8 +221,9 @@ def export_ctranslate2(
             raise ValueError(
                 "a saved model directory is converted with its own tokenizer: pass neither tokenizer nor vocabulary"
             )
-        check_model_dir(model)
         _check_not_onto_input(Path(model), Path(output_dir))
+        _check_output(Path(output_dir), force)
+        check_model_dir(model)
         converter = ct2.converters.TransformersConverter(str(model))
     else:
         spec = model_spec(model, tokenizer, vocabulary)
@@ -233,10 +234,7 @@ def export_ctranslate2(
 
         converter = _SpecConverter()
     output_dir = Path(output_dir)
-    if output_dir.is_dir() and any(output_dir.iterdir()) and not force:
-        raise ValueError(
-            f"{output_dir} exists and is not empty: pass force=True (--force) to replace a CTranslate2 model"
-        )
+    _check_output(output_dir, force)
     write_directory(
         output_dir,
         lambda folder: converter.convert(str(folder), quantization=quantization, force=True),
@@ -244,6 +242,15 @@ def export_ctranslate2(
         what="output_dir",
     )
     return output_dir
+
+
+def _check_output(output_dir: Path, force: bool) -> None:
+    """Before the model is read: a non-empty `output_dir` needs `force`; a link, a file or another folder is refused."""
+    if output_dir.is_dir() and not output_dir.is_symlink() and any(output_dir.iterdir()) and not force:
+        raise ValueError(
+            f"{output_dir} exists and is not empty: pass force=True (--force) to replace a CTranslate2 model"
+        )
+    check_output_dir(output_dir, "output_dir", replaceable=is_ctranslate2_dir)
 
 
 def is_ctranslate2_dir(directory: str | os.PathLike) -> bool:
@@ -269,7 +276,9 @@ def _check_not_onto_input(model_dir: Path, output_dir: Path) -> None:
 def load_translator(
     model_dir: str | os.PathLike, *, device: str = "cpu", compute_type: str = "default", threads: int = 0
 ):
-    """A `ctranslate2.Translator`; ``threads`` sets its intra-op threads (0: CTranslate2's default)."""
+    """A `ctranslate2.Translator`; ``threads`` sets its intra-op threads (0: CTranslate2's default). A folder holding a
+    link out of itself is refused (`check_links_inside`)."""
+    check_links_inside(model_dir, "CTranslate2 folder")
     ct2 = _ctranslate2()
     return ct2.Translator(str(model_dir), device=device, compute_type=compute_type, intra_threads=threads)
 

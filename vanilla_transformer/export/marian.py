@@ -23,15 +23,13 @@ import copy
 import json
 import logging
 import os
-import shutil
-import tempfile
 from collections.abc import Mapping
-from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 from transformers import AutoConfig, AutoTokenizer, GenerationConfig, MarianConfig, MarianMTModel
 
+from ..atomic import check_output_dir, write_directory
 from ..configuration_vanilla_transformer import ACTIVATIONS, VanillaTransformerConfig
 from ..model_dir import LOAD_FIX, check_model_dir, load_model, save_model_dir
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration, sinusoidal_table
@@ -213,6 +211,7 @@ def import_marian(
             separate vocabularies, pre-norm, a LayerNorm on embeddings or after the stacks, learned positions, a
             non-zero final_logits_bias, an activation we lack.
     """
+    check_output_dir(dst, "dst")  # before any work
     check_marian_config(AutoConfig.from_pretrained(src, trust_remote_code=False))
     tokenizer = _load_tokenizer(src) if with_tokenizer else None
     marian, info = MarianMTModel.from_pretrained(src, output_loading_info=True, trust_remote_code=False)
@@ -228,8 +227,7 @@ def import_marian(
             "length with that token, as MarianMTModel does",
             forced,
         )
-    with _fresh_directory(dst) as directory:
-        save_model_dir(model, tokenizer, directory)
+    write_directory(dst, lambda directory: save_model_dir(model, tokenizer, directory), what="dst")
     return model
 
 
@@ -290,6 +288,7 @@ def export_marian(src: str | os.PathLike, dst: str | os.PathLike, *, with_tokeni
         dst: The directory to write; it must not exist or be empty.
         with_tokenizer: False to convert a model saved without its tokenizer.
     """
+    check_output_dir(dst, "dst")  # before any work
     check_model_dir(src)
     config = AutoConfig.from_pretrained(src, trust_remote_code=False)
     if not isinstance(config, VanillaTransformerConfig):
@@ -298,10 +297,13 @@ def export_marian(src: str | os.PathLike, dst: str | os.PathLike, *, with_tokeni
     model = load_model(src)  # every weight from the file, no code from the folder
     marian = vanilla_to_marian(model, copy.deepcopy(model.generation_config))
     _warn_unless_ctranslate2_compatible(marian)
-    with _fresh_directory(dst) as directory:
+
+    def write(directory: Path) -> None:
         marian.save_pretrained(directory)
         if tokenizer is not None:
             save_tokenizer_for_any_transformers(tokenizer, directory)
+
+    write_directory(dst, write, what="dst")
     return marian
 
 
@@ -358,25 +360,6 @@ def save_tokenizer_for_any_transformers(tokenizer, directory: Path) -> None:
     if settings.get("tokenizer_class") == "TokenizersBackend":
         settings["tokenizer_class"] = "PreTrainedTokenizerFast"
         path.write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-
-
-@contextmanager
-def _fresh_directory(dst: str | os.PathLike):
-    """A temporary directory beside `dst`, renamed to `dst` when the block succeeds: a failed conversion leaves
-    nothing, and nothing already there is overwritten (an existing `dst` must be an empty directory)."""
-    dst = Path(dst)
-    if dst.exists() and (not dst.is_dir() or any(dst.iterdir())):
-        raise FileExistsError(f"dst={str(dst)!r} exists and is not an empty directory; choose a new directory")
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    temporary = Path(tempfile.mkdtemp(prefix=f".{dst.name}.incomplete-", dir=dst.parent))
-    try:
-        yield temporary
-        if dst.exists():
-            dst.rmdir()  # empty, checked above
-        temporary.rename(dst)
-    finally:
-        if temporary.exists():
-            shutil.rmtree(temporary)
 
 
 __all__ = [

@@ -41,6 +41,7 @@ import torch
 from accelerate import Accelerator
 from safetensors.torch import load_file, save_file
 
+from ..atomic import check_links_inside, writing
 from .state import CheckpointError, load_state, rng_state, save_state, set_rng_state
 
 logger = logging.getLogger(__name__)
@@ -128,6 +129,24 @@ def save_checkpoint(state: TrainingState, directory: str | Path, step: int, keep
         for incomplete in directory.glob(f"{_TEMPORARY_PREFIX}*"):  # left by a run killed while saving
             shutil.rmtree(incomplete)
     accelerator.wait_for_everyone()
+    with writing(final, "checkpoint"):
+        _write_pieces(state, temporary)
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        with writing(final, "checkpoint"):
+            _write_manifest(temporary, directory, step, accelerator.num_processes)
+        if final.exists():  # a damaged checkpoint of this step, set aside on resuming: never the case in practice
+            shutil.rmtree(final)
+        temporary.rename(final)
+        for old in list_checkpoints(directory)[:-keep_last]:
+            shutil.rmtree(old)
+    accelerator.wait_for_everyone()
+    return final
+
+
+def _write_pieces(state: TrainingState, temporary: Path) -> None:
+    """Each process's pieces of a checkpoint: the main process's weights and training state, every one's generators."""
+    accelerator = state.accelerator
     temporary.mkdir(parents=True, exist_ok=True)
     if accelerator.is_main_process:
         save_file(
@@ -143,27 +162,20 @@ def save_checkpoint(state: TrainingState, directory: str | Path, step: int, keep
         }
         save_state(training_state, temporary / _STATE_NAME)
     save_state(rng_state(), temporary / _rng_name(accelerator.process_index))
-    accelerator.wait_for_everyone()
-    if accelerator.is_main_process:
-        names = [_WEIGHTS_NAME, _STATE_NAME, *(_rng_name(i) for i in range(accelerator.num_processes))]
-        files = {
-            name: {"bytes": (temporary / name).stat().st_size, "sha256": _sha256(temporary / name)} for name in names
-        }
-        manifest = {
-            "format": _FORMAT,
-            "step": step,
-            "run_id": read_run_id(directory),
-            "num_processes": accelerator.num_processes,
-            "files": files,
-        }
-        (temporary / _MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        if final.exists():  # a damaged checkpoint of this step, set aside on resuming: never the case in practice
-            shutil.rmtree(final)
-        temporary.rename(final)
-        for old in list_checkpoints(directory)[:-keep_last]:
-            shutil.rmtree(old)
-    accelerator.wait_for_everyone()
-    return final
+
+
+def _write_manifest(temporary: Path, directory: Path, step: int, num_processes: int) -> None:
+    """The manifest, written last: the size and SHA-256 of every piece, the step and the run id."""
+    names = [_WEIGHTS_NAME, _STATE_NAME, *(_rng_name(i) for i in range(num_processes))]
+    files = {name: {"bytes": (temporary / name).stat().st_size, "sha256": _sha256(temporary / name)} for name in names}
+    manifest = {
+        "format": _FORMAT,
+        "step": step,
+        "run_id": read_run_id(directory),
+        "num_processes": num_processes,
+        "files": files,
+    }
+    (temporary / _MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
 
 
 def check_checkpoint(path: str | Path) -> dict[str, Any]:
@@ -177,6 +189,7 @@ def check_checkpoint(path: str | Path) -> dict[str, Any]:
     """
     path = Path(path)
     manifest_file = path / _MANIFEST_NAME
+    _check_links(path)
     if not manifest_file.is_file():
         if any(path.glob("*.pkl")) or (path / "optimizer.bin").is_file():
             raise CheckpointError(
@@ -293,7 +306,12 @@ def load_checkpoint(state: TrainingState, path: str | Path) -> None:
             f"{path} was written by {manifest['num_processes']} process(es), this run has "
             f"{accelerator.num_processes}: resume with as many, or the data order and random numbers would differ"
         )
-    load_weights(accelerator.unwrap_model(state.model, keep_torch_compile=False), load_checkpoint_weights(path))
+    try:
+        load_weights(accelerator.unwrap_model(state.model, keep_torch_compile=False), load_checkpoint_weights(path))
+    except CheckpointError:
+        raise
+    except ValueError as error:
+        raise CheckpointError(f"{path / _WEIGHTS_NAME}: {error}") from error
     saved = read_training_state(path)
     try:
         state.optimizer.load_state_dict(saved["optimizer"])
@@ -313,6 +331,9 @@ def load_checkpoint_weights(path: str | Path) -> dict[str, torch.Tensor]:
     """
     path = Path(path)
     file = path / _WEIGHTS_NAME if path.is_dir() else path
+    _check_links(path if path.is_dir() else path.parent)
+    if file.is_symlink():
+        raise CheckpointError(f"{file} is a symbolic link: the weights of a checkpoint are read from the file itself")
     if not file.is_file():
         raise FileNotFoundError(f"no model weights at {file}")
     if path.is_dir() and (path / _MANIFEST_NAME).is_file():
@@ -325,6 +346,14 @@ def load_checkpoint_weights(path: str | Path) -> dict[str, torch.Tensor]:
             name = name.removeprefix(prefix)
         weights[name] = tensor
     return weights
+
+
+def _check_links(folder: Path) -> None:
+    """A checkpoint holding a link out of itself is refused (`check_links_inside`), as a `CheckpointError`."""
+    try:
+        check_links_inside(folder, "checkpoint")
+    except ValueError as error:
+        raise CheckpointError(str(error)) from error
 
 
 def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, torch.Tensor]:
@@ -347,10 +376,10 @@ def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, torch.Tensor]:
             difference = sorted(weights.keys() ^ total.keys())
             raise ValueError(f"checkpoints {first} and {path} hold different parameters: {difference[:5]}")
         for name, tensor in weights.items():
-            if tensor.shape != total[name].shape:
+            if tensor.shape != total[name].shape or tensor.dtype != dtypes[name]:
                 raise ValueError(
-                    f"parameter {name} has shape {tuple(tensor.shape)} in {path} "
-                    f"but {tuple(total[name].shape)} in {first}"
+                    f"parameter {name} has shape {tuple(tensor.shape)} ({tensor.dtype}) in {path} "
+                    f"but {tuple(total[name].shape)} ({dtypes[name]}) in {first}"
                 )
             total[name] += tensor.to(torch.float64)
     return {name: (tensor / len(paths)).to(dtypes[name]) for name, tensor in total.items()}
@@ -371,5 +400,11 @@ def load_weights(model: torch.nn.Module, weights: Mapping[str, torch.Tensor]) ->
     missing = [names for names in groups.values() if not any(name in weights for name in names)]
     if unexpected or missing:
         raise ValueError(f"weights do not fit the model: unexpected {unexpected[:5]}, missing {missing[:5]}")
+    for name, tensor in weights.items():  # checked before any is copied: copy_ would cast a dtype silently
+        if tensor.shape != state[name].shape or tensor.dtype != state[name].dtype:
+            raise ValueError(
+                f"weights do not fit the model: {name} is {tensor.dtype} of shape {tuple(tensor.shape)}, the model's "
+                f"is {state[name].dtype} of shape {tuple(state[name].shape)}"
+            )
     for name, tensor in weights.items():
         state[name].copy_(tensor)

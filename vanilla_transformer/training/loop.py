@@ -38,7 +38,7 @@ from accelerate.utils import set_seed
 from tqdm.auto import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from ..atomic import write_directory
+from ..atomic import write_directory, write_file
 from ..configuration_vanilla_transformer import VanillaTransformerConfig
 from ..data import TokenBatchSampler
 from ..data.cache import TokenCorpus
@@ -58,12 +58,20 @@ from .checkpoints import (
 )
 from .evaluation import Evaluator, best_validation
 from .options import TRAINING_CONFIG_NAME, TrainingConfig, micro_batch_plan
-from .preflight import auto_precision, cpu_flags, launch_mismatch, slow_bf16
+from .preflight import auto_dynamo_backend, auto_precision, cpu_flags, launch_mismatch, slow_bf16
 from .results import export_model, training_summary
 from .run_dir import inspect_run_dir, lock_run_dir, mark_run_started, prepare_run_dir
 from .schedule import noam_schedule
 from .setup import RunData, build_model_config, prepare_data
-from .step import TrainStep, compile_count, compiled_loss, compiling, prefer_dynamic_shapes, to_device
+from .step import (
+    TrainStep,
+    build_adam,
+    compile_count,
+    compiled_loss,
+    compiling,
+    prefer_dynamic_shapes,
+    to_device,
+)
 from .tracking import JsonlTracker, plot_metrics
 
 logger = get_logger(__name__)
@@ -177,7 +185,11 @@ def _start_run(config: TrainingConfig) -> _Run:
         device = PartialState().device  # (the Accelerator below shares this state)
         cuda_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
         precision = auto_precision(device.type, cpu_flags(), cuda_bf16)
-    chosen = {"mixed_precision": precision, "dynamo_backend": config.dynamo_backend}
+    backend = config.dynamo_backend
+    if backend == "auto":
+        given_precision = precision or os.environ.get("ACCELERATE_MIXED_PRECISION", "no")
+        backend = auto_dynamo_backend(PartialState().device.type, given_precision, cpu_flags())
+    chosen = {"mixed_precision": precision, "dynamo_backend": backend}
     chosen = {name: value for name, value in chosen.items() if value is not None}
     accelerator = Accelerator(log_with=[jsonl, *extra_trackers], project_dir=str(run_dir), **chosen)
     set_seed(config.seed, device_specific=True)  # dropout differs between processes; DDP copies rank 0's weights
@@ -200,7 +212,7 @@ def _prepare_data(run: _Run) -> RunData:
     data = prepare_data(config, accelerator, run.model_config, tokenizer_dir if resumed else None)
     prepare_run_dir(accelerator, config, run.resume_from)
     if accelerator.is_main_process and not tokenizer_dir.is_dir():
-        data.tokenizer.save_pretrained(tokenizer_dir)
+        write_directory(tokenizer_dir, data.tokenizer.save_pretrained, what="the run's tokenizer folder")
     accelerator.wait_for_everyone()
     return data
 
@@ -216,7 +228,7 @@ def _build_trainer(run: _Run, data: RunData) -> _Trainer:
     model = VanillaTransformerForConditionalGeneration(run.model_config)
     if config.attn_implementation is not None:
         model.set_attn_implementation(config.attn_implementation)
-    optimizer = torch.optim.Adam(model.parameters(), betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_eps)
+    optimizer = build_adam(model, config, accelerator.device.type)
     scheduler = noam_schedule(optimizer, model.config.d_model, config.warmup_steps, config.lr_scale)
     prefer_dynamic_shapes(accelerator)
     model, optimizer = accelerator.prepare(model, optimizer)  # compiles the model if the dynamo plugin is on
@@ -400,9 +412,10 @@ def _finish(run: _Run, data: RunData, trainer: _Trainer, window: _LogWindow) -> 
     if data.test:
         results.update(trainer.evaluator.score_test_set())
         if "selected" in results:
-            results[f"test_bleu_{chosen}"] = results["test_bleu"]
+            metric = trainer.evaluator.metric
+            results[f"test_{metric}_{chosen}"] = results[f"test_{metric}"]
     if accelerator.is_main_process:
-        results.update(best_validation(run.run_dir / "metrics.jsonl"))
+        results.update(best_validation(run.run_dir / "metrics.jsonl", trainer.evaluator.metric))
     return results
 
 
@@ -411,7 +424,7 @@ def _write_results(run: _Run, data: RunData, results: dict[str, Any]) -> None:
         {name: value for name, value in results.items() if isinstance(value, float)}, step=results["step"]
     )
     if run.accelerator.is_main_process:
-        (run.run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        write_file(run.run_dir / "results.json", json.dumps(results, indent=2) + "\n")
         write_training_summary(run.run_dir / "model", training_summary(run.config, data.corpus, results))
         plot_metrics(run.run_dir / "metrics.jsonl", run.run_dir / "metrics.png", required=False)
 

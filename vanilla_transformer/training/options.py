@@ -13,12 +13,16 @@ from typing import Any, get_type_hints
 
 from accelerate.utils import DynamoBackend
 
+from ..atomic import write_file
 from ..configuration_vanilla_transformer import PRESETS as MODEL_PRESETS
 from ..data.spec import DATA_DIR_VARIABLE, shared_data_dir
 from ..data.spec import KINDS as DATASET_KINDS
-from ..translation import check_search_settings
+from ..translation import check_generation_settings
 
 TRAINING_CONFIG_NAME = "training_config.json"
+
+ADAM_IMPLEMENTATIONS = ("auto", "fused", "foreach", "for-loop")
+"""The choices of ``--adam-implementation`` (`step.build_adam`)."""
 
 
 def _option(default: Any, help: str, *, may_change_on_resume: bool = False) -> Any:
@@ -122,6 +126,11 @@ class TrainingConfig:
     adam_beta1: float = _option(0.9, "Adam beta1")
     adam_beta2: float = _option(0.98, "Adam beta2")
     adam_eps: float = _option(1e-9, "Adam epsilon")
+    adam_implementation: str = _option(
+        "auto",
+        "Adam's kernels, the same update: fused (one kernel for all parameters), foreach (one per operation), "
+        "for-loop (per parameter), or auto: fused on CUDA, torch's default elsewhere (fused gained nothing on the CPU)",
+    )
     label_smoothing: float = _option(0.1, "label smoothing epsilon_ls (section 5.4)")
     max_grad_norm: float | None = _option(None, "clip gradients to this norm (the paper does not clip)")
     mixed_precision: str | None = _option(
@@ -132,8 +141,9 @@ class TrainingConfig:
     dynamo_backend: str | None = _option(
         None,
         "compile the model and loss with torch.compile through Accelerate's dynamo plugin: inductor (or another "
-        "backend torch.compiler.list_backends() names), or no (default: what accelerate launch --dynamo_backend or "
-        "the accelerate config file set, else no)",
+        "backend torch.compiler.list_backends() names), no, or auto: inductor on CUDA and on a CPU training in "
+        "native bf16, else no, unless accelerate launch --dynamo_backend or the accelerate config file chose "
+        "(default: what they set, else no)",
         may_change_on_resume=True,
     )
     attn_implementation: str | None = _option(
@@ -191,7 +201,7 @@ class TrainingConfig:
     def _check(self) -> None:
         """Reject impossible settings, naming the command-line option and its value."""
         # The final search, section 6.1: refused here, before any data is read or step taken, not at the test.
-        check_search_settings(
+        check_generation_settings(
             flag=True,
             num_beams=self.num_beams,
             length_penalty=self.length_penalty,
@@ -218,9 +228,15 @@ class TrainingConfig:
                 f"--mixed-precision must be no, fp16, bf16 or auto, got --mixed-precision={self.mixed_precision!r}"
             )
         backends = [backend.value.lower() for backend in DynamoBackend]
+        backends.append("auto")
         if self.dynamo_backend is not None and self.dynamo_backend.lower() not in backends:
             raise ValueError(
                 f"--dynamo-backend must be one of {', '.join(backends)}, got --dynamo-backend={self.dynamo_backend!r}"
+            )
+        if self.adam_implementation not in ADAM_IMPLEMENTATIONS:
+            raise ValueError(
+                f"--adam-implementation must be one of {', '.join(ADAM_IMPLEMENTATIONS)}, got "
+                f"--adam-implementation={self.adam_implementation!r}"
             )
         if self.attn_implementation not in (None, "eager", "sdpa"):
             raise ValueError(
@@ -256,11 +272,19 @@ class TrainingConfig:
 
     @classmethod
     def load(cls, path: str | Path) -> TrainingConfig:
-        """Read the ``training_config.json`` a run wrote."""
-        return cls(**json.loads(Path(path).read_text(encoding="utf-8")))
+        """Read the ``training_config.json`` a run wrote: the file itself, never through a link; a damaged one is named."""
+        path = Path(path)
+        if path.is_symlink():
+            raise ValueError(f"{path} is a symbolic link: a run's settings are read from its folder itself; put the "
+                             "file in its place")  # fmt: skip
+        try:
+            settings = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as error:
+            raise ValueError(f"{path} is damaged ({error}): restore it, or start a new run elsewhere") from error
+        return cls(**settings)
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
+        write_file(path, json.dumps(asdict(self), indent=2) + "\n")  # whole, never through a link
 
     def check_resumable_from(self, saved: TrainingConfig) -> None:
         """Raise a ValueError naming each setting that differs from the run being resumed and must not."""
@@ -331,7 +355,8 @@ TRAINING_PRESETS: dict[str, dict[str, Any]] = {
     # (under a minute). A small base model (N=3, d_model=256, h=4, d_ff=512; 6.0M parameters) at 4,096 tokens per
     # step, in bf16 autocast with eager attention where the CPU has native bf16 (--mixed-precision auto; fp32
     # elsewhere, as emulated bf16 ran 60x slower): an AVX-512 BF16 CPU trains it 1.33 times faster than fp32 with
-    # SDPA, whose CPU kernel with a padding mask gains nothing from bf16 (scripts/benchmark_precision.py);
+    # SDPA, whose CPU kernel with a padding mask gains nothing from bf16 (scripts/benchmark_precision.py); and
+    # compiled there (--dynamo-backend auto): 9,586 steps in the hour against 6,428 eager (issue 36);
     # about 28 epochs. P_drop 0.2: at 0.1 validation loss stopped falling after ~20 epochs, and 0.2 gave 38.99
     # validation BLEU against 37.58 (docs/results/multi30k). Equation (3) scaled by 0.45 after 500 warmup steps
     # (peak 1.25e-3). Checkpoints every 250 steps (about an epoch); the last 5 are averaged, and the average is kept
@@ -352,6 +377,7 @@ TRAINING_PRESETS: dict[str, dict[str, Any]] = {
         max_steps=20_000,
         max_train_minutes=57.0,
         mixed_precision="auto",
+        dynamo_backend="auto",
         attn_implementation="eager",
         warmup_steps=500,
         lr_scale=0.45,

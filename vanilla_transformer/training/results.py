@@ -20,7 +20,7 @@ from .checkpoints import (
     load_weights,
 )
 from .options import TRAINING_CONFIG_NAME, TrainingConfig
-from .run_dir import load_saved_config
+from .run_dir import check_run_dir_links, load_saved_config, run_outputs
 from .setup import RunCorpus, build_model_config
 
 
@@ -135,6 +135,7 @@ def average_run(run_dir: str | Path, last: int | None = None, output_dir: str | 
     if not saved.is_file():
         raise FileNotFoundError(f"{run_dir} is not a training run: it has no {TRAINING_CONFIG_NAME}")
     config = load_saved_config(saved)
+    check_run_dir_links(run_dir, run_outputs(config, saved))  # nothing read through a link out of the run
     last = config.average_checkpoints if last is None else last
     if last < 1:
         raise ValueError(f"last must be at least 1, got last={last}")

@@ -33,6 +33,7 @@ except ImportError:  # not on Windows: no lock there
 
 from accelerate import Accelerator
 
+from ..atomic import check_links_inside, check_writable_place, write_file
 from .checkpoints import RUN_MARKER, checkpoint_step, find_resumable_checkpoint, list_checkpoints, read_run_id
 from .options import TRAINING_CONFIG_NAME, TrainingConfig
 
@@ -157,7 +158,8 @@ def inspect_run_dir(config: TrainingConfig) -> Path | None:
     if run_dir.exists() and not run_dir.is_dir():
         raise ValueError(f"--output-dir={config.output_dir} is a file, not a directory")
     saved = run_dir / TRAINING_CONFIG_NAME
-    run_outputs(config, "the settings")
+    check_run_dir_links(run_dir, run_outputs(config, "the settings"))
+    check_writable_place(run_dir, "--output-dir", run_dir)
     if saved.is_file():
         if config.overwrite:
             load_saved_config(saved)  # what --overwrite will delete: inside the run directory only
@@ -167,7 +169,9 @@ def inspect_run_dir(config: TrainingConfig) -> Path | None:
                 f"--output-dir={config.output_dir} already holds a run: pass --resume to continue it, --overwrite to "
                 f"start it over, or choose another --output-dir"
             )
-        config.check_resumable_from(load_saved_config(saved))
+        previous = load_saved_config(saved)
+        check_run_dir_links(run_dir, run_outputs(previous, saved))
+        config.check_resumable_from(previous)
         return find_resumable_checkpoint(run_dir / "checkpoints")
     if run_dir.is_dir() and not (run_dir / RUN_MARKER).is_file() and any(run_dir.iterdir()):
         raise ValueError(
@@ -175,6 +179,24 @@ def inspect_run_dir(config: TrainingConfig) -> Path | None:
             f"directory (--overwrite deletes only runs this program created)"
         )
     return None
+
+
+def check_run_dir_links(run_dir: Path, names: list[str]) -> None:
+    """Before any work: refuse a run directory where a name the run writes or reads (`run_outputs`, and the folders
+    ``checkpoints``, ``tokenizer``, ``model`` at any depth) is a symbolic link to something outside it, naming it; a
+    run folder from a tarball or a colleague must not make ``train --resume`` overwrite files elsewhere. Links are
+    never written through (`vanilla_transformer.atomic`)."""
+    if not run_dir.is_dir():
+        return
+    for name in names:
+        path = run_dir / name
+        if path.is_symlink():
+            raise ValueError(
+                f"{path} is a symbolic link (to {os.readlink(path)}): a run directory's outputs are never written "
+                f"through links; remove the link (or copy the file in its place) and rerun"
+            )
+        if path.is_dir():
+            check_links_inside(path, "run directory's folder")
 
 
 def prepare_run_dir(accelerator: Accelerator, config: TrainingConfig, resume_from: Path | None) -> None:
@@ -205,19 +227,14 @@ def prepare_run_dir(accelerator: Accelerator, config: TrainingConfig, resume_fro
         if resume_from is not None or (config.resume and read_run_id(run_dir / "checkpoints")):
             marker.touch()  # the same run goes on: its id stays
         else:
-            temporary = marker.with_name(RUN_MARKER + ".tmp")  # a new run: a new id, which its checkpoints record
-            temporary.write_text(uuid.uuid4().hex + "\n", encoding="utf-8")
-            os.replace(temporary, marker)
+            write_file(marker, uuid.uuid4().hex + "\n")  # a new run: a new id, which its checkpoints record
     accelerator.wait_for_everyone()
 
 
 def mark_run_started(accelerator: Accelerator, config: TrainingConfig) -> None:
     """Write ``training_config.json`` (atomically): from now on the folder holds a run, to resume or overwrite."""
     if accelerator.is_main_process:
-        saved = Path(config.output_dir) / TRAINING_CONFIG_NAME
-        temporary = saved.with_name(saved.name + ".tmp")
-        config.save(temporary)
-        os.replace(temporary, saved)
+        config.save(Path(config.output_dir) / TRAINING_CONFIG_NAME)  # whole: atomic.write_file
     accelerator.wait_for_everyone()
 
 
@@ -242,6 +259,7 @@ __all__ = [
     "DAMAGED_PREFIX",
     "RUN_MARKER",
     "RunLock",
+    "check_run_dir_links",
     "inspect_run_dir",
     "load_saved_config",
     "lock_run_dir",

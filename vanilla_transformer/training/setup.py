@@ -48,16 +48,16 @@ SPLITS = ("train", "valid", "test")
 
 def corpus_spec(config: TrainingConfig) -> CorpusSpec:
     """The run's corpus: ``--dataset`` and ``--data-dir``, or the aligned files of ``--train-src`` and the rest."""
-    common = {
-        "data_dir": config.data_dir,
-        "dataset_config": config.dataset_config,
-        "src_lang": config.src_lang,
-        "tgt_lang": config.tgt_lang,
-        "numbers": (config.num_train, config.num_valid, config.num_test),
-        "max_number": config.max_number,
-    }
+    languages = {"src_lang": config.src_lang, "tgt_lang": config.tgt_lang}
     if config.train_src is None and config.train_tgt is None:
-        return CorpusSpec(kind=config.dataset, **common)
+        return CorpusSpec.from_options(
+            dataset=config.dataset,
+            data_dir=config.data_dir,
+            dataset_config=config.dataset_config,
+            numbers=(config.num_train, config.num_valid, config.num_test),
+            max_number=config.max_number,
+            **languages,
+        )
     files = {}
     for split in ("train", "valid", "test"):
         src, tgt = getattr(config, f"{split}_src"), getattr(config, f"{split}_tgt")
@@ -67,7 +67,7 @@ def corpus_spec(config: TrainingConfig) -> CorpusSpec:
                 f"got --{split}-src={src!r} and --{split}-tgt={tgt!r}"
             )
         files[split] = (src, tgt)
-    return CorpusSpec.from_files(files, **common)
+    return CorpusSpec.from_options(files=files, **languages)
 
 
 @dataclass(frozen=True)
@@ -199,6 +199,7 @@ def prepare_data(
         resumed_tokenizer: The tokenizer directory of the run being resumed, which the run keeps using.
     """
     corpus = RunCorpus.of(config)  # every process, so that a corpus named wrongly stops them all at once
+    corpus.spec.check(list(corpus.names.values()))  # every split's files, before the tokenizer is trained
     cache_root = Path(config.data_cache_dir) if config.data_cache_dir else default_cache_dir()
     # First the main process; then, on each other machine, its local main process (which finds the cache there if
     # the machines share --data-cache-dir, else builds its own); then all the others, which open it.

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from accelerate.tracking import GeneralTracker, on_main_process
 
+from ..atomic import check_output_file, replace_file, write_file
 from ..extras import MissingExtraError, import_optional
 
 logger = logging.getLogger(__name__)
@@ -45,10 +45,9 @@ class JsonlTracker(GeneralTracker):
                 for row in read_metrics(self.path)
                 if row["step"] < self.start_step or (row["step"] == self.start_step and not is_results_row(row))
             ]
-            temporary = self.path.with_name(self.path.name + ".tmp")
-            temporary.write_text("".join(json.dumps(row) + "\n" for row in kept), encoding="utf-8")
-            os.replace(temporary, self.path)  # a kill here leaves the old log whole
+            write_file(self.path, "".join(json.dumps(row) + "\n" for row in kept))  # a kill leaves the old log
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        check_output_file(self.path, "the metrics log")  # appended to: never through a link
         self._file = self.path.open("a", encoding="utf-8")
 
     @property
@@ -131,7 +130,7 @@ def plot_metrics(jsonl_path: str | Path, png_path: str | Path, *, required: bool
         axes.grid(alpha=0.3)
         if axes.has_data():
             axes.legend()
-    figure.savefig(png_path, dpi=100)
+    replace_file(png_path, lambda temporary: figure.savefig(temporary, dpi=100, format="png"))
     return True
 
 

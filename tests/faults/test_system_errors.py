@@ -1,0 +1,122 @@
+"""Interrupts and errors of the system reach the user as one line naming the file or folder (issue 38, cause 6):
+Ctrl-C exits with 130, a full disk with 1, no traceback (``VANILLA_TRANSFORMER_TRACEBACK=1`` still shows one), and
+what was there before is left whole, with no temporary behind. Real processes; the full disk is a small tmpfs the
+test mounts, where it runs as root."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from fault_support import REPO
+
+
+def _start(*argv, env=None):
+    environment = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    return subprocess.Popen(
+        [sys.executable, "-m", "vanilla_transformer", *map(str, argv)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=environment,
+    )
+
+
+@pytest.mark.parametrize("traceback", [False, True], ids=["one-line", "traceback-asked-for"])
+def test_ctrl_c_during_translate_exits_130_with_one_line_and_leaves_the_output(tiny_model_dir, tmp_path, traceback):
+    fifo, output = tmp_path / "input.fifo", tmp_path / "out.de"
+    os.mkfifo(fifo)
+    output.write_text("the translations of last time\n")
+    env = {"VANILLA_TRANSFORMER_TRACEBACK": "1"} if traceback else {}
+    process = _start("translate", "--model", tiny_model_dir, "--input", fifo, "--output", output, env=env)
+    with open(fifo, "wb") as writer:  # returns once translate has opened the FIFO: it is reading its input
+        writer.write(b"forty-two\n")
+        writer.flush()
+        time.sleep(0.5)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=120)
+    err = err.decode()
+    if traceback:
+        assert "Traceback" in err and "KeyboardInterrupt" in err
+    else:
+        assert process.returncode == 130, err
+        assert err.strip().splitlines() == ["vanilla-transformer translate: interrupted"], err
+    assert output.read_text() == "the translations of last time\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["input.fifo", "out.de"]
+
+
+PAGE = 4096
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 1 MiB tmpfs holding ``old.de``, and `fill(leave)` to fill it but for `leave` bytes; unmounted afterwards.
+    Skipped unless root."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small file system needs root")
+    mount_point = tmp_path / "small-disk"
+    mount_point.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount_point)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+
+    def fill(leave: int = 0):
+        filler = mount_point / "filler"
+        with open(filler, "wb", buffering=0) as stream:
+            try:
+                while True:
+                    stream.write(b"\0" * PAGE)
+            except OSError:
+                pass
+        os.truncate(filler, filler.stat().st_size - leave)
+        return mount_point
+
+    try:
+        (mount_point / "old.de").write_text("the translations of last time\n")
+        yield fill
+    finally:
+        subprocess.run(["umount", str(mount_point)], check=False)
+
+
+def test_a_full_disk_is_one_line_naming_the_output_file(full_disk, tiny_model_dir):
+    disk = full_disk()
+    output = disk / "old.de"
+    completed = subprocess.run(
+        [sys.executable, "-m", "vanilla_transformer", "translate", "--model", tiny_model_dir, "--output", output],
+        input=b"forty-two\n" * 20,
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=300,
+    )
+    err = completed.stderr.decode()
+    lines = [line for line in err.splitlines() if "error" in line]
+    assert completed.returncode == 1 and "Traceback" not in err, err
+    assert lines == [
+        f"vanilla-transformer translate: error: --output={output} cannot be written: No space left on device: free "
+        "some space or write elsewhere"
+    ], err
+    assert output.read_text() == "the translations of last time\n"
+    assert sorted(path.name for path in disk.iterdir()) == ["filler", "old.de"]  # no temporary left
+
+
+def test_a_full_disk_while_writing_weights_is_one_line_naming_the_folder(full_disk, tiny_run_dir):
+    """safetensors reports the full disk in its own exception, not an OSError: still one line, naming the folder. The
+    disk keeps room for the model's code and config files, written first, but not for its weights."""
+    model = tiny_run_dir / "model"
+    small = [path for path in model.iterdir() if path.suffix in (".py", ".json") and path.name != "tokenizer.json"]
+    assert (model / "model.safetensors").stat().st_size > 4 * PAGE
+    disk = full_disk(sum(-(-path.stat().st_size // PAGE) * PAGE for path in small) + 2 * PAGE)
+    output = disk / "average"
+    completed = subprocess.run(
+        [sys.executable, "-m", "vanilla_transformer", "average", tiny_run_dir, "--output", output],
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=300,
+    )
+    err = completed.stderr.decode()
+    assert completed.returncode == 1 and "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if "error" in line]
+    assert len(lines) == 1 and f"--output={output} cannot be written: No space left on device" in lines[0], err
+    assert sorted(path.name for path in disk.iterdir()) == ["filler", "old.de"]
