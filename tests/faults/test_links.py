@@ -87,6 +87,7 @@ def test_evaluate_results_are_never_written_through_a_link(tmp_path, outside, ru
 EXPORTS = {
     "export-ctranslate2": lambda model, out: ["export-ctranslate2", model, out],
     "export-marian": lambda model, out: ["export-marian", model, out],
+    "export-onnx": lambda model, out: ["export-onnx", model, out],
     "push --dry-run": lambda model, out: ["push", model, "org/name", "--dry-run", out],
     "translate": lambda model, out: ["translate", "--model", model, "--input", model / "in.txt"],
     "attention": lambda model, out: ["attention", model, "forty-two", "--output-dir", out],
@@ -107,7 +108,16 @@ def test_every_command_refuses_a_model_folder_whose_weights_link_out_of_it(comma
 
 
 @pytest.mark.parametrize(
-    "command", ["export-ctranslate2", "export-marian", "push --dry-run", "attention", "average", "train-tokenizer"]
+    "command",
+    [
+        "export-ctranslate2",
+        "export-marian",
+        "export-onnx",
+        "push --dry-run",
+        "attention",
+        "average",
+        "train-tokenizer",
+    ],
 )
 def test_every_export_refuses_an_output_that_is_a_link(command, tiny_model_dir, tiny_run_dir, tmp_path, run_cli):
     target = tmp_path / "elsewhere"
@@ -117,7 +127,10 @@ def test_every_export_refuses_an_output_that_is_a_link(command, tiny_model_dir, 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("one two three\n" * 20)
     argv = {
-        **{name: EXPORTS[name](tiny_model_dir, link) for name in ("export-ctranslate2", "export-marian", "attention")},
+        **{
+            name: EXPORTS[name](tiny_model_dir, link)
+            for name in ("export-ctranslate2", "export-marian", "export-onnx", "attention")
+        },
         "push --dry-run": EXPORTS["push --dry-run"](tiny_model_dir, link),
         "average": ["average", tiny_run_dir, "--output", link],
         "train-tokenizer": ["train-tokenizer", corpus, "--vocab-size", "300", "--output-dir", link],

@@ -99,7 +99,7 @@ def test_push_dry_run_checks_both_folders_before_writing_either(
     assert (tmp_path / "fresh-space" / "app.py").is_file()
 
 
-@pytest.mark.parametrize("command", ["export-marian", "export-ctranslate2"])
+@pytest.mark.parametrize("command", ["export-marian", "export-ctranslate2", "export-onnx"])
 def test_exports_refuse_a_users_folder_before_reading_the_model(command, tmp_path, users_folder, run_cli):
     missing = tmp_path / "no-model"  # nothing is read: a missing model would be named otherwise
     status, _, err = run_cli(command, missing, users_folder)

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from transformers import AutoConfig, PretrainedConfig
 
-from ..atomic import write_directory
+from ..atomic import check_output_dir, write_directory
 from ..configuration_vanilla_transformer import VanillaTransformerConfig
 from ..extras import import_optional
 from ..model_dir import check_model_dir, load_model, load_tokenizer
@@ -95,6 +95,10 @@ def export_onnx(
             adapter not merged, a hook), or `output_dir` is not empty and not an ONNX export (or without `force`).
     """
     import_optional("onnxscript", "onnx", "ONNX export")
+    output_dir = Path(output_dir)  # checked before any work: exists, is ours, writable, not a link
+    if output_dir.is_dir() and not output_dir.is_symlink() and any(output_dir.iterdir()) and not force:
+        raise ValueError(f"{output_dir} exists and is not empty: pass force=True (--force) to replace an ONNX export")
+    check_output_dir(output_dir, "output_dir", replaceable=is_onnx_dir)
     if web:
         transformers_js = find_transformers_js(transformers_js)  # before the export: a missing package fails at once
     if isinstance(model, (str, os.PathLike)):
@@ -109,9 +113,6 @@ def export_onnx(
     problem = untraceable(model)
     if problem:
         raise ValueError(f"cannot export to ONNX: {problem}; the graphs would not compute what the model does")
-    output_dir = Path(output_dir)
-    if output_dir.is_dir() and any(output_dir.iterdir()) and not force:
-        raise ValueError(f"{output_dir} exists and is not empty: pass force=True (--force) to replace an ONNX export")
     model = copy.deepcopy(model).float().eval()  # the caller's model keeps its dtype and mode
 
     def write(folder: Path) -> None:
