@@ -3,7 +3,8 @@
 What a user would pick instead of ``vanilla-transformer train``: the same architecture as a `MarianMTModel`
 (`benchmarking.marian_twin`: the same initial weights) trained by transformers' `Seq2SeqTrainer` at its best
 settings (``bf16``, ``torch_compile``, ``train_sampling_strategy="group_by_length"``, fused AdamW), against our
-`TrainStep` (the step of ``train``) at its best settings, each also in fp32 eager as the baseline. The model is
+`Trainer` (built as ``train`` builds it: each contestant is a set of ``train`` options) at its best settings, each also
+in fp32 eager as the baseline. The model is
 ``--model-size`` (a ``PRESETS`` name, default ``multi30k``: N=3, d_model=256, 6.0M parameters with the 8k vocabulary),
 the data Multi30k en->de train (``--data-dir``), at about ``--max-tokens`` (4,096: the multi30k preset's) padded
 tokens per step on both sides: ours by `TokenBatchSampler`, the Trainer's by a batch size B chosen from the data so
@@ -12,7 +13,8 @@ that its length-grouped batches hold as many padded tokens on average.
 Method:
 
 * The coordinator builds the tokenizer and the tokenized pairs once and hands them to the contestants (through a
-  temporary folder), so that all train on the same token ids.
+  temporary folder: a JSON file for the Trainer, the token cache that ``train`` reads for ours), so that all train on
+  the same token ids.
 * Each contestant runs in its own long-lived worker process (``--worker SPEC``; Accelerate keeps one process-wide
   state, whose mixed precision and compilation settings are the first Accelerator's), talking JSON lines over its
   stdin and stdout. Only one worker runs at a time; the others wait blocked on their pipe.
@@ -162,20 +164,22 @@ def build_data(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     """Tokenizer (saved in `folder`) and tokenized Multi30k training pairs (``folder/examples.json``), as `train`
     builds them: cleaned, a BPE of ``--vocab-size`` trained on the pairs, pairs over ``max_length`` dropped."""
     from vanilla_transformer.data import clean_pairs, tokenize_pairs
+    from vanilla_transformer.data.cache import build_token_cache
     from vanilla_transformer.tokenization import train_tokenizer
     from vanilla_transformer.training import parse_args
     from vanilla_transformer.training.setup import RunCorpus
 
     options = ["--preset", "multi30k", "--vocab-size", str(args.vocab_size)]
     config = parse_args([*options, *(["--data-dir", args.data_dir] if args.data_dir else [])])
-    corpus = RunCorpus.of(config)  # stops naming --data-dir and $VANILLA_TRANSFORMER_DATA when neither is set
+    corpus = RunCorpus.of(config.data, config.preset)  # names --data-dir and $VANILLA_TRANSFORMER_DATA if unset
     pairs, _ = clean_pairs(corpus.load("train")[: args.max_pairs])
-    tokenizer = train_tokenizer((text for pair in pairs for text in pair), config.vocab_size)
-    pairs, _ = clean_pairs(pairs, max_length=config.max_length, tokenizer=tokenizer)
+    tokenizer = train_tokenizer((text for pair in pairs for text in pair), config.model.vocab_size)
+    pairs, _ = clean_pairs(pairs, max_length=config.data.max_length, tokenizer=tokenizer)
     examples = tokenize_pairs(pairs, tokenizer)
     tokenizer.save_pretrained(folder / "tokenizer")
     (folder / "examples.json").write_text(json.dumps(examples), encoding="utf-8")
-    return {"pairs": len(examples), "tokenizer_size": len(tokenizer), "max_length": config.max_length}
+    build_token_cache([pairs], tokenizer, folder / "tokens", max_length=config.data.max_length)  # the same ids
+    return {"pairs": len(examples), "tokenizer_size": len(tokenizer), "max_length": config.data.max_length}
 
 
 def trainer_batch_size(lengths: list[tuple[int, int]], max_tokens: int, seed: int) -> dict[str, Any]:
@@ -277,45 +281,44 @@ def initial_model(args: argparse.Namespace, spec: Spec):
     return model
 
 
+def ours_config(args: argparse.Namespace, spec: Spec):
+    """Our contestant as ``train`` options: the multi30k preset, with the benchmark's model, vocabulary, batch size
+    and seed, and the contestant's precision, compilation, Adam and attention."""
+    from vanilla_transformer.training import parse_args
+
+    options = ["--preset", "multi30k", "--model", args.model_size, "--vocab-size", str(args.vocab_size)]
+    options += ["--max-tokens", str(args.max_tokens), "--seed", str(args.seed)]
+    options += ["--mixed-precision", spec["precision"], "--dynamo-backend", spec["compile"]]
+    options += ["--attn-implementation", spec["attn"]]
+    return parse_args(options + (["--adam-implementation", spec["adam"]] if spec["adam"] != "default" else []))
+
+
 def ours_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> None:
-    """Our `TrainStep`, set up exactly as `train` sets it up, on `TokenBatchSampler` batches collated every step."""
+    """Our `Trainer`, built from ``train`` options (`ours_config`) as `train` builds it, on its own batches of the
+    token cache (`Trainer.batches`), timed step by step (`Trainer.train_step`)."""
     from accelerate import Accelerator
     from transformers import AutoTokenizer
 
-    from vanilla_transformer.data import TokenBatchSampler, TranslationCollator, example_lengths
-    from vanilla_transformer.training.schedule import noam_schedule
-    from vanilla_transformer.training.step import TrainStep, compiled_loss, prefer_dynamic_shapes, to_device
+    from vanilla_transformer.data.cache import TokenCorpus
+    from vanilla_transformer.training import Trainer
+    from vanilla_transformer.training.run import accelerator_options
+    from vanilla_transformer.training.step import to_device
 
-    examples = json.loads((args.data / "examples.json").read_text(encoding="utf-8"))
-    pad_token_id = AutoTokenizer.from_pretrained(args.data / "tokenizer").pad_token_id
-    model = initial_model(args, spec)
-    adam = {"default": {}, "foreach": {"foreach": True}, "fused": {"fused": True}}[spec["adam"]]
-    optimizer = torch.optim.Adam(model.parameters(), betas=(0.9, 0.98), eps=1e-9, **adam)
-    scheduler = noam_schedule(optimizer, model.config.d_model, 500, 0.45)  # the multi30k preset's schedule
-    accelerator = Accelerator(mixed_precision=spec["precision"], dynamo_backend=spec["compile"])
-    prefer_dynamic_shapes(accelerator)
-    model, optimizer = accelerator.prepare(model, optimizer)
-    step = TrainStep(accelerator, model, optimizer, scheduler, 0.1, None, compiled_loss(accelerator))
-    sampler = TokenBatchSampler(example_lengths(examples), args.max_tokens, seed=args.seed)
-    collate, meter = TranslationCollator(pad_token_id), Meter(accelerator.device)
-
-    def batches():
-        epoch = 0
-        while True:
-            yield from sampler.epoch_batches(epoch)
-            epoch += 1
-
-    indices = batches()
+    config = ours_config(args, spec)
+    tokenizer = AutoTokenizer.from_pretrained(args.data / "tokenizer")
+    accelerator = Accelerator(**accelerator_options(config.optimization))
+    trainer = Trainer(config, accelerator, initial_model(args, spec), tokenizer, TokenCorpus(args.data / "tokens"))
+    batches, meter = trainer.batches(), Meter(accelerator.device)
     channel.send(event="ready", device=str(accelerator.device))
     while (command := channel.receive())["command"] != "stop":
         meter.reset()
         for _ in range(command["steps"]):
             started = time.perf_counter()
-            batch = to_device(collate([examples[i] for i in next(indices)]), accelerator.device)
+            micro_batches = [to_device(next(batches), accelerator.device) for _ in range(trainer.grad_accum)]
             meter.data_seconds += time.perf_counter() - started
-            taken = step([batch])
+            taken = trainer.train_step(micro_batches)
             stats = taken.stats if taken is not None else {"tokens": torch.zeros(())}
-            meter.add(stats["tokens"], batch["input_ids"].numel() + batch["labels"].numel())
+            meter.add(stats["tokens"], sum(b["input_ids"].numel() + b["labels"].numel() for b in micro_batches))
         channel.send(event="done", **meter.report())
 
 
