@@ -17,7 +17,7 @@ logits of a 4,096-token step and their gradients alone take over 1 GB) and the d
 ``peak_rss_mb`` is the largest peak resident size (``VmHWM``) of any process of either run; ``padding`` the share
 of padding in an epoch's batches, as the run logs it. The JSON file also has each run's CPU seconds (user + system,
 which depend less than the wall time on what else the machine runs) and its timestamped log lines. With ``--output`` the figures also go to a JSON file, with the
-machine's load averages. ``--checkout DIR`` runs the package found in ``DIR`` instead (another version of the
+machine, its load averages and the package versions (`bench.Record`). ``--checkout DIR`` runs the package found in ``DIR`` instead (another version of the
 repository, e.g. one extracted with ``git archive``), cold only: how the "before" figure was taken.
 
 Usage::
@@ -28,15 +28,15 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import re
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench import Record
 
 from vanilla_transformer.data import DATA_DIR_VARIABLE, shared_data_dir
 
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     if not (args.multi30k / "train.en").is_file():
         parser.error(f"--multi30k={args.multi30k} has no train.en")
-    load_before = os.getloadavg()
+    record = Record(__file__, argv)
     with tempfile.TemporaryDirectory(prefix="benchmark-data-") as temporary:
         work = Path(temporary)
         (work / "corpus").mkdir()
@@ -153,20 +153,13 @@ def main(argv: list[str] | None = None) -> int:
         "peak_rss_mb": round(max(run["peak_rss_mb"] for run in figures.values())),
         "padding": figures["cold"]["padding"],
         "runs": figures,
-        "load_average_before": load_before,
-        "load_average_after": os.getloadavg(),
-        "cpus": os.cpu_count(),
-        "machine": platform.processor() or platform.machine(),
-        "command": "python scripts/benchmark_data.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "checkout": str(args.checkout) if args.checkout else None,
     }
     print(
         f"DATA pairs={args.pairs} prepare_s={result['prepare_s']} warm_start_s={result['warm_start_s']} "
         f"peak_rss_mb={result['peak_rss_mb']} padding={result['padding']}"
     )
-    if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    record.write(result, args.output)
     return 0
 
 

@@ -4,7 +4,7 @@
 The same model directory is loaded twice, once in float32 and once cast to bfloat16 (what ``vanilla-transformer
 translate --dtype bf16`` does). Both translate the same sentences with the paper's search (beam 4, GNMT alpha 0.6,
 input + 50; ``translate``, which runs the fast decoder behind ``generate()``), interleaved, ``--repeats`` times each,
-on a fixed number of threads. Tokens/s counts the output tokens of the fp32 translations for both. BLEU is sacreBLEU
+on a fixed number of threads (`bench.interleave`, no warm-up). Tokens/s counts the output tokens of the fp32 translations for both. BLEU is sacreBLEU
 (13a, cased) of each precision's translations. Prints one line::
 
     DTYPE sentences=... fp32_tokens_per_s=... bf16_tokens_per_s=... speedup=... fp32_bleu=... bf16_bleu=...
@@ -19,17 +19,15 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
-import os
 import sys
-import time
 from pathlib import Path
 
 import torch
+from bench import Record, interleave
 
 from vanilla_transformer.data import DATA_DIR_VARIABLE, CorpusSpec, shared_data_dir, split_files
-from vanilla_transformer.export.model_dir import load_model_dir
 from vanilla_transformer.metrics import compute_bleu
+from vanilla_transformer.model_dir import load_model_dir
 from vanilla_transformer.translation import translate
 
 MULTI30K = shared_data_dir("multi30k")
@@ -53,17 +51,19 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"pass {flag}, or set {DATA_DIR_VARIABLE} to the folder holding multi30k/")
         if not path.is_file():
             parser.error(f"{flag}={path} is not a file")
+    record = Record(__file__, argv)
     torch.set_num_threads(args.threads)
     sources = args.source.read_text(encoding="utf-8").splitlines()[: args.sentences]
     references = args.reference.read_text(encoding="utf-8").splitlines()[: args.sentences]
     model, tokenizer = load_model_dir(args.model)
     models = {"fp32": model, "bf16": copy.deepcopy(model).to(torch.bfloat16)}
-    seconds, translations = dict.fromkeys(models, 0.0), {}
-    for _ in range(args.repeats):
-        for name, candidate in models.items():
-            started = time.perf_counter()
-            translations[name] = translate(candidate, tokenizer, sources, batch_size=args.batch_size)
-            seconds[name] += time.perf_counter() - started
+    contestants = {
+        name: (lambda _, model=model: translate(model, tokenizer, sources, batch_size=args.batch_size))
+        for name, model in models.items()
+    }
+    timings = interleave(contestants, [None], repeats=args.repeats, warmup=0)
+    seconds = {name: sum(timings.samples(name)) for name in models}
+    translations = {name: timings.returned[name][-1] for name in models}
     tokens = args.repeats * sum(len(tokenizer(line)["input_ids"]) for line in translations["fp32"])
     result = {
         "model": str(args.model),
@@ -75,9 +75,6 @@ def main(argv: list[str] | None = None) -> int:
         "speedup": seconds["fp32"] / seconds["bf16"],
         **{f"{name}_bleu": compute_bleu(translations[name], references)["score"] for name in models},
         "same_translations": sum(a == b for a, b in zip(translations["fp32"], translations["bf16"], strict=True)),
-        "load_average_after": os.getloadavg(),
-        "command": "python scripts/benchmark_decoding_dtype.py "
-        + " ".join(argv if argv is not None else sys.argv[1:]),
     }
     print(
         f"DTYPE sentences={len(sources)} fp32_tokens_per_s={result['fp32_tokens_per_s']:.0f} "
@@ -85,9 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         f"fp32_bleu={result['fp32_bleu']:.2f} bf16_bleu={result['bf16_bleu']:.2f} "
         f"same_translations={result['same_translations']}"
     )
-    if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    record.write(result, args.output)
     return 0
 
 

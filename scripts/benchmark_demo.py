@@ -5,7 +5,7 @@ all its attention maps, as the Translate button computes them (``demo.translate_
 Issue 28 asks for under one second per sentence with the Multi30k model. The model is loaded once (its load time is
 recorded), one sentence warms up, then each of the first ``--sentences`` test sentences is answered ``--repeats``
 times, one at a time, on ``--threads`` threads. Writes the median, the 90th percentile and the slowest answer, with
-the command, the load average and the package versions (``training.results.run_environment``). Run it alone on the
+the command, the load average and the package versions (`bench.Record`). Run it alone on the
 machine: other jobs change the figure.
 
 Usage (a model of ``vanilla-transformer train --preset multi30k``)::
@@ -17,17 +17,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import time
 from pathlib import Path
 
 import torch
+from bench import Record, interleave
 
 from vanilla_transformer.data import DATA_DIR_VARIABLE, read_lines, shared_data_dir
 from vanilla_transformer.demo import translate_with_attention
-from vanilla_transformer.export.model_dir import load_model_dir
-from vanilla_transformer.training.results import run_environment
+from vanilla_transformer.model_dir import load_model_dir
 
 MULTI30K = shared_data_dir("multi30k")
 
@@ -52,20 +51,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--source={args.source} is not a file")
     if args.sentences < 1 or args.repeats < 1:
         parser.error("--sentences and --repeats must be at least 1")
-    load_average_start = os.getloadavg()
+    record = Record(__file__, argv)
     torch.set_num_threads(args.threads)
     sources = [line for line in read_lines(args.source) if line.strip()]
     sources = sources[: args.sentences]
     started = time.perf_counter()
     model, tokenizer = load_model_dir(args.model)
     load_seconds = time.perf_counter() - started
-    translate_with_attention(model, tokenizer, sources[0])  # warm-up: first-call allocations
-    seconds = []
-    for _ in range(args.repeats):
-        for sentence in sources:
-            started = time.perf_counter()
-            translate_with_attention(model, tokenizer, sentence)
-            seconds.append(time.perf_counter() - started)
+    # Warm-up on the first sentence: first-call allocations.
+    answer = {"demo": lambda sentence: translate_with_attention(model, tokenizer, sentence)}
+    seconds = interleave(answer, sources, repeats=args.repeats).samples("demo")
     ordered = sorted(seconds)
     figures = {
         "what": "seconds per sentence for the demo's Translate: beam search (beam 4, alpha 0.6) traced step by "
@@ -80,12 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         "p90_seconds": round(ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))], 4),
         "max_seconds": round(ordered[-1], 4),
         "under_one_second": ordered[-1] < 1.0,
-        **run_environment(load_average_start),
     }
-    print(json.dumps(figures, indent=2))
-    if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(record.write(figures, args.output), indent=2))
     return 0
 
 

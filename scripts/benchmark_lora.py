@@ -3,8 +3,8 @@
 Two copies of one saved model train side by side on the same batches of the built-in numbers task, on a fixed
 number of CPU threads: ``full`` (every weight trainable) and ``lora`` (a LoRA adapter, `add_lora`, the rest frozen).
 Each step is the model's loss, its backward pass and an Adam step (the paper's betas) over the trainable
-parameters. The contestants run interleaved (A, B on one batch, B, A on the next), the first ``--warmup`` batches are
-not timed, and the median time per step is reported, so that load from other processes slows both alike: read the
+parameters. The contestants run interleaved (`bench.interleave`: A, B on one batch, B, A on the next), the first
+``--warmup`` batches are not timed, and the median time per step is reported, so that load from other processes slows both alike: read the
 ratios, not the absolute figures.
 
 Then ``generate()`` (greedy and beam ``--num-beams``) of the same sentences, interleaved the same way: ``plain``
@@ -24,28 +24,21 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
-import os
-import platform
-import shlex
 import statistics
-import sys
-import time
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import torch
-import transformers
+from bench import Record, interleave
 from transformers import DataCollatorForSeq2Seq, GenerationConfig
 
 from vanilla_transformer.data import make_numbers_task
-from vanilla_transformer.export.adapters import add_lora
 from vanilla_transformer.export.marian import marian_permutation, vanilla_to_marian
-from vanilla_transformer.export.model_dir import load_model_dir
 from vanilla_transformer.extras import import_optional
 from vanilla_transformer.metrics import exact_match
+from vanilla_transformer.model_dir import load_model_dir
+from vanilla_transformer.training.lora import add_lora
 from vanilla_transformer.translation import translate
 
 
@@ -126,21 +119,6 @@ def make_step(model: torch.nn.Module, learning_rate: float) -> Callable[[dict], 
     return step
 
 
-def interleaved(contestants: dict[str, Callable[[Any], Any]], items: Sequence[Any], warmup: int) -> dict[str, list]:
-    """Run every contestant on every item, alternating their order from item to item; the seconds of each call
-    after the first `warmup` items, by contestant."""
-    names = list(contestants)
-    seconds: dict[str, list[float]] = {name: [] for name in names}
-    for index, item in enumerate(items):
-        for name in names if index % 2 == 0 else reversed(names):
-            start = time.perf_counter()
-            contestants[name](item)
-            elapsed = time.perf_counter() - start
-            if index >= warmup:
-                seconds[name].append(elapsed)
-    return seconds
-
-
 def summarize(seconds: Sequence[float]) -> dict[str, float]:
     return {
         "median_s": statistics.median(seconds),
@@ -163,9 +141,11 @@ def benchmark_training(args: argparse.Namespace, base, tokenizer) -> tuple[dict[
     losses: dict[str, list[float]] = {"full": [], "lora": []}
     rates = {"full": args.learning_rate, "lora": args.lora_learning_rate}
     steps = {name: make_step(model, rates[name]) for name, model in (("full", full), ("lora", lora))}
-    contestants = {name: (lambda batch, n=name: losses[n].append(steps[n](batch))) for name in steps}
-    seconds = interleaved(contestants, batches, args.warmup)
-    figures = {name: summarize(values) for name, values in seconds.items()}
+    # Each contestant steps through the batches in turn: the warm-up steps train on the first --warmup of them.
+    feeds = {name: iter(batches) for name in steps}
+    contestants = {name: (lambda _, n=name: losses[n].append(steps[n](next(feeds[n])))) for name in steps}
+    timings = interleave(contestants, range(len(batches) - args.warmup), warmup=args.warmup)
+    figures = {name: summarize(timings.samples(name)) for name in steps}
     result = {
         "batches": len(batches),
         "batch_size": args.batch_size,
@@ -246,7 +226,8 @@ def benchmark_generate(args: argparse.Namespace, base, lora, tokenizer) -> dict[
     for label, num_beams in (("greedy", 1), (f"beam{args.num_beams}", args.num_beams)):
         outputs: dict[str, list] = {name: [] for name in models}
         contestants = {name: make_generate(model, num_beams, outputs[name]) for name, model in models.items()}
-        seconds = interleaved(contestants, [batches[0], *batches], warmup=1)  # the first batch twice: warm-up
+        timings = interleave(contestants, batches)  # warm-up: the first batch, once more before the rounds
+        seconds = {name: timings.samples(name) for name in models}
         pad = tokenizer.pad_token_id
         tokens = {
             name: sum(int((out[:, 1:] != pad).sum()) for out in generated[1:]) for name, generated in outputs.items()
@@ -264,22 +245,9 @@ def benchmark_generate(args: argparse.Namespace, base, lora, tokenizer) -> dict[
     return results
 
 
-def versions() -> dict[str, str]:
-    peft = import_optional("peft", "peft", "scripts/benchmark_lora.py")
-    from importlib.metadata import version
-
-    return {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "peft": peft.__version__,
-        "vanilla_transformer": version("vanilla-transformer"),
-    }
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    started, load_start, wall = datetime.now(timezone.utc), os.getloadavg(), time.perf_counter()
+    record = Record(__file__, None if argv is None else list(argv))
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     base, tokenizer = load_model_dir(args.model, args.device)
@@ -288,22 +256,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     training["score"] = score_models(args, {"base": base, **tuned}, tokenizer, pairs)
     generation = benchmark_generate(args, base, tuned["lora"], tokenizer)
     results = {
-        "command": shlex.join([sys.executable, *sys.argv]) if argv is None else shlex.join(["benchmark_lora", *argv]),
-        "started": started.isoformat(timespec="seconds"),
-        "wall_time_s": time.perf_counter() - wall,
-        "load_average_start": list(load_start),
-        "load_average_end": list(os.getloadavg()),
         "threads": args.threads,
         "device": args.device,
-        "cpu": platform.processor() or platform.machine(),
-        "versions": versions(),
         "model": str(args.model),
         "lora": {"r": args.lora_r, "alpha": args.lora_alpha, "target_modules": args.lora_target_modules},
         "training": training,
         "generate": generation,
     }
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    record.write(results, args.json)
     steps = training["seconds_per_step"]
     print(
         f"LORA step full={steps['full']['median_s'] * 1e3:.1f}ms lora={steps['lora']['median_s'] * 1e3:.1f}ms "

@@ -1,19 +1,20 @@
 """bf16 against fp32 training on the CPU, at the ``multi30k`` preset: tokens/s, then BLEU after the same steps.
 
 Three copies of the preset's model (N=3, d_model=256; same initial weights, same dropout seeds) train side by side
-on the same Multi30k batches (4,096 tokens, the preset's), interleaved step by step, on a fixed number of threads.
-Each is a `Trainer` built from ``train``'s options, as ``train`` builds it, in a process of its own (Accelerate keeps
-one precision per process):
+on the same Multi30k batches (4,096 tokens, the preset's), interleaved, on a fixed number of threads: for every batch
+one step of each of these, in an order reversed every batch (`bench.interleave`). Each is a `Trainer` built from
+``train``'s options as ``train`` builds it, in a process of its own (Accelerate keeps one precision per process),
+which takes a step when asked (a pipe's round trip, well under a millisecond, against steps of a second):
 
-- ``fp32``: ``--preset multi30k --mixed-precision no --attn-implementation sdpa`` (transformers' SDPA attention, the
-  model's default);
+- ``fp32``: ``--preset multi30k --mixed-precision no --attn-implementation sdpa`` (transformers' SDPA attention,
+  the model's default);
 - ``bf16_sdpa``: ``--mixed-precision bf16`` (Accelerate's CPU autocast: float32 weights and Adam, bf16 matmuls),
   SDPA attention;
 - ``bf16``: ``--mixed-precision bf16 --attn-implementation eager``, the preset's choice.
 
-Each step is timed in its process (`Trainer.train_step`). After ``--steps`` steps each model translates the first
-``--test-sentences`` sentences of test_2016_flickr (beam 4, length penalty 0.6, in fp32 for all, so that only the
-training precision differs), scored with sacreBLEU. Prints one line::
+After ``--steps`` steps each model translates the first ``--test-sentences`` sentences of test_2016_flickr (beam 4,
+length penalty 0.6, in fp32 for all, so that only the training precision differs), scored with sacreBLEU. Prints
+one line::
 
     PRECISION steps=... fp32_tokens_per_s=... bf16_sdpa_tokens_per_s=... bf16_tokens_per_s=... speedup=... ...
 
@@ -30,14 +31,14 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import torch
+from bench import Record, interleave
 
-from vanilla_transformer.data import clean_pairs, split_files
-from vanilla_transformer.data.cache import build_token_cache
+from vanilla_transformer.data import clean_pairs, split_files, tokenize_pairs
+from vanilla_transformer.data.cache import save_token_cache
 from vanilla_transformer.metrics import compute_bleu
 from vanilla_transformer.tokenization import train_tokenizer
 from vanilla_transformer.training import parse_args
@@ -53,7 +54,7 @@ CONTESTANTS = {
 
 def worker(name: str, data: Path, threads: int) -> None:
     """One contestant's `Trainer`, driven over stdin/stdout (JSON lines): ``step`` (with the step's dropout seed)
-    answers the step's seconds and non-padding tokens; ``translate`` the translations of ``sources``."""
+    takes a step and answers its non-padding tokens; ``translate`` answers the translations of ``sources``."""
     from accelerate import Accelerator
     from transformers import AutoTokenizer
 
@@ -80,10 +81,8 @@ def worker(name: str, data: Path, threads: int) -> None:
         if command["command"] == "step":
             micro_batches = [to_device(next(batches), accelerator.device) for _ in range(trainer.grad_accum)]
             torch.manual_seed(command["seed"])  # the same dropout masks for all
-            started = time.perf_counter()
             taken = trainer.train_step(micro_batches)
-            seconds = time.perf_counter() - started
-            out.write(json.dumps({"seconds": seconds, "tokens": taken.stats["tokens"].item()}) + "\n")
+            out.write(json.dumps(taken.stats["tokens"].item()) + "\n")
         else:  # translate, in fp32: the trained weights in a plain model
             plain = VanillaTransformerForConditionalGeneration(build_model_config(config.model)).eval()
             load_weights(plain, trainer.state_dict()["model"])
@@ -108,15 +107,6 @@ def ask(process: subprocess.Popen, **command: Any) -> Any:
     return json.loads(line)
 
 
-def prepare_data(config, corpus: RunCorpus, folder: Path) -> None:
-    """The preset's tokenizer, trained on the cleaned training pairs, and the pairs it keeps in a token cache."""
-    pairs, _ = clean_pairs(corpus.load("train"))
-    tokenizer = train_tokenizer((text for pair in pairs for text in pair), config.model.vocab_size)
-    pairs, _ = clean_pairs(pairs, max_length=config.data.max_length, tokenizer=tokenizer)
-    tokenizer.save_pretrained(folder / "tokenizer")
-    build_token_cache([pairs], tokenizer, folder / "tokens", max_length=config.data.max_length)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=300, help="training steps of each model")
@@ -130,43 +120,59 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         worker(args.worker, args.data, args.threads)
         return 0
+    record = Record(__file__, argv)
     config = parse_args(["--preset", "multi30k", *(["--data-dir", args.data_dir] if args.data_dir else [])])
     corpus = RunCorpus.of(config.data, config.preset)  # names --data-dir and $VANILLA_TRANSFORMER_DATA if unset
+    pairs, _ = clean_pairs(corpus.load("train"))
+    tokenizer = train_tokenizer((text for pair in pairs for text in pair), config.model.vocab_size)
+    pairs, _ = clean_pairs(pairs, max_length=config.data.max_length, tokenizer=tokenizer)
     source_file, reference_file = split_files(corpus.spec, corpus.names["test"])
     sources = source_file.read_text(encoding="utf-8").splitlines()[: args.test_sentences]
     references = reference_file.read_text(encoding="utf-8").splitlines()[: args.test_sentences]
-    seconds, tokens, bleu = dict.fromkeys(CONTESTANTS, 0.0), 0.0, {}
+    tokens = dict.fromkeys(CONTESTANTS, 0.0)
     with tempfile.TemporaryDirectory(prefix="benchmark-precision-") as folder:
-        prepare_data(config, corpus, Path(folder))
+        tokenizer.save_pretrained(Path(folder) / "tokenizer")
+        save_token_cache(tokenize_pairs(pairs, tokenizer), config.model.vocab_size, Path(folder) / "tokens")
         workers = {name: start_worker(name, Path(folder), args.threads) for name in CONTESTANTS}
         try:
-            for step in range(args.steps):
-                for name, process in workers.items():
-                    taken = ask(process, command="step", seed=step)
-                    seconds[name] += taken["seconds"]
-                tokens += taken["tokens"]  # the same batch for all
+
+            def train_step(name: str):
+                def run(step: int) -> None:
+                    tokens[name] += ask(workers[name], command="step", seed=step)
+
+                return run
+
+            def progress(step: int, timings) -> None:
                 if (step + 1) % 50 == 0:
                     print(
-                        f"step {step + 1}: " + ", ".join(f"{n} {tokens / s:,.0f} tok/s" for n, s in seconds.items()),
-                        flush=True,
+                        f"step {step + 1}: "
+                        + ", ".join(f"{n} {tokens[n] / timings.total(n):,.0f} tok/s" for n in workers)
                     )
-            for name, process in workers.items():
-                bleu[name] = compute_bleu(ask(process, command="translate", sources=sources), references)["score"]
+
+            # No warm-up: every model trains exactly --steps steps, on which BLEU is then compared.
+            timings = interleave(
+                {name: train_step(name) for name in workers}, range(args.steps), warmup=0, progress=progress
+            )
+            bleu = {
+                name: compute_bleu(ask(process, command="translate", sources=sources), references)["score"]
+                for name, process in workers.items()
+            }
         finally:
             for process in workers.values():
                 process.stdin.close()
                 process.wait()
+    if len(set(tokens.values())) != 1:
+        raise RuntimeError(f"the contestants trained on different batches: {tokens}")
+    seconds = {name: timings.total(name) for name in CONTESTANTS}
     result = {
         "steps": args.steps,
         "tokens_per_step": config.optimization.max_tokens,
         "threads": args.threads,
-        **{f"{name}_tokens_per_s": tokens / seconds[name] for name in CONTESTANTS},
+        **{f"{name}_tokens_per_s": tokens[name] / seconds[name] for name in CONTESTANTS},
         "speedup": seconds["fp32"] / seconds["bf16"],
         "speedup_bf16_sdpa": seconds["fp32"] / seconds["bf16_sdpa"],
         **{f"{name}_bleu": bleu[name] for name in CONTESTANTS},
         "test_sentences": len(sources),
-        "load_average_after": os.getloadavg(),
-        "command": "python scripts/benchmark_precision.py " + " ".join(argv if argv is not None else sys.argv[1:]),
     }
     print(
         f"PRECISION steps={args.steps} "
@@ -174,9 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         + f" speedup={result['speedup']:.2f} speedup_bf16_sdpa={result['speedup_bf16_sdpa']:.2f} "
         + " ".join(f"{name}_bleu={bleu[name]:.2f}" for name in CONTESTANTS)
     )
-    if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    record.write(result, args.output)
     return 0
 
 

@@ -1,7 +1,7 @@
 """Our training step against MarianMT with `Seq2SeqTrainer`, each at its best settings, in one interleaved run.
 
 What a user would pick instead of ``vanilla-transformer train``: the same architecture as a `MarianMTModel`
-(`benchmarking.marian_twin`: the same initial weights) trained by transformers' `Seq2SeqTrainer` at its best
+(`bench.marian_twin`: the same initial weights) trained by transformers' `Seq2SeqTrainer` at its best
 settings (``bf16``, ``torch_compile``, ``train_sampling_strategy="group_by_length"``, fused AdamW), against our
 `Trainer` (built as ``train`` builds it: each contestant is a set of ``train`` options) at its best settings, each also
 in fp32 eager as the baseline. The model is
@@ -18,9 +18,10 @@ Method:
 * Each contestant runs in its own long-lived worker process (``--worker SPEC``; Accelerate keeps one process-wide
   state, whose mixed precision and compilation settings are the first Accelerator's), talking JSON lines over its
   stdin and stdout. Only one worker runs at a time; the others wait blocked on their pipe.
-* Warm-up first (``--warmup-steps`` steps, compilation included), one worker after the other: its seconds are
-  reported apart. Then ``--rounds`` rounds of ``--steps-per-round`` steps per contestant, in an order that reverses
-  every round (A B C D, D C B A, ...), so that a drift of the machine's load hits all alike.
+* The kit's interleaved timer (`bench.interleave`) drives them: warm-up first (``--warmup-steps`` steps, compilation
+  included), one worker after the other: its seconds are reported apart. Then ``--rounds`` rounds of
+  ``--steps-per-round`` steps per contestant, in an order that reverses every round (A B C D, D C B A, ...), so that
+  a drift of the machine's load hits all alike. Each worker times its own steps (the device synchronised).
 * The Trainer runs its own loop (``trainer.train()``, its data loading included): a callback reports the time of
   every K steps at ``on_step_end`` and then blocks on its stdin until the next round.
 * Throughput: non-padding tokens (source + target) over seconds, summed over rounds; the per-round median, min
@@ -46,7 +47,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import shlex
 import statistics
@@ -160,11 +160,41 @@ def bf16_skip_reason(spec: Spec, device_type: str) -> str | None:
 # --------------------------------------------------------------------------------------------------------------------
 
 
+SYNTHETIC_LENGTHS = {"source": (3.200, 0.511), "target": (3.117, 0.525)}
+"""Log-normal fits (log-mean, log-std) of WMT14 En-De sentence lengths in tokens (newstest2014's words times 1.35,
+a 37k BPE's typical tokens per word, plus ``</s>``): means of 28 and 26 tokens."""
+
+
+def synthetic_data(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    """``--synthetic-pairs`` pairs of random token ids with WMT14's lengths (`SYNTHETIC_LENGTHS`), for a machine
+    without the corpus (a GPU machine): a step's speed depends on the lengths, not on the words. The tokenizer
+    saved beside them serves for padding only."""
+    from vanilla_transformer.tokenization import EOS_ID, train_tokenizer
+
+    rng = np.random.default_rng(args.seed)
+    sides = {}
+    for side, (mean, std) in SYNTHETIC_LENGTHS.items():
+        sides[side] = np.clip(np.rint(rng.lognormal(mean, std, args.synthetic_pairs)), 2, 256).astype(int)
+    examples = [
+        {
+            "input_ids": rng.integers(EOS_ID + 1, args.vocab_size, source - 1).tolist() + [EOS_ID],
+            "labels": rng.integers(EOS_ID + 1, args.vocab_size, target - 1).tolist() + [EOS_ID],
+        }
+        for source, target in zip(sides["source"], sides["target"], strict=True)
+    ]
+    tokenizer = train_tokenizer(["a few words for the special tokens"], 300)
+    tokenizer.save_pretrained(folder / "tokenizer")
+    (folder / "examples.json").write_text(json.dumps(examples), encoding="utf-8")
+    return {"pairs": len(examples), "tokenizer_size": len(tokenizer), "max_length": 256, "synthetic": True}
+
+
 def build_data(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     """Tokenizer (saved in `folder`) and tokenized Multi30k training pairs (``folder/examples.json``), as `train`
-    builds them: cleaned, a BPE of ``--vocab-size`` trained on the pairs, pairs over ``max_length`` dropped."""
+    builds them: cleaned, a BPE of ``--vocab-size`` trained on the pairs, pairs over ``max_length`` dropped; or
+    `synthetic_data` with ``--synthetic-pairs``."""
+    if args.synthetic_pairs:
+        return synthetic_data(args, folder)
     from vanilla_transformer.data import clean_pairs, tokenize_pairs
-    from vanilla_transformer.data.cache import build_token_cache
     from vanilla_transformer.tokenization import train_tokenizer
     from vanilla_transformer.training import parse_args
     from vanilla_transformer.training.setup import RunCorpus
@@ -178,7 +208,6 @@ def build_data(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     examples = tokenize_pairs(pairs, tokenizer)
     tokenizer.save_pretrained(folder / "tokenizer")
     (folder / "examples.json").write_text(json.dumps(examples), encoding="utf-8")
-    build_token_cache([pairs], tokenizer, folder / "tokens", max_length=config.data.max_length)  # the same ids
     return {"pairs": len(examples), "tokenizer_size": len(tokenizer), "max_length": config.data.max_length}
 
 
@@ -243,12 +272,15 @@ class Meter:
 
         self.started, self.steps, self.data_seconds = time.perf_counter(), 0, 0.0
         self.tokens = torch.zeros((), dtype=torch.float64, device=self.device)
-        self.positions = 0
+        self.positions, self.flops = 0, 0.0
         self.compiled_before = compile_count()
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
 
-    def add(self, tokens: torch.Tensor, positions: int) -> None:
+    def add(self, tokens: torch.Tensor, positions: int, flops: float = 0.0, steps: int = 1) -> None:
+        """A step's (or, with ``steps=0``, a micro-batch's) tokens, padded positions and model FLOPs."""
         self.tokens += tokens.detach().double()
-        self.positions, self.steps = self.positions + positions, self.steps + 1
+        self.positions, self.steps, self.flops = self.positions + positions, self.steps + steps, self.flops + flops
 
     def report(self) -> dict[str, Any]:
         """The figures since `reset` (the device synchronised first, so that the time covers the work)."""
@@ -267,7 +299,19 @@ class Meter:
             "positions": self.positions,
             "data_seconds": self.data_seconds,
             "compilations": compiled,
+            "flops": self.flops,
+            "peak_memory_bytes": torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else None,
         }
+
+
+def batch_flops(config, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor) -> float:
+    """Training FLOPs (forward and backward: 3 forward passes) of a batch's real tokens (`benchmarking.forward_flops`:
+    the matrix products only)."""
+    from benchmarking import forward_flops
+
+    sources = attention_mask.sum(1).tolist()
+    targets = (labels != IGNORE_INDEX).sum(1).tolist()
+    return 3 * forward_flops(config, sources, targets)
 
 
 def initial_model(args: argparse.Namespace, spec: Spec):
@@ -282,12 +326,12 @@ def initial_model(args: argparse.Namespace, spec: Spec):
 
 
 def ours_config(args: argparse.Namespace, spec: Spec):
-    """Our contestant as ``train`` options: the multi30k preset, with the benchmark's model, vocabulary, batch size
-    and seed, and the contestant's precision, compilation, Adam and attention."""
+    """Our contestant as ``train`` options: ``--preset`` (default: multi30k), with the benchmark's model, vocabulary,
+    micro-batches and seed, and the contestant's precision, compilation, Adam and attention."""
     from vanilla_transformer.training import parse_args
 
-    options = ["--preset", "multi30k", "--model", args.model_size, "--vocab-size", str(args.vocab_size)]
-    options += ["--max-tokens", str(args.max_tokens), "--seed", str(args.seed)]
+    options = ["--preset", args.preset or "multi30k", "--model", args.model_size, "--vocab-size", str(args.vocab_size)]
+    options += ["--max-tokens", str(args.max_tokens), "--grad-accum", str(args.grad_accum), "--seed", str(args.seed)]
     options += ["--mixed-precision", spec["precision"], "--dynamo-backend", spec["compile"]]
     options += ["--attn-implementation", spec["attn"]]
     return parse_args(options + (["--adam-implementation", spec["adam"]] if spec["adam"] != "default" else []))
@@ -306,9 +350,9 @@ def ours_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> None:
 
     config = ours_config(args, spec)
     tokenizer = AutoTokenizer.from_pretrained(args.data / "tokenizer")
-    accelerator = Accelerator(**accelerator_options(config.optimization))
+    accelerator = Accelerator(cpu=args.device == "cpu", **accelerator_options(config.optimization))
     trainer = Trainer(config, accelerator, initial_model(args, spec), tokenizer, TokenCorpus(args.data / "tokens"))
-    batches, meter = trainer.batches(), Meter(accelerator.device)
+    batches, meter, model_config = trainer.batches(), Meter(accelerator.device), trainer.unwrapped.config
     channel.send(event="ready", device=str(accelerator.device))
     while (command := channel.receive())["command"] != "stop":
         meter.reset()
@@ -318,27 +362,32 @@ def ours_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> None:
             meter.data_seconds += time.perf_counter() - started
             taken = trainer.train_step(micro_batches)
             stats = taken.stats if taken is not None else {"tokens": torch.zeros(())}
-            meter.add(stats["tokens"], sum(b["input_ids"].numel() + b["labels"].numel() for b in micro_batches))
+            positions = sum(b["input_ids"].numel() + b["labels"].numel() for b in micro_batches)
+            flops = sum(
+                batch_flops(model_config, b["input_ids"], b["attention_mask"], b["labels"]) for b in micro_batches
+            )
+            meter.add(stats["tokens"], positions, flops)
         channel.send(event="done", **meter.report())
 
 
 def trainer_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> None:
     """MarianMT (our initial weights) in `Seq2SeqTrainer`'s own loop, paused by a callback every command's steps."""
-    from benchmarking import marian_twin
+    from bench import marian_twin
     from transformers import AutoTokenizer, DataCollatorForSeq2Seq, Seq2SeqTrainer, TrainerCallback
 
     examples = json.loads((args.data / "examples.json").read_text(encoding="utf-8"))
     tokenizer = AutoTokenizer.from_pretrained(args.data / "tokenizer")
     model = marian_twin(initial_model(args, spec))
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    meter = Meter(device)
+    device = torch.device(args.device)
+    meter, config = Meter(device), model.config
 
     class CountingTrainer(Seq2SeqTrainer):
         """Counts the non-padding tokens of every batch the Trainer's loop trains on."""
 
         def training_step(self, model, inputs, *rest, **options):
             tokens = inputs["attention_mask"].sum() + (inputs["labels"] != IGNORE_INDEX).sum()
-            meter.add(tokens, inputs["input_ids"].numel() + inputs["labels"].numel())
+            flops = batch_flops(config, inputs["input_ids"], inputs["attention_mask"], inputs["labels"])
+            meter.add(tokens, inputs["input_ids"].numel() + inputs["labels"].numel(), flops, steps=0)
             return super().training_step(model, inputs, *rest, **options)
 
     class Pause(TrainerCallback):
@@ -348,6 +397,7 @@ def trainer_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> No
             self.remaining = channel.receive().get("steps", 0)  # the warm-up
 
         def on_step_end(self, arguments, state, control, **kwargs):
+            meter.steps += 1  # an optimizer step: --grad-accum micro-batches
             self.remaining -= 1
             if self.remaining > 0:
                 return control
@@ -384,6 +434,7 @@ def trainer_arguments(args: argparse.Namespace, spec: Spec, device: torch.device
         **({"torch_compile_backend": spec["compile"]} if spec["compile"] != "no" else {}),
         train_sampling_strategy="group_by_length",
         per_device_train_batch_size=args.batch_size,
+        gradient_accumulation_steps=args.grad_accum,
         label_smoothing_factor=0.1,
         optim=spec["optim"],
         adam_beta1=0.9,
@@ -425,7 +476,8 @@ class Worker:
         command = [sys.executable, str(Path(__file__).resolve()), "--worker", spec.name, "--data", str(data)]
         command += ["--threads", str(args.threads), "--model-size", args.model_size, "--seed", str(args.seed)]
         command += ["--vocab-size", str(args.vocab_size), "--max-tokens", str(args.max_tokens)]
-        command += ["--batch-size", str(batch_size)]
+        command += ["--batch-size", str(batch_size), "--device", args.device, "--grad-accum", str(args.grad_accum)]
+        command += ["--preset", args.preset] if args.preset else []
         environment = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "TOKENIZERS_PARALLELISM": "false"}
         scripts = str(Path(__file__).resolve().parent)
         environment["PYTHONPATH"] = os.pathsep.join(filter(None, [scripts, os.environ.get("PYTHONPATH")]))
@@ -460,27 +512,32 @@ class Worker:
 
 
 def run_contestants(args, specs: list[Spec], data: Path, batch_size: int) -> tuple[dict[str, Any], list]:
-    """Start the workers, warm each up alone, then the interleaved rounds; each one's figures and the order run."""
-    workers = [Worker(spec, args, data, batch_size) for spec in specs]
+    """Start the workers, then the kit's interleaved timer: each warmed up alone, then the rounds; each one's
+    figures (as its worker measured them) and the order run."""
+    from bench import interleave
+
+    workers = {spec.name: Worker(spec, args, data, batch_size) for spec in specs}
     results: dict[str, Any] = {}
-    order: list[list[str]] = []
     try:
-        for worker in workers:
-            ready = worker.receive()
-            results[worker.spec.name] = {"device": ready["device"], "rounds": []}
-        for worker in workers:  # one at a time: compilation does not compete with another worker
-            print(f"warm-up: {worker.spec.name} ({args.warmup_steps} steps) ...", file=sys.stderr, flush=True)
-            results[worker.spec.name]["warmup"] = worker.run(args.warmup_steps)
-        for index in range(args.rounds):
-            turn = workers if index % 2 == 0 else workers[::-1]
-            order.append([worker.spec.name for worker in turn])
-            for worker in turn:
-                results[worker.spec.name]["rounds"].append(worker.run(args.steps_per_round))
+        for name, worker in workers.items():
+            results[name] = {"device": worker.receive()["device"]}
+
+        def progress(index: int, _) -> None:
             print(f"round {index + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+
+        print(f"warm-up: {args.warmup_steps} steps per contestant ...", file=sys.stderr, flush=True)
+        timings = interleave(
+            {name: worker.run for name, worker in workers.items()},
+            [args.steps_per_round] * args.rounds,
+            warmup_item=args.warmup_steps,
+            progress=progress,
+        )
     finally:
-        for worker in workers:
+        for worker in workers.values():
             worker.stop()
-    return results, order
+    for name in workers:
+        results[name].update(warmup=timings.warmup_returned[name], rounds=timings.returned[name])
+    return results, timings.order
 
 
 def summarise(spec: Spec, figures: dict[str, Any]) -> dict[str, Any]:
@@ -507,7 +564,22 @@ def summarise(spec: Spec, figures: dict[str, Any]) -> dict[str, Any]:
         "compilations_measured": sum(r["compilations"] or 0 for r in rounds),  # recompilations: see warmup_steps
         "warmup_seconds": figures["warmup"]["seconds"],
         "warmup_compilations": figures["warmup"]["compilations"],
+        "model_flops_per_second": sum(r["flops"] for r in rounds) / total["seconds"],
+        "peak_memory_bytes": max((r["peak_memory_bytes"] or 0 for r in rounds), default=0) or None,
     }
+
+
+def add_mfu(summaries: dict[str, dict[str, Any]], device: torch.device) -> dict[str, float]:
+    """Each contestant's model-FLOPs utilisation: its model FLOP/s over the device's matmul rate in its precision
+    (bf16 or fp32; `bench.matmul_rate`, measured here once the workers are gone); the rates measured."""
+    from bench import matmul_rate
+
+    dtypes = {"bf16": torch.bfloat16, "no": torch.float32}
+    rates = {p: matmul_rate(device, dtypes[p]) for p in sorted({row["precision"] for row in summaries.values()})}
+    for row in summaries.values():
+        row["matmul_flops_per_second"] = rates[row["precision"]]
+        row["mfu"] = row["model_flops_per_second"] / rates[row["precision"]]
+    return rates
 
 
 def compare(summaries: dict[str, dict[str, Any]], specs: list[Spec]) -> dict[str, Any]:
@@ -541,13 +613,14 @@ def print_table(summaries: dict[str, dict[str, Any]], comparison: dict[str, Any]
         return f"{value:.2f}x" if value is not None else "-"
 
     header = f"{'contestant':58} {'tokens/s':>9} {'median [min-max] per round':>28} {'vs fp32':>8} {'vs T-best':>9}"
-    print(header + f" {'tok/step':>8} {'warm-up s':>9}")
+    print(header + f" {'tok/step':>8} {'warm-up s':>9} {'MFU':>6} {'peak MiB':>8}")
     for name, row in summaries.items():
         spread = row["round_tokens_per_second"]
         spread_text = f"{spread['median']:,.0f} [{spread['min']:,.0f}-{spread['max']:,.0f}]"
         print(
             f"{name:58} {row['tokens_per_second']:9,.0f} {spread_text:>28} {ratio(row['vs_baseline']):>8} "
-            f"{ratio(row['vs_trainer_best']):>9} {row['tokens_per_step']:8,.0f} {row['warmup_seconds']:9.1f}"
+            f"{ratio(row['vs_trainer_best']):>9} {row['tokens_per_step']:8,.0f} {row['warmup_seconds']:9.1f} "
+            f"{row.get('mfu', 0):6.1%} {(row['peak_memory_bytes'] or 0) / 2**20:8,.0f}"
         )
     print(
         f"TRAINING ours_best={comparison['ours_best']} trainer_best={comparison['trainer_best']} "
@@ -559,17 +632,12 @@ def print_table(summaries: dict[str, dict[str, Any]], comparison: dict[str, Any]
 
 def cpu_summary() -> dict[str, Any]:
     """The processor's model and the flags that decide CPU training speed (`preflight.cpu_flags`)."""
+    from vanilla_transformer.environment import cpu_name
     from vanilla_transformer.training.preflight import NATIVE_BF16_FLAGS, cpu_flags
 
-    model = platform.processor() or None
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as file:
-            model = next((line.partition(":")[2].strip() for line in file if line.startswith("model name")), model)
-    except OSError:
-        pass
     flags = cpu_flags()
     wanted = ("avx2", "fma", "avx512f", "avx512_vnni", *NATIVE_BF16_FLAGS, "amx_tile")
-    return {"model": model, "flags": None if flags is None else {flag: flag in flags for flag in wanted}}
+    return {"model": cpu_name(), "flags": None if flags is None else {flag: flag in flags for flag in wanted}}
 
 
 def select_contestants(args: argparse.Namespace) -> tuple[list[Spec], dict[str, str]]:
@@ -577,16 +645,18 @@ def select_contestants(args: argparse.Namespace) -> tuple[list[Spec], dict[str, 
     specs = parse_contestants(args.contestants or " ".join(DEFAULT_CONTESTANTS))
     if args.contestants:
         return specs, {}
-    device_type = "cuda" if torch.cuda.is_available() else "cpu"
+    device_type = args.device if args.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu"
     skipped = {spec.name: reason for spec in specs if (reason := bf16_skip_reason(spec, device_type))}
     return [spec for spec in specs if spec.name not in skipped], skipped
 
 
 def coordinator_main(args: argparse.Namespace) -> int:
-    from vanilla_transformer.data import example_lengths
-    from vanilla_transformer.training.results import run_environment
+    from bench import Record
 
-    load_start, wall_start = os.getloadavg(), time.perf_counter()
+    from vanilla_transformer.data import example_lengths
+    from vanilla_transformer.data.cache import save_token_cache
+
+    record = Record()
     specs, skipped = select_contestants(args)
     for name, reason in skipped.items():
         print(f"skipped {name}: {reason}", file=sys.stderr)
@@ -598,6 +668,7 @@ def coordinator_main(args: argparse.Namespace) -> int:
                 f"the tokenizer has {built['tokenizer_size']} tokens, over --vocab-size={args.vocab_size}"
             )
         examples = json.loads((data / "examples.json").read_text(encoding="utf-8"))
+        save_token_cache(examples, args.vocab_size, data / "tokens")  # what our Trainer batches: the same ids
         batching = trainer_batch_size(example_lengths(examples), args.max_tokens, args.seed)
         print(f"data: {built['pairs']:,} pairs; Trainer batch size {batching['batch_size']}", file=sys.stderr)
         figures, order = run_contestants(args, specs, data, batching["batch_size"])
@@ -605,6 +676,7 @@ def coordinator_main(args: argparse.Namespace) -> int:
     for name, row in summaries.items():
         if row["compile"] != "no" and row["warmup_compilations"] == 0:
             print(f"warning: {name} asked to compile but compiled no graph during warm-up", file=sys.stderr)
+    add_mfu(summaries, torch.device(args.device))
     comparison = compare(summaries, specs)
     print_table(summaries, comparison)
     result = {
@@ -616,15 +688,12 @@ def coordinator_main(args: argparse.Namespace) -> int:
             key: getattr(args, key)
             for key in ("model_size", "vocab_size", "max_tokens", "rounds", "steps_per_round", "warmup_steps")
         }
-        | {"threads": args.threads, "max_pairs": args.max_pairs, "data_dir": args.data_dir, "seed": args.seed},
+        | {"threads": args.threads, "max_pairs": args.max_pairs, "data_dir": args.data_dir, "seed": args.seed}
+        | {"device": args.device, "grad_accum": args.grad_accum, "preset": args.preset},
         "data": {**built, **batching},
         "cpu": cpu_summary(),
-        "wall_seconds": time.perf_counter() - wall_start,
-        **run_environment(load_start),
     }
-    if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    record.write(result, args.output)
     return 0
 
 
@@ -645,9 +714,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="the Multi30k files (default: $VANILLA_TRANSFORMER_DATA/multi30k)",
     )
     parser.add_argument("--max-pairs", type=int, default=None, help="use only the first N training pairs")
-    parser.add_argument("--model-size", default="multi30k", choices=sorted(PRESETS), help="a model preset")
-    parser.add_argument("--vocab-size", type=int, default=8000, help="BPE vocabulary (default: %(default)s)")
-    parser.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per step (default: 4096)")
+    parser.add_argument("--model-size", choices=sorted(PRESETS), help="a model preset (default: multi30k)")
+    parser.add_argument("--vocab-size", type=int, help="BPE vocabulary (default: 8000)")
+    parser.add_argument("--max-tokens", type=int, help="padded tokens per micro-batch (default: 4096)")
+    parser.add_argument("--grad-accum", type=int, help="micro-batches per optimizer step (default: 1)")
+    parser.add_argument(
+        "--preset",
+        help="a training preset whose model, vocabulary and tokens per step (on one process) set the three above "
+        "where not given, e.g. wmt14-base: base, 37,000, 4 micro-batches of 12,500",
+    )
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: cuda if present")
+    parser.add_argument("--synthetic-pairs", type=int, help="random pairs of WMT14's lengths instead of Multi30k")
     parser.add_argument("--seed", type=int, default=0, help="initial weights and batch order")
     parser.add_argument("--output", type=Path, help="also write the figures to this JSON file")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: run one contestant
@@ -656,9 +733,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def resolve(args: argparse.Namespace) -> argparse.Namespace:
+    """Fill the model size, vocabulary and micro-batches from ``--preset`` (`micro_batch_plan` on one process) or
+    the defaults, and ``--device auto``."""
+    defaults = {"model_size": "multi30k", "vocab_size": 8000, "max_tokens": 4096, "grad_accum": 1}
+    if args.preset:
+        from vanilla_transformer.training import parse_args
+        from vanilla_transformer.training.config import micro_batch_plan
+
+        config = parse_args(["--preset", args.preset])
+        max_tokens, grad_accum = micro_batch_plan(config, 1)
+        defaults = {"model_size": config.model.preset, "vocab_size": config.model.vocab_size}
+        defaults |= {"max_tokens": max_tokens, "grad_accum": grad_accum}
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if args.device == "auto":
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    for name in ("rounds", "steps_per_round", "warmup_steps", "threads", "max_tokens"):
+    args = resolve(build_parser().parse_args(argv))
+    for name in ("rounds", "steps_per_round", "warmup_steps", "threads", "max_tokens", "grad_accum"):
         if getattr(args, name) < 1:
             raise SystemExit(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if args.worker:

@@ -2,11 +2,12 @@
 
 `MarianMTModel` configured as the paper's Transformer (ReLU, sqrt(d_model)-scaled embeddings shared three ways, a
 zero ``final_logits_bias``) is the same network as ours: our parameter names are Marian's, so one state dict loads
-into both, and only the positional table differs, which :func:`marian_twin` overwrites with ours. Both models then
-compute the same function, and every comparison here runs them on the same weights and the same batches.
+into both once Marian's layout of the model dimension is applied (`bench.marian_twin`, which is
+`vanilla_transformer.export.marian.vanilla_to_marian`). Both models then compute the same function, and every
+comparison here runs them on the same weights and the same batches.
 
-Method: contestants run interleaved on each batch (A, B, then B, A on the next repeat), each batch's median time is
-kept, and a throughput is the work of all batches over the sum of their medians. Load from other processes then
+Method: contestants run interleaved on each batch (`bench.interleave`: A, B, then B, A in the next round), each
+batch's median time is kept, and a throughput is the work of all batches over the sum of their medians. Load from other processes then
 slows both alike, so the ratios are what to read; absolute figures describe this machine at that moment only.
 
 Sections (:func:`run` takes any subset):
@@ -35,9 +36,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import json
 import os
-import shlex
 import statistics
 import sys
 import tempfile
@@ -48,15 +47,12 @@ from typing import Any
 
 import numpy as np
 import torch
-import transformers
+from bench import Record, environment_of, interleave, marian_twin, matmul, peak_memory, write_json
 
 from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
 from vanilla_transformer.data import shared_data_dir
 from vanilla_transformer.data.batching import TranslationCollator
-from vanilla_transformer.modeling_vanilla_transformer import (
-    VanillaTransformerForConditionalGeneration,
-    sinusoidal_table,
-)
+from vanilla_transformer.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 SIZES = ("tiny", "small", "base")
 """Model sizes, presets of `VanillaTransformerConfig.from_preset`: ``base`` is the paper's base model; ``small`` a
@@ -125,60 +121,6 @@ class Settings:
 def model_config(size: str, vocab_size: int, **overrides) -> VanillaTransformerConfig:
     """A configuration of one of :data:`SIZES`, with the paper's dropout 0.1 unless overridden."""
     return VanillaTransformerConfig.from_preset(size, **{"vocab_size": vocab_size, "dropout": 0.1, **overrides})
-
-
-def marian_twin(model: VanillaTransformerForConditionalGeneration):
-    """A `MarianMTModel` computing the same function as `model`, with a copy of its weights.
-
-    Marian configured as the paper's Transformer (ReLU, scaled and shared embeddings, post-norm) loads our state dict
-    as it is; its positional table is overwritten with ours and its ``final_logits_bias`` is zero.
-    """
-    from transformers import MarianConfig, MarianMTModel
-
-    config = model.config
-    if not config.tie_word_embeddings:
-        raise ValueError("marian_twin needs tie_word_embeddings=True: MarianMT ties its output projection")
-    marian_config = MarianConfig(
-        vocab_size=config.vocab_size,
-        decoder_vocab_size=config.vocab_size,
-        d_model=config.d_model,
-        encoder_layers=config.encoder_layers,
-        decoder_layers=config.decoder_layers,
-        encoder_attention_heads=config.encoder_attention_heads,
-        decoder_attention_heads=config.decoder_attention_heads,
-        encoder_ffn_dim=config.encoder_ffn_dim,
-        decoder_ffn_dim=config.decoder_ffn_dim,
-        activation_function=config.activation_function,
-        dropout=config.dropout,
-        attention_dropout=config.attention_dropout,
-        activation_dropout=config.activation_dropout,
-        max_position_embeddings=config.max_position_embeddings,
-        scale_embedding=config.scale_embedding,
-        share_encoder_decoder_embeddings=True,
-        tie_word_embeddings=True,
-        pad_token_id=config.pad_token_id,
-        bos_token_id=config.bos_token_id,
-        eos_token_id=config.eos_token_id,
-        decoder_start_token_id=config.decoder_start_token_id,
-        forced_eos_token_id=None,
-        attn_implementation=config._attn_implementation,
-    )
-    twin = MarianMTModel(marian_config).to(device=model.device, dtype=model.dtype)
-    missing, unexpected = twin.load_state_dict(model.state_dict(), strict=False)
-    expected_missing = {
-        "final_logits_bias",
-        "model.encoder.embed_positions.weight",
-        "model.decoder.embed_positions.weight",
-    }
-    if unexpected or set(missing) != expected_missing:
-        raise RuntimeError(f"state dicts differ: missing {sorted(missing)}, unexpected {sorted(unexpected)}")
-    with torch.no_grad():
-        table = sinusoidal_table(config.max_position_embeddings, config.d_model)
-        for stack in (twin.model.encoder, twin.model.decoder):
-            stack.embed_positions.weight.copy_(table)
-        twin.final_logits_bias.zero_()
-    twin.generation_config = copy.deepcopy(model.generation_config)
-    return twin.train(model.training)
 
 
 def build_pair(config: VanillaTransformerConfig, settings: Settings, seed: int | None = None):
@@ -316,71 +258,6 @@ def training_flops(config: VanillaTransformerConfig, batch: dict[str, torch.Tens
     return 3 * forward_flops(config, sources, targets)
 
 
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def interleaved_times(
-    contestants: dict[str, Callable[[Any], Any]], items: Sequence[Any], repeats: int, device: torch.device
-) -> dict[str, list[float]]:
-    """Median seconds of each contestant on each item; contestants alternate on every item (A, B; then B, A)."""
-    times: dict[str, list[list[float]]] = {name: [[] for _ in items] for name in contestants}
-    names = list(contestants)
-    for repeat in range(repeats):
-        order = names if repeat % 2 == 0 else names[::-1]
-        for i, item in enumerate(items):
-            for name in order:
-                _synchronize(device)
-                start = time.perf_counter()
-                contestants[name](item)
-                _synchronize(device)
-                times[name][i].append(time.perf_counter() - start)
-    return {name: [statistics.median(samples) for samples in per_item] for name, per_item in times.items()}
-
-
-def matmul(device: torch.device, dtype: torch.dtype) -> tuple[Callable[[Any], None], float]:
-    """A square matmul for this device's dense matmul rate, and its FLOPs (of one call)."""
-    n = 8192 if device.type == "cuda" else 2048 if dtype == torch.float32 else 1024  # (CPUs emulate bf16/fp16)
-    calls = 20 if device.type == "cuda" else 1
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
-
-    def run(_=None) -> None:
-        for _ in range(calls):
-            torch.mm(a, b)
-
-    return run, 2.0 * n**3 * calls
-
-
-def peak_memory(fn: Callable[[], Any], device: torch.device) -> int:
-    """Peak bytes of tensors allocated by `fn` above those live when it starts (see the module docstring)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        start = torch.cuda.memory_allocated(device)
-        fn()
-        torch.cuda.synchronize(device)
-        return torch.cuda.max_memory_allocated(device) - start
-    from torch._C._profiler import _EventType
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fn()
-    allocations = []  # (time, bytes): positive for an allocation, negative for a free
-    pending = list(prof.profiler.kineto_results.experimental_event_tree())
-    while pending:
-        event = pending.pop()
-        if event.tag == _EventType.Allocation and event.extra_fields.device.type == "cpu":
-            allocations.append((event.start_time_ns, event.extra_fields.alloc_size))
-        pending.extend(event.children)
-    live = peak = 0
-    for _, size in sorted(allocations):
-        live += size
-        peak = max(peak, live)
-    return peak
-
-
 @contextlib.contextmanager
 def _threads(count: int | None):
     previous = torch.get_num_threads()
@@ -436,10 +313,9 @@ def bench_training(config: VanillaTransformerConfig, corpus: Corpus, settings: S
     bucketed_set = token_batches(corpus, max_tokens, settings.num_batches, settings.seed)
     for name, batches in (("random", random_set), ("bucketed", bucketed_set)):
         batches = [_to(b, device) for b in batches]
-        for step in steps.values():  # warm-up: first-call allocations, the optimizer state
-            step(batches[0])
-        contestants = {**steps, "matmul": run_matmul}
-        times = interleaved_times(contestants, batches, settings.repeats, device)
+        # Warm-up: first-call allocations, the optimizer state.
+        timings = interleave({**steps, "matmul": run_matmul}, batches, repeats=settings.repeats, device=device)
+        times = {name: timings.medians(name) for name in timings.seconds}
         tokens = sum(target_tokens(b) for b in batches)
         flops = sum(training_flops(config, b) for b in batches)
         matmul_rate = matmul_flops / statistics.median(times["matmul"])
@@ -497,20 +373,12 @@ def bench_generation(config: VanillaTransformerConfig, corpus: Corpus, settings:
         contestants = {"ours": hf(ours), "marian": hf(marian)}
         for name, translator in translators.items():
             contestants[name] = _ct2_run(translator, corpus.tokens, beams, settings.max_new_tokens)
-        for run in contestants.values():
-            run(sources[0])  # warm-up
-        tokens = {name: [0] * len(sources) for name in contestants}
-        outputs: dict[str, list[Any]] = {name: [None] * len(sources) for name in contestants}
-
-        def counting(name):
-            def run(i):
-                outputs[name][i], tokens[name][i] = contestants[name](sources[i])
-
-            return run
-
-        counted = {name: counting(name) for name in contestants}
-        times = interleaved_times(counted, range(len(sources)), settings.repeats, device)
-        # Token equality of every timed batch (as its last repeat computed it), not of the warm-up alone.
+        timings = interleave(contestants, sources, repeats=settings.repeats, device=device)
+        times = {name: timings.medians(name) for name in contestants}
+        # What the last repeat returned on every timed batch: its tokens, and their equality (not the warm-up's alone).
+        last = {name: timings.returned[name][-len(sources) :] for name in contestants}
+        outputs = {name: [output for output, _ in returned] for name, returned in last.items()}
+        tokens = {name: [count for _, count in returned] for name, returned in last.items()}
         equal = [torch.equal(ours, marian) for ours, marian in zip(outputs["ours"], outputs["marian"], strict=True)]
         row: dict[str, Any] = {
             "outputs_equal_marian": all(equal),
@@ -523,8 +391,14 @@ def bench_generation(config: VanillaTransformerConfig, corpus: Corpus, settings:
         ours_hypotheses = [_hypotheses(output) for output in outputs["ours"]]
         for name in translators:
             row[f"{name}_vs_ours"] = row[f"{name}_tokens_per_s"] / row["ours_tokens_per_s"]
-            if name == "ct2_fp32" and settings.dtype == "fp32":
-                row[f"{name}_outputs_equal_ours"] = ours_hypotheses == outputs[name]
+            if "int8" not in name:  # the same precision as ours: fp32 on fp32, bf16 on bf16
+                same = [
+                    a == b
+                    for batch, theirs in zip(ours_hypotheses, outputs[name], strict=True)
+                    for a, b in zip(batch, theirs, strict=True)
+                ]
+                row[f"{name}_outputs_equal_ours"] = all(same)
+                row[f"{name}_rows_equal_ours"] = f"{sum(same)}/{len(same)}"
         result["greedy" if beams == 1 else f"beam{beams}"] = row
     return result
 
@@ -547,9 +421,12 @@ def _ctranslate2_translators(model, corpus: Corpus, settings: Settings) -> dict[
     translators = {}
     for name, quantization in kinds.items():
         path = export_ctranslate2(model, directory / name, quantization=quantization, vocabulary=corpus.tokens)
-        translators[name] = load_translator(
-            path, device=device.type, compute_type=quantization, threads=settings.threads or 0
-        )
+        try:
+            translators[name] = load_translator(
+                path, device=device.type, compute_type=quantization, threads=settings.threads or 0
+            )
+        except (RuntimeError, ValueError) as error:  # a CUDA build this machine's driver or libraries cannot run
+            print(f"CTranslate2 {name} left out: {error}", file=sys.stderr)
     return translators
 
 
@@ -623,12 +500,10 @@ def bench_length_scaling(config: VanillaTransformerConfig, settings: Settings) -
             return run
 
         contestants = {"sdpa": step("sdpa"), "eager": step("eager")}
-        for run in contestants.values():
-            run()
-        times = interleaved_times(contestants, [None], max(1, settings.repeats - 1), device)
+        timings = interleave(contestants, [None], repeats=max(1, settings.repeats - 1), device=device)
         row: dict[str, Any] = {"length": length, "batch_size": settings.scaling_batch_size}
         for name, run in contestants.items():
-            row[f"{name}_tokens_per_s"] = settings.scaling_batch_size * length / times[name][0]
+            row[f"{name}_tokens_per_s"] = settings.scaling_batch_size * length / timings.total(name)
             row[f"{name}_bytes"] = peak_memory(run, device)
         rows.append(row)
     model.set_attn_implementation(settings.attn_implementation)
@@ -639,22 +514,19 @@ SECTIONS = ("train", "generate", "memory", "scaling")
 
 
 def run(settings: Settings, sections: Sequence[str] = SECTIONS, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run the benchmark `sections` and return every figure, with a description of the run."""
+    """Run the benchmark `sections` and return every figure, with a description of the run and its environment
+    (`bench.Record`)."""
     unknown = set(sections) - set(SECTIONS)
     if unknown:
         raise ValueError(f"unknown sections {sorted(unknown)}; choose from {SECTIONS}")
-    started = time.perf_counter()
+    record = Record()
     with _threads(settings.threads if settings.device == "cpu" else None):
         config = model_config(settings.size, settings.vocab_size)
         corpus = load_corpus(settings.vocab_size, settings.data_dir, settings.max_pairs, settings.seed)
         report: dict[str, Any] = {
-            "loadavg_start": os.getloadavg(),
             "settings": dataclasses.asdict(settings),
             "device": _device_name(settings.torch_device),
             "threads": torch.get_num_threads() if settings.device == "cpu" else None,
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
             "data": corpus.description,
             "parameters": _parameter_count(config),
         }
@@ -670,9 +542,7 @@ def run(settings: Settings, sections: Sequence[str] = SECTIONS, log: Callable[[s
                 start = time.perf_counter()
                 report[name] = sections_to_run[name]()
                 log(f"  {name}: {time.perf_counter() - start:.0f} s")
-        report["loadavg_end"] = os.getloadavg()
-        report["seconds"] = time.perf_counter() - started
-    return report
+        return record.result(report)
 
 
 def _parameter_count(config: VanillaTransformerConfig) -> int:
@@ -703,7 +573,7 @@ def _rate(value: float) -> str:
 
 def format_report(report: dict[str, Any]) -> str:
     """Markdown tables: ratios first, then this machine's absolute figures."""
-    size = report["settings"]["size"]
+    size, environment = report["settings"]["size"], environment_of(report)
     lines = [
         f"### {size} model ({report['parameters'] / 1e6:.1f}M parameters), {report['settings']['dtype']}, "
         f"{report['device']}" + (f", {report['threads']} threads" if report.get("threads") else ""),
@@ -712,11 +582,11 @@ def format_report(report: dict[str, Any]) -> str:
         "",
         *(
             [
-                f"Load average (1 min) at start and end: {report['loadavg_start'][0]:.2f}, "
-                f"{report['loadavg_end'][0]:.2f}.",
+                f"Load average (1 min) at start and end: {environment['load_average_start'][0]:.2f}, "
+                f"{environment['load_average_end'][0]:.2f}.",
                 "",
             ]
-            if "loadavg_start" in report
+            if environment["load_average_start"]
             else []
         ),
         "| measure | ours / MarianMT | ours | MarianMT |",
@@ -823,7 +693,9 @@ def _equality_checks(generate: dict[str, Any] | None) -> list[str]:
         if name.endswith("_outputs_equal_ours")
     ]
     if ct2_checks:
-        lines.append("Same tokens from CTranslate2 (float) as from our generate(): " + ", ".join(ct2_checks) + ".")
+        lines.append(
+            "Same tokens from CTranslate2 (our precision) as from our generate(): " + ", ".join(ct2_checks) + "."
+        )
     return lines
 
 
@@ -845,8 +717,8 @@ def _scaling_table(scaling: list[dict[str, Any]] | None) -> list[str]:
     return lines
 
 
-def save_report(report: dict[str, Any], path: str | Path) -> None:
-    Path(path).write_text(json.dumps(report, indent=2, default=str) + "\n", encoding="utf-8")
+def save_report(report: dict[str, Any] | list[dict[str, Any]], path: str | Path) -> None:
+    write_json(report, path)
 
 
 __all__ = [
@@ -863,12 +735,9 @@ __all__ = [
     "collate",
     "format_report",
     "forward_flops",
-    "interleaved_times",
     "load_corpus",
-    "marian_twin",
     "model_config",
     "padding_share",
-    "peak_memory",
     "random_batches",
     "run",
     "save_report",

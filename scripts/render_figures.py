@@ -19,6 +19,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from bench import environment_of
+
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = re.compile(r"<!-- figure: (?P<name>[a-z0-9-]+) -->(?P<body>.*?)<!-- /figure -->", re.DOTALL)
 MULTI30K_RUNS = [  # (folder, label), in the order of the table
@@ -56,6 +58,12 @@ def minutes(seconds: float) -> str:
 def load(pair: list[list[float]] | tuple) -> str:
     """The 1-minute load averages at the start and end of a measurement."""
     return f"{pair[0][0]:.1f} → {pair[1][0]:.1f}"
+
+
+def environment_load(run: dict) -> str:
+    """The load averages of a results file of any schema (`bench.environment_of`)."""
+    environment = environment_of(run)
+    return load((environment["load_average_start"], environment["load_average_end"]))
 
 
 def yes(flag: bool) -> str:
@@ -298,7 +306,7 @@ def data_table(results: Path) -> str:
                 f"{run['prepare_s']:.0f} s",
                 f"{warm:.1f} s" if warm is not None else f"{run['prepare_s']:.0f} s",
                 f"{run['peak_rss_mb']:,} MB",
-                load((run["load_average_before"], run["load_average_after"])),
+                environment_load(run),
             ]
         )
     return table(
@@ -324,7 +332,7 @@ def decoding_cpu_table(results: Path) -> str:
                     f"{row['ct2_int8_vs_ours']:.2f}x",
                     yes(row["outputs_equal_marian"]),
                     yes(row["ct2_fp32_outputs_equal_ours"]),
-                    load((report["loadavg_start"], report["loadavg_end"])),
+                    environment_load(report),
                 ]
             )
     return table(
@@ -345,8 +353,8 @@ def decoding_cpu_table(results: Path) -> str:
 
 
 def decoding_cpu_versions(results: Path) -> str:
-    report = read_json(results, "decoding_benchmark.json")[0]
-    return f"transformers {report['transformers']}, torch {report['torch']}"
+    versions = environment_of(read_json(results, "decoding_benchmark.json")[0])["versions"]
+    return f"transformers {versions['transformers']}, torch {versions['torch']}"
 
 
 def decoding_gpu_table(results: Path) -> str:
@@ -384,7 +392,7 @@ def decoding_gpu_table(results: Path) -> str:
 
 def gpu_device(results: Path) -> str:
     report = read_json(results, "decoding_benchmark_cuda_bf16.json")[0]
-    return f"{report['device']}, torch {report['torch']}, {report['settings']['dtype']}"
+    return f"{report['device']}, torch {environment_of(report)['versions']['torch']}, {report['settings']['dtype']}"
 
 
 def gpu_training(results: Path) -> str:
@@ -411,7 +419,7 @@ def decoding_dtype(results: Path) -> str:
 def decoding_bf16_marian(results: Path) -> str:
     run = read_json(results, "decoding_benchmark_bf16.json")
     ratios = " / ".join(f"{run['generate'][key]['speedup']:.2f}x" for key in ("greedy", "beam4"))
-    return f"{ratios} MarianMT, greedy / beam 4 (load {run['loadavg_start'][0]:.1f})"
+    return f"{ratios} MarianMT, greedy / beam 4 (load {environment_of(run)['load_average_start'][0]:.1f})"
 
 
 def lora_table(results: Path) -> str:

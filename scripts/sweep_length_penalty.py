@@ -20,17 +20,16 @@ Usage (runs of the multi30k preset)::
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import sys
 from pathlib import Path
 
 import torch
+from bench import Record
 
 from vanilla_transformer.data.spec import load_corpus
-from vanilla_transformer.export.model_dir import load_model_dir
 from vanilla_transformer.metrics import compute_bleu, compute_chrf
+from vanilla_transformer.model_dir import load_model_dir
 from vanilla_transformer.training.config import TRAINING_CONFIG_NAME, TrainingConfig
 from vanilla_transformer.training.setup import corpus_spec
 from vanilla_transformer.translation import translate
@@ -84,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     for run_dir in args.run:
         if not (run_dir / TRAINING_CONFIG_NAME).is_file() or not (run_dir / "model").is_dir():
             parser.error(f"--run={run_dir} is not a finished run directory (training_config.json and model/)")
+    record = Record(__file__, argv)
     torch.set_num_threads(args.threads)
     runs = {run_dir.name: sweep_run(run_dir, args.alphas, args.batch_size) for run_dir in args.run}
     mean_bleu = {}
@@ -98,12 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "runs": runs,
         "mean_bleu": mean_bleu,
-        "load_average_after": os.getloadavg(),
-        "command": "python scripts/sweep_length_penalty.py " + " ".join(argv if argv is not None else sys.argv[1:]),
     }
-    if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    record.write(result, args.output)
     return 0
 
 

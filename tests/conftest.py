@@ -2,6 +2,7 @@
 tiny models the tests share, each built once per session from `tiny_model.TINY_CONFIG` (the "tiny" preset,
 without dropout), the factories of fresh ones, and the padded batch of token-id lists."""
 
+import json
 import os
 from pathlib import Path
 
@@ -147,3 +148,33 @@ def data_cache(tmp_path_factory):
     os.environ["VANILLA_TRANSFORMER_CACHE"] = str(tmp_path_factory.mktemp("data-cache"))
     yield
     os.environ.pop("VANILLA_TRANSFORMER_CACHE", None)
+
+
+@pytest.fixture
+def offline(monkeypatch):
+    """Forbid Hub access, whenever `datasets` and `huggingface_hub` were imported."""
+    import datasets
+    import huggingface_hub
+
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.setenv(name, "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+
+
+@pytest.fixture
+def local_hub_dataset(tmp_path):
+    """A dataset directory laid out like `wmt14` on the Hub: a `de-en` config with a `translation` column."""
+    root = tmp_path / "wmt_like"
+    (root / "de-en").mkdir(parents=True)
+    (root / "README.md").write_text(
+        "---\nconfigs:\n- config_name: de-en\n  data_files:\n"
+        "  - split: train\n    path: de-en/train.jsonl\n"
+        "  - split: validation\n    path: de-en/validation.jsonl\n---\n",
+        encoding="utf-8",
+    )
+    train = [("Hello world", "Hallo Welt"), ("The street", "Die Straße")]
+    for split, pairs in {"train": train, "validation": [("Thank you", "Danke")]}.items():
+        lines = [json.dumps({"translation": {"de": de, "en": en}}, ensure_ascii=False) for en, de in pairs]
+        (root / "de-en" / f"{split}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root

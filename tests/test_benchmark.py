@@ -3,13 +3,15 @@
 import json
 import math
 
+import bench as kit
 import benchmark as benchmark_script
 import benchmarking as bench
 import pytest
 import torch
 from copy_task import sentences
 
-from vanilla_transformer import VanillaTransformerForConditionalGeneration, sinusoidal_table
+from vanilla_transformer import VanillaTransformerForConditionalGeneration
+from vanilla_transformer.export.marian import marian_permutation, marian_table, permute_state_dict
 
 PAD, BOS, EOS = 0, 2, 3
 
@@ -35,13 +37,17 @@ def test_marian_twin_computes_the_same_function(impl):
     ours, marian = tiny_pair(impl)
     ours.eval(), marian.eval()
     batch = random_labelled_batch()
-    assert marian.model.encoder.embed_positions.weight.equal(sinusoidal_table(64, 32))
+    assert marian.model.encoder.embed_positions.weight.equal(marian_table(64, 32))  # Marian's own, not ours
     assert not marian.final_logits_bias.any()
     with torch.no_grad():
         a = ours(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"])
         b = marian(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"])
     torch.testing.assert_close(a.logits, b.logits, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(a.encoder_last_hidden_state, b.encoder_last_hidden_state, atol=1e-5, rtol=1e-5)
+    # Marian's layout of the model dimension: the paper's dimension i is Marian's perm[i].
+    perm = marian_permutation(32)
+    torch.testing.assert_close(
+        a.encoder_last_hidden_state, b.encoder_last_hidden_state[..., perm], atol=1e-5, rtol=1e-5
+    )
     torch.testing.assert_close(a.loss, b.loss)
 
 
@@ -57,12 +63,15 @@ def test_training_step_equals_marian(impl):
     torch.testing.assert_close(a.loss, b.loss)
     a.loss.backward()
     b.loss.backward()
-    theirs = dict(marian.named_parameters())
-    for name, parameter in ours.named_parameters():
-        expected = theirs[name].grad
+    # Marian's gradients, brought back into our layout of the model dimension.
+    names = dict(ours.named_parameters())
+    gradients = {name: p.grad for name, p in marian.named_parameters() if name in names}
+    theirs = permute_state_dict(gradients, marian_permutation(ours.config.d_model))
+    for name, parameter in names.items():
+        expected = theirs[name]
         # Key biases get no gradient in exact arithmetic (softmax ignores a per-query constant): compare on the
         # scale of the whole layer, not of that (rounding-noise) gradient.
-        scale = max(expected.abs().max().item(), theirs[name.replace("bias", "weight")].grad.abs().max().item())
+        scale = max(expected.abs().max().item(), theirs[name.replace("bias", "weight")].abs().max().item())
         assert (parameter.grad - expected).abs().max().item() <= 1e-5 * scale + 1e-8, name
 
 
@@ -83,7 +92,7 @@ def test_training_skips_padding_only_when_it_pays():
 @pytest.mark.parametrize("num_beams", [1, 4])
 def test_same_generated_tokens_as_marian(num_beams, copy_model):
     model, tokenizer = copy_model
-    marian = bench.marian_twin(model).eval()
+    marian = kit.marian_twin(model).eval()
     source = tokenizer(sentences(12, seed=5), return_tensors="pt", padding=True)
     kwargs = dict(max_new_tokens=14, num_beams=num_beams, do_sample=False)
     with torch.no_grad():
@@ -127,7 +136,7 @@ def test_peak_memory_counts_live_tensor_bytes():
         del a, b
         return torch.ones(1 << 18)  # 1 MiB
 
-    peak = bench.peak_memory(allocate, torch.device("cpu"))
+    peak = kit.peak_memory(allocate, torch.device("cpu"))
     assert 8 << 20 <= peak < 9 << 20
 
 

@@ -89,3 +89,14 @@ def test_harness_interleaves_both_sides_on_the_same_tokens_per_step(tmp_path, ca
     assert result["data"]["batch_size"] >= 1
     assert result["settings"]["threads"] == 1 and result["load_average_start"] and result["versions"]["torch"]
     assert f"TRAINING ours_best={names[0]} trainer_best={names[1]} ratio=" in capsys.readouterr().out
+
+
+def test_a_training_preset_sets_the_model_vocabulary_and_tokens_per_step():
+    """--preset wmt14-base is the paper's base model at 50,000 tokens a step: 4 micro-batches of 12,500 on one GPU
+    (`micro_batch_plan`); options given explicitly win."""
+    args = bench.resolve(bench.build_parser().parse_args(["--preset", "wmt14-base", "--device", "cpu"]))
+    assert (args.model_size, args.vocab_size, args.max_tokens, args.grad_accum) == ("base", 37_000, 12_500, 4)
+    args = bench.resolve(bench.build_parser().parse_args(["--preset", "wmt14-base", "--grad-accum", "1"]))
+    assert args.grad_accum == 1 and args.max_tokens == 12_500
+    plain = bench.resolve(bench.build_parser().parse_args([]))
+    assert (plain.model_size, plain.vocab_size, plain.max_tokens, plain.grad_accum) == ("multi30k", 8000, 4096, 1)

@@ -117,36 +117,6 @@ def test_read_jsonl_names_the_bad_line(tmp_path):
 # --------------------------------------------------------------------------- Hugging Face datasets
 
 
-@pytest.fixture
-def offline(monkeypatch):
-    """Forbid Hub access, whenever `datasets` and `huggingface_hub` were imported."""
-    import datasets
-    import huggingface_hub
-
-    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
-        monkeypatch.setenv(name, "1")
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
-
-
-@pytest.fixture
-def local_hub_dataset(tmp_path):
-    """A dataset directory laid out like `wmt14` on the Hub: a `de-en` config with a `translation` column."""
-    root = tmp_path / "wmt_like"
-    (root / "de-en").mkdir(parents=True)
-    _write(
-        root / "README.md",
-        "---\nconfigs:\n- config_name: de-en\n  data_files:\n"
-        "  - split: train\n    path: de-en/train.jsonl\n"
-        "  - split: validation\n    path: de-en/validation.jsonl\n---\n",
-    )
-    train = [("Hello world", "Hallo Welt"), ("The street", "Die Straße")]
-    for split, pairs in {"train": train, "validation": [("Thank you", "Danke")]}.items():
-        lines = [json.dumps({"translation": {"de": de, "en": en}}, ensure_ascii=False) for en, de in pairs]
-        _write(root / "de-en" / f"{split}.jsonl", "\n".join(lines) + "\n")
-    return root
-
-
 def test_load_hf_translation_reads_the_translation_column(offline, local_hub_dataset, tmp_path):
     name, cache_dir = str(local_hub_dataset), str(tmp_path / "cache")
 

@@ -8,7 +8,6 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from accelerate import Accelerator
-from test_data import local_hub_dataset, offline  # noqa: F401 (fixtures)
 
 from vanilla_transformer.data import (
     TokenBatchSampler,
@@ -190,7 +189,7 @@ def test_tokenizer_trains_on_an_even_sample_of_the_stream():
     assert list(data_setup._cleaned_texts(chunks, 20)) == [text for pair in pairs for text in pair]
 
 
-def test_hf_dataset_stays_arrow_and_streams_in_batches(offline, local_hub_dataset, tmp_path, monkeypatch):  # noqa: F811
+def test_hf_dataset_stays_arrow_and_streams_in_batches(offline, local_hub_dataset, tmp_path, monkeypatch):
     import datasets
 
     monkeypatch.setattr(datasets.Dataset, "to_dict", lambda *a, **k: pytest.fail("to_dict reads all into memory"))
@@ -291,3 +290,15 @@ def test_a_saved_tokenizer_that_truncates_or_pads_does_not_change_the_cache(tmp_
     expected = tokenize_pairs(clean_pairs(pairs, max_length=20, tokenizer=saved)[0], saved)
     assert max(len(e["input_ids"]) for e in expected) > 3
     assert [corpus[i]["input_ids"].tolist() for i in range(len(corpus))] == [e["input_ids"] for e in expected]
+
+
+def test_examples_saved_as_a_token_cache_read_back_as_they_were(tmp_path):
+    """`save_token_cache` (a benchmark's synthetic ids, which no text gave) keeps every example's ids and lengths, in
+    order; ids past 65,535 take the wide dtype."""
+    from vanilla_transformer.data.cache import save_token_cache
+
+    examples = [{"input_ids": [5, 6, 7, 3], "labels": [8, 3]}, {"input_ids": [70_000, 3], "labels": [9, 10, 11, 3]}]
+    corpus = save_token_cache(examples, 70_001, tmp_path / "tokens")
+    assert len(corpus) == 2 and corpus.lengths.tolist() == [[4, 2], [2, 4]]
+    for index, example in enumerate(examples):
+        assert {name: ids.tolist() for name, ids in corpus[index].items()} == example

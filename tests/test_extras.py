@@ -30,7 +30,7 @@ def run_core_work(exported_model_dir, block: list[str]) -> dict:
         import torch
         from transformers import pipeline
         import vanilla_transformer
-        from vanilla_transformer.export.model_dir import load_model_dir
+        from vanilla_transformer.model_dir import load_model_dir
         from vanilla_transformer.translation import translate
 
         model, tokenizer = load_model_dir({str(exported_model_dir)!r})
@@ -59,7 +59,7 @@ def run_core_work(exported_model_dir, block: list[str]) -> dict:
 @pytest.fixture(scope="module")
 def exported_model_dir(tiny_model_dir, tmp_path_factory):
     """The tiny model written by save_model_dir (with the pipelines), as training exports it."""
-    from vanilla_transformer.export.model_dir import load_model_dir, save_model_dir
+    from vanilla_transformer.model_dir import load_model_dir, save_model_dir
 
     directory = tmp_path_factory.mktemp("core") / "model"
     save_model_dir(*load_model_dir(tiny_model_dir), directory)

@@ -12,7 +12,7 @@ from tiny_model import SPLITS, load_script
 from torch.nn import functional as F
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, EvalPrediction, GenerationConfig, TrainerCallback
 
-from vanilla_transformer.export.model_dir import load_model_dir
+from vanilla_transformer.model_dir import load_model_dir
 from vanilla_transformer.training.finetune import TranslationMetrics, build_trainer, finetune, training_arguments
 
 # Two short targets, then two long ones: with batches of 2 in order, the two micro-batches of one step hold very

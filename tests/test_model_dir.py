@@ -10,7 +10,7 @@ from tiny_model import SPLITS, tiny_config
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
-from vanilla_transformer.export.model_dir import SUMMARY_FILE, load_model_dir, save_model_dir
+from vanilla_transformer.model_dir import SUMMARY_FILE, load_model_dir, save_model_dir
 from vanilla_transformer.translation import paper_generation_config
 
 

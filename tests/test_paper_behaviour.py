@@ -4,10 +4,10 @@ counts of Table 3. Each check is also run on a deliberately broken variant, whic
 
 import pytest
 import torch
-from test_training import tiny_run
 from tiny_model import tiny_config
 from torch import nn
 from torch.nn import functional as F
+from training_helpers import tiny_run
 
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
 from vanilla_transformer.data import TokenCorpus

@@ -143,7 +143,7 @@ def test_lora_finetune_raises_exact_match_and_writes_an_adapter_folder(lora_run,
     from huggingface_hub import ModelCard
     from safetensors.torch import load_file
 
-    from vanilla_transformer.export.model_dir import load_model_dir
+    from vanilla_transformer.model_dir import load_model_dir
 
     names = {path.name for path in lora_run.iterdir()}
     assert {"adapter_config.json", "adapter_model.safetensors", "tokenizer.json", "README.md"} <= names
@@ -165,8 +165,9 @@ def test_lora_finetune_raises_exact_match_and_writes_an_adapter_folder(lora_run,
 
 
 def test_adapter_round_trips_through_save_and_load(tiny_model_dir, tmp_path):
-    from vanilla_transformer.export.adapters import add_lora, save_adapter_dir
-    from vanilla_transformer.export.model_dir import load_model_dir
+    from vanilla_transformer.export.hub import save_adapter_dir
+    from vanilla_transformer.model_dir import load_model_dir
+    from vanilla_transformer.training.lora import add_lora
 
     base, tokenizer = load_model_dir(tiny_model_dir)
     sources = [source for source, _ in held_out_pairs()[:24]]
@@ -192,7 +193,7 @@ def test_adapter_round_trips_through_save_and_load(tiny_model_dir, tmp_path):
 def test_merged_and_unmerged_decode_the_same(lora_run, tiny_model_dir):
     from safetensors.torch import load_file
 
-    from vanilla_transformer.export.model_dir import load_model_dir
+    from vanilla_transformer.model_dir import load_model_dir
     from vanilla_transformer.translation import translate
 
     merged_dir = lora_run / "merged"
@@ -248,7 +249,7 @@ def test_attention_maps_of_an_adapter_folder_are_the_adapted_models(lora_run, ti
     import numpy as np
     from tiny_model import load_script
 
-    from vanilla_transformer.export.model_dir import load_model_dir
+    from vanilla_transformer.model_dir import load_model_dir
     from vanilla_transformer.visualization import compute_attention
 
     source, target = held_out_pairs()[0]
@@ -292,7 +293,7 @@ def test_push_dry_run_of_an_adapter_folder_names_the_hub_base(lora_run, tmp_path
 
 def test_base_and_adapter_load_as_remote_code_without_the_package(lora_run, tiny_model_dir, tmp_path):
     """peft's own loading over the remote-code base, in a process where vanilla_transformer cannot be imported."""
-    from vanilla_transformer.export.model_dir import load_model_dir
+    from vanilla_transformer.model_dir import load_model_dir
 
     sources = [source for source, _ in held_out_pairs()[:24]]
     model, tokenizer = load_model_dir(lora_run)
@@ -328,7 +329,7 @@ def test_bad_lora_options_and_adapter_folders_fail_early(lora_run, tiny_model_di
 
     from tiny_model import load_script
 
-    from vanilla_transformer.export.model_dir import load_model_dir
+    from vanilla_transformer.model_dir import load_model_dir
 
     finetune = load_script("finetune")
     common = [str(tiny_model_dir), "--numbers", "20", "--output-dir", str(tmp_path / "out")]

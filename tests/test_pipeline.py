@@ -8,7 +8,7 @@ import pytest
 from tiny_model import GENERATION, SPLITS
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
-from vanilla_transformer.export.model_dir import add_pipeline_support
+from vanilla_transformer.model_dir import add_pipeline_support
 
 # Unseen numbers, then inputs unlike the training data, on which beam search and greedy decoding disagree.
 SOURCES = [source for source, _ in SPLITS.valid[:6]] + ["twelve", "a hundred", "one million"]

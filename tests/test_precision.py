@@ -11,7 +11,8 @@ import math
 import pytest
 import torch
 from accelerate.state import AcceleratorState
-from test_training import TINY, launch
+from tiny_model import TINY
+from training_helpers import launch
 
 from vanilla_transformer.training import parse_args, train
 from vanilla_transformer.training import trainer as trainer_module

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from vanilla_transformer.cli import COMMANDS
-from vanilla_transformer.export.model_dir import add_pipeline_support
+from vanilla_transformer.model_dir import add_pipeline_support
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -38,7 +38,9 @@ def test_multi30k_preset_reads_the_shared_corpus_in_both_directions(shared_data)
     de_en = load_splits(parse_args(["--preset", "multi30k", "--src-lang", "de", "--tgt-lang", "en"]))
     assert tuple(de_en.test[0]) == (first_de, first_en)
     assert (
-        en_de.checkpointing.select_on_valid and en_de.optimization.max_train_minutes is not None and en_de.decoding.num_beams == 4
+        en_de.checkpointing.select_on_valid
+        and en_de.optimization.max_train_minutes is not None
+        and en_de.decoding.num_beams == 4
     )  # its alpha, chosen on validation, is checked against the committed sweep in test_published_figures.py
 
 

@@ -2,11 +2,9 @@
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,6 +14,7 @@ import transformers
 from accelerate import Accelerator
 from tiny_model import TINY, load_script
 from torch.nn import functional as F
+from training_helpers import launch, same_weights, tiny_run
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig
 
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
@@ -53,14 +52,6 @@ REPOSITORY = Path(__file__).resolve().parent.parent
 
 class Killed(Exception):
     """Stands for the process being killed."""
-
-
-def tiny_run(output_dir: Path, *options: str) -> TrainingConfig:
-    return parse_args([*TINY, "--output-dir", str(output_dir), *options])
-
-
-def same_weights(first: dict[str, torch.Tensor], second: dict[str, torch.Tensor]) -> bool:
-    return first.keys() == second.keys() and all(torch.equal(first[name], second[name]) for name in first)
 
 
 @pytest.fixture(scope="module")
@@ -396,40 +387,6 @@ def test_resuming_with_incompatible_settings(reference_run):
 
 
 TWO_PROCESS_OPTIONS = [*TINY, "--dropout", "0", "--max-steps", "4", "--save-every", "2", "--eval-every", "2"]
-
-
-def launch(
-    output_dir: Path,
-    *options: str,
-    processes: int = 2,
-    launcher: Sequence[str] = (),
-    topology: Sequence[str] | None = None,
-    **env: str,
-):
-    """`accelerate launch` of tests/launch_probe.py (``vanilla-transformer train`` with probes) on the CPU.
-
-    `accelerate launch --cpu --num_processes 2` starts one process unless MPI is set up; `--multi_gpu` starts two
-    through torch.distributed, and ACCELERATE_USE_CPU makes them use the CPU (gloo) even where GPUs exist.
-    `topology` replaces those options."""
-    with socket.socket() as probe:  # a free port: the default one may be taken by another job on the machine
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    if topology is None:
-        topology = ["--multi_gpu", "--num_processes", str(processes)] if processes > 1 else ["--num_processes", "1"]
-    command = [
-        sys.executable, "-m", "accelerate.commands.launch", *topology, "--num_machines", "1", "--main_process_port",
-        str(port), "--dynamo_backend", "no", *launcher, str(REPOSITORY / "tests" / "launch_probe.py"), "train",
-        *options, "--output-dir", str(output_dir),
-    ]  # fmt: skip
-    environment = {
-        **os.environ,
-        "ACCELERATE_USE_CPU": "true",
-        "CUDA_VISIBLE_DEVICES": "",
-        "OMP_NUM_THREADS": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-        **env,
-    }
-    return subprocess.run(command, check=False, env=environment, capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,8 @@ from tiny_model import load_script
 from torch.nn import functional as F
 from transformers import GenerationConfig
 
-from vanilla_transformer.export.model_dir import save_model_dir
 from vanilla_transformer.generation_vanilla_transformer import gnmt_length_penalty
+from vanilla_transformer.model_dir import save_model_dir
 from vanilla_transformer.tokenization import EOS_ID, train_tokenizer
 from vanilla_transformer.translation import (
     paper_generation_config,

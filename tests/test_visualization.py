@@ -10,7 +10,7 @@ import torch
 from tiny_model import SPLITS, load_script, tiny_config
 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
-from vanilla_transformer.export.model_dir import load_model_dir
+from vanilla_transformer.model_dir import load_model_dir
 from vanilla_transformer.visualization import display_tokens, plot_attention
 
 SOURCE, TARGET = SPLITS.valid[0]  # "four hundred and seventy-nine", "vierhundertneunundsiebzig"

@@ -2,7 +2,7 @@
 
 transformers 5 removed both tasks from `transformers.pipeline` (asking for them raises a KeyError). A task that a
 model's config.json lists under ``custom_pipelines`` is looked up there first, though, so a model directory that holds
-this file and that entry (`vanilla_transformer.export.model_dir.add_pipeline_support` writes both) gets them back,
+this file and that entry (`vanilla_transformer.model_dir.add_pipeline_support` writes both) gets them back,
 with remote code:
 
 ```python

@@ -1,5 +1,5 @@
 """Every write that replaces a folder is atomic and refuses what it did not create (issue 25, item 3), tested on
-`vanilla_transformer.export.atomic.write_directory` with real processes SIGKILLed at each of its points."""
+`vanilla_transformer.atomic.write_directory` with real processes SIGKILLed at each of its points."""
 
 import json
 import os
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from vanilla_transformer.export import atomic
-from vanilla_transformer.export.atomic import PAUSE_ENV, write_directory
+from vanilla_transformer import atomic
+from vanilla_transformer.atomic import PAUSE_ENV, write_directory
 
 FILES = 20
 
@@ -159,7 +159,7 @@ def test_an_empty_folder_is_replaced_and_a_missing_one_created(tmp_path):
 
 
 def test_write_file_replaces_a_file_whole_and_writes_to_pipes_directly(tmp_path):
-    from vanilla_transformer.export.atomic import write_file
+    from vanilla_transformer.atomic import write_file
 
     target = tmp_path / "out.txt"
     target.write_text("old")
@@ -178,7 +178,7 @@ def test_write_file_replaces_a_file_whole_and_writes_to_pipes_directly(tmp_path)
 
 def test_add_pipeline_support_never_leaves_a_cut_config_json(tmp_path, monkeypatch):
     """config.json is rewritten through a temporary file: a failure while writing leaves the old one."""
-    from vanilla_transformer.export import model_dir
+    from vanilla_transformer import model_dir
 
     (tmp_path / "config.json").write_text('{"model_type": "vanilla_transformer"}')
 

@@ -53,7 +53,7 @@ def test_average_refuses_a_non_empty_folder_it_did_not_write(run_copy, run_cli, 
 
 @pytest.mark.parametrize("point", ["started", "written", "exchanged", "removing"])
 def test_average_killed_at_any_point_leaves_a_whole_model(run_copy, point):
-    from vanilla_transformer.export.atomic import PAUSE_ENV
+    from vanilla_transformer.atomic import PAUSE_ENV
 
     model = run_copy / "model"
     before = _digest(model)
@@ -79,7 +79,7 @@ def test_average_killed_at_any_point_leaves_a_whole_model(run_copy, point):
     else:
         assert after != before and "training_summary.json" not in after
         assert all((model / name).stat().st_size > 0 for name in after)
-    from vanilla_transformer.export.model_dir import load_model_dir
+    from vanilla_transformer.model_dir import load_model_dir
 
     load_model_dir(model)  # whole: it loads
 

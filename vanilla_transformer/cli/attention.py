@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vanilla_transformer.cli import configure_logging
-from vanilla_transformer.export.model_dir import load_model_dir
+from vanilla_transformer.model_dir import load_model_dir
 from vanilla_transformer.visualization import KINDS, plot_attention
 
 logger = logging.getLogger("visualize_attention")

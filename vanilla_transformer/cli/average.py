@@ -5,7 +5,7 @@
 `vanilla-transformer train` already does this at the end of a run (into ``<run>/model``); use this script to average a
 different number of checkpoints, or the checkpoints of an interrupted run.
 
-The model directory is written as a whole (`vanilla_transformer.export.atomic.write_directory`): a killed ``average``
+The model directory is written as a whole (`vanilla_transformer.atomic.write_directory`): a killed ``average``
 leaves the old folder or the new one, never a mix (no stale training_summary.json, no empty config.json). An existing
 ``--output`` is replaced only if it is a model directory; any other non-empty folder is refused.
 """
@@ -16,8 +16,8 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from vanilla_transformer.export.atomic import write_directory
-from vanilla_transformer.export.model_dir import is_saved_model_dir
+from vanilla_transformer.atomic import write_directory
+from vanilla_transformer.model_dir import is_saved_model_dir
 from vanilla_transformer.training import average_run
 from vanilla_transformer.training.checkpoints import list_checkpoints
 from vanilla_transformer.training.config import TRAINING_CONFIG_NAME

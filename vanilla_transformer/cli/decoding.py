@@ -18,9 +18,9 @@ import torch
 from transformers import GenerationConfig
 
 from ..data import decode_lines
-from ..export.model_dir import load_model_dir
 from ..generation_vanilla_transformer import LENGTH_PENALTY_TYPE
 from ..generation_vanilla_transformer import MAX_LENGTH_OFFSET as MAX_LENGTH_OFFSET_FIELD
+from ..model_dir import load_model_dir
 from ..translation import (
     LENGTH_PENALTY,
     MAX_LENGTH_OFFSET,

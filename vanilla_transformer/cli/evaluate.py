@@ -17,6 +17,7 @@ import json
 from collections.abc import Sequence
 
 import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
+from vanilla_transformer.atomic import write_file
 from vanilla_transformer.cli.decoding import (
     STDIN,
     add_decoding_arguments,
@@ -25,7 +26,6 @@ from vanilla_transformer.cli.decoding import (
     read_input_lines,
     translate_with_options,
 )
-from vanilla_transformer.export.atomic import write_file
 from vanilla_transformer.training import score_translations
 
 

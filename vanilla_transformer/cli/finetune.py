@@ -38,10 +38,10 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from vanilla_transformer.cli import configure_logging
 from vanilla_transformer.data import CorpusSpec, Pair, load_corpus
-from vanilla_transformer.export.adapters import LORA_DEFAULTS, add_lora, check_lora_settings
-from vanilla_transformer.export.model_dir import is_adapter_dir, load_model_dir
 from vanilla_transformer.extras import require
+from vanilla_transformer.model_dir import is_adapter_dir, load_model_dir
 from vanilla_transformer.training.finetune import FINETUNE_DEFAULTS, finetune
+from vanilla_transformer.training.lora import LORA_DEFAULTS, add_lora, check_lora_settings
 
 logger = logging.getLogger("finetune")
 

@@ -9,7 +9,6 @@ Neither overwrites anything: DST must be new or an empty directory. See `vanilla
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable, Sequence
 
 from ..export import marian
@@ -26,11 +25,9 @@ def _parser(prog: str, description: str, src_help: str, dst_help: str) -> argpar
 
 
 def _run(convert: Callable, args: argparse.Namespace, done: str) -> int:
-    try:
-        convert(args.src, args.dst, with_tokenizer=not args.no_tokenizer)
-    except (marian.MarianConversionError, FileExistsError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    """Convert; a refused conversion (`marian.MarianConversionError`, a ValueError) or an existing DST reaches the
+    user through the command's one error path (`vanilla_transformer.cli.main`)."""
+    convert(args.src, args.dst, with_tokenizer=not args.no_tokenizer)
     print(f"{done} {args.dst}")
     return 0
 

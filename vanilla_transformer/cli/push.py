@@ -27,7 +27,7 @@ from pathlib import Path
 from vanilla_transformer.cli import configure_logging
 from vanilla_transformer.demo.space import push_space, write_space
 from vanilla_transformer.export.hub import prepare_upload_folder, push_to_hub
-from vanilla_transformer.export.model_dir import is_adapter_dir
+from vanilla_transformer.model_dir import is_adapter_dir
 
 logger = logging.getLogger("push_to_hub")
 
@@ -43,7 +43,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--private", action="store_true", help="create the repository private")
     parser.add_argument("--token", help="Hub token with write access (default: the saved login)")
-    parser.add_argument("--commit-message", default="Upload vanilla Transformer", help="message of the upload commit")
+    parser.add_argument(
+        "--commit-message",
+        help="message of the upload commit (default: 'Upload vanilla Transformer', or 'Upload LoRA adapter')",
+    )
     parser.add_argument(
         "--dry-run",
         type=Path,
@@ -72,11 +75,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     configure_logging()
     args = parse_args(argv)
-    if is_adapter_dir(args.model_dir):
-        return push_adapter(args)
+    kind = "the adapter" if is_adapter_dir(args.model_dir) else "the model"
     if args.dry_run is not None:
-        folder = prepare_upload_folder(args.model_dir, args.dry_run, repo_id=args.repo_id, template=args.template)
-        logger.info("dry run: wrote %s", ", ".join(sorted(path.name for path in folder.iterdir())))
+        folder = prepare_upload_folder(
+            args.model_dir, args.dry_run, repo_id=args.repo_id, template=args.template, base_model=args.base_model
+        )
+        logger.info("dry run: wrote %s of %s", ", ".join(sorted(path.name for path in folder.iterdir())), kind)
         if args.space is not None:
             space = write_space(args.dry_run.with_name(args.dry_run.name + "-space"), args.repo_id)
             logger.info("dry run: wrote the Space folder %s", space)
@@ -85,37 +89,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.model_dir,
         args.repo_id,
         template=args.template,
-        private=args.private,
-        token=args.token,
-        commit_message=args.commit_message,
-    )
-    logger.info("uploaded %s to %s", args.model_dir, url)
-    if args.space is not None:
-        logger.info("uploaded the Space to %s", push_space(args.space, args.repo_id, token=args.token))
-    return 0
-
-
-def push_adapter(args: argparse.Namespace) -> int:
-    """Upload (or, with --dry-run, write) a LoRA adapter folder with its card."""
-    from vanilla_transformer.export.adapters import prepare_adapter_upload_folder, push_adapter_to_hub
-
-    if args.template is not None:
-        logger.warning("--template is for model directories: an adapter gets the adapter card")
-    if args.dry_run is not None:
-        folder = prepare_adapter_upload_folder(
-            args.model_dir, args.dry_run, repo_id=args.repo_id, base_model=args.base_model
-        )
-        logger.info("dry run: wrote %s", ", ".join(sorted(path.name for path in folder.iterdir())))
-        return 0
-    url = push_adapter_to_hub(
-        args.model_dir,
-        args.repo_id,
         base_model=args.base_model,
         private=args.private,
         token=args.token,
         commit_message=args.commit_message,
     )
-    logger.info("uploaded the adapter %s to %s", args.model_dir, url)
+    logger.info("uploaded %s %s to %s", kind, args.model_dir, url)
+    if args.space is not None:
+        logger.info("uploaded the Space to %s", push_space(args.space, args.repo_id, token=args.token))
     return 0
 
 

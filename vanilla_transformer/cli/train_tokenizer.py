@@ -10,7 +10,7 @@ Plain-text files are used line by line as they are. Dataset pairs and the
 numbers task are cleaned with ``clean_pairs`` first, as for training.
 Reload the result with ``AutoTokenizer.from_pretrained(output_dir)``.
 
-The tokenizer folder is written as a whole (`vanilla_transformer.export.atomic.write_directory`), replacing only an
+The tokenizer folder is written as a whole (`vanilla_transformer.atomic.write_directory`), replacing only an
 earlier tokenizer folder. A folder holding a trained model is refused before any training: a new tokenizer gives its
 token ids other meanings, and the model would translate garbage. ``--replace-model-tokenizer`` does it anyway (each
 tokenizer file replaced atomically); any other non-empty folder is refused.
@@ -25,9 +25,9 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from vanilla_transformer.atomic import write_directory
 from vanilla_transformer.cli import configure_logging
 from vanilla_transformer.data import CorpusSpec, clean_pairs, load_corpus
-from vanilla_transformer.export.atomic import write_directory
 from vanilla_transformer.tokenization import train_tokenizer
 
 logger = logging.getLogger("train_tokenizer")

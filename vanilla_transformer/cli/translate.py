@@ -19,6 +19,7 @@ from transformers import AutoTokenizer, GenerationConfig
 from transformers.utils import GENERATION_CONFIG_NAME
 
 import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
+from vanilla_transformer.atomic import write_file
 from vanilla_transformer.cli.decoding import (
     STDIN,
     add_decoding_arguments,
@@ -28,8 +29,7 @@ from vanilla_transformer.cli.decoding import (
     resolve_search_arguments,
     translate_with_options,
 )
-from vanilla_transformer.export.atomic import write_file
-from vanilla_transformer.export.model_dir import check_model_dir
+from vanilla_transformer.model_dir import check_model_dir
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

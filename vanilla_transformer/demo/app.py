@@ -13,8 +13,8 @@ from typing import Any
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from ..export.model_dir import load_model_dir
 from ..extras import import_optional
+from ..model_dir import load_model_dir
 from ..translation import LENGTH_PENALTY, NUM_BEAMS
 from .core import Translation, positions, translate_with_attention
 from .render import attention_html, beam_html, heatmap_image

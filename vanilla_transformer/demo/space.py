@@ -16,7 +16,7 @@ from pathlib import Path
 from huggingface_hub import HfApi
 
 from .. import __version__
-from ..export.model_dir import is_local_path
+from ..model_dir import is_local_path
 
 MODEL_VARIABLE = "VANILLA_TRANSFORMER_MODEL"
 """The environment variable that names another model for a Space's app (a Hub id or a local directory)."""

@@ -1,2 +1,2 @@
-"""A trained model leaving the training run: a Hugging Face model directory (`model_dir`), a CTranslate2 model
-(`ctranslate2`), and the Hub, with its model card (`hub`)."""
+"""A trained model leaving the package: the Hub with its model card (`hub`), a CTranslate2 model (`ctranslate2`) and a
+plain MarianMT directory (`marian`). Saving and loading a model directory is `vanilla_transformer.model_dir`."""

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from ..atomic import write_directory
 from ..configuration_vanilla_transformer import VanillaTransformerConfig
+from ..model_dir import check_model_dir
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
-from .atomic import write_directory
-from .model_dir import check_model_dir
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -200,7 +200,7 @@ def export_ctranslate2(
         force: Replace `output_dir` if it exists and is a CTranslate2 model directory (never the model converted,
             nor a folder holding it or inside it, nor any other folder).
 
-    The directory is written as a whole (`vanilla_transformer.export.atomic.write_directory`): a killed export leaves
+    The directory is written as a whole (`vanilla_transformer.atomic.write_directory`): a killed export leaves
     the old directory or the new one.
 
     Returns:

@@ -26,10 +26,24 @@ from pathlib import Path
 from typing import Any
 
 from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
-from transformers import PreTrainedModel
+from huggingface_hub.utils import HFValidationError, validate_repo_id
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from ..model_dir import (
+    ADAPTER_CONFIG_FILE,
+    SUMMARY_FILE,
+    adapter_base_model,
+    base_model_of,
+    check_model_dir,
+    is_adapter_dir,
+    is_local_path,
+    is_peft_model,
+    load_model_dir,
+    lora_settings,
+    save_model_dir,
+    write_training_summary,
+)
 from ..translation import paper_generation_config
-from .model_dir import SUMMARY_FILE, check_model_dir, load_model_dir, save_model_dir
 
 logger = logging.getLogger(__name__)
 
@@ -215,29 +229,44 @@ def prepare_upload_folder(
     *,
     repo_id: str,
     template: str | os.PathLike[str] | None = None,
+    base_model: str | None = None,
 ) -> Path:
-    """Write the folder that `push_to_hub` uploads, from a trained model directory.
+    """Write the folder that `push_to_hub` uploads, from a trained model directory or a LoRA adapter folder.
 
-    The folder holds the model saved anew (config.json with ``auto_map`` and ``custom_pipelines``, safetensors
-    weights, the modeling, configuration and pipeline code files, generation_config.json), the tokenizer, the
-    `SUMMARY_FILE` if `model_dir` has one, and README.md, the model card rendered from `template`. A model directory
-    whose generation config was derived from the model config (``_from_model_config``) or is absent gets
-    `paper_generation_config` instead, with a warning.
+    A model directory gives the model saved anew (config.json with ``auto_map`` and ``custom_pipelines``,
+    safetensors weights, the modeling, configuration and pipeline code files, generation_config.json), the tokenizer,
+    the `SUMMARY_FILE` if `model_dir` has one, and README.md, the model card rendered from `template`. A model
+    directory whose generation config was derived from the model config (``_from_model_config``) or is absent gets
+    `paper_generation_config` instead, with a warning. An adapter folder (``finetune --lora``) gives the adapter, the
+    tokenizer, the run summary and the adapter card (`ADAPTER_CARD`), with `base_model` as its base.
 
     Args:
-        model_dir: The trained model directory: model, tokenizer and, optionally, `SUMMARY_FILE`.
+        model_dir: The trained model directory (model, tokenizer and, optionally, `SUMMARY_FILE`), or an adapter
+            folder.
         folder: Where to write; it must not exist or be empty.
         repo_id: The Hub repository, ``org/name``, named in the model card.
-        template: The model card template (default: `TEMPLATE`), see `build_model_card`.
+        template: The model card template of a model directory (default: `TEMPLATE`), see `build_model_card`.
+        base_model: For an adapter folder, the Hub id of its base model (default: the one the adapter records).
 
     Raises:
-        FileNotFoundError: If `model_dir` is not a model directory (a training run's names its ``model``).
-        ValueError: If `folder` is not empty, `model_dir` lacks a tokenizer, or the template or the summary is
-            invalid.
+        FileNotFoundError: If `model_dir` is not a model directory (a training run's names its ``model``), or an
+            adapter's base model is not found.
+        ValueError: If `folder` is not empty, `model_dir` lacks a tokenizer, the template or the summary is invalid,
+            an adapter's base model is not a Hub id, or `base_model` is given for a model directory.
     """
     model_dir, folder = Path(model_dir), Path(folder)
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise ValueError(f"folder={str(folder)!r} exists and is not an empty directory")
+    if is_adapter_dir(model_dir):
+        if template is not None:
+            logger.warning("a model card template is for model directories: an adapter gets the adapter card")
+        return _prepare_adapter_folder(model_dir, folder, repo_id=repo_id, base_model=base_model)
+    if base_model is not None:
+        raise ValueError(f"base_model is for a LoRA adapter folder; {model_dir} has no {ADAPTER_CONFIG_FILE}")
+    return _prepare_model_folder(model_dir, folder, repo_id=repo_id, template=template)
+
+
+def _prepare_model_folder(model_dir: Path, folder: Path, *, repo_id: str, template: str | os.PathLike[str] | None):
     check_model_dir(model_dir)
     if not any((model_dir / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
         raise ValueError(
@@ -263,43 +292,199 @@ def prepare_upload_folder(
     return folder
 
 
+# --------------------------------------------------------------------------- adapter folders
+
+
+ADAPTER_CARD = """---
+{{ card_data }}
+---
+
+# {{ model_name }}
+
+A LoRA adapter (peft) for [`{{ base_model }}`]({{ base_model }}), the Transformer of Vaswani et al. (2017),
+["Attention Is All You Need"](https://arxiv.org/abs/1706.03762), fine-tuned with the `vanilla-transformer` package
+to translate from `{{ src_lang or "?" }}` to `{{ tgt_lang or "?" }}`.
+
+## Usage
+
+```python
+from peft import PeftModel
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+base = AutoModelForSeq2SeqLM.from_pretrained("{{ base_model }}", trust_remote_code=True)
+model = PeftModel.from_pretrained(base, "{{ repo_id }}")
+tokenizer = AutoTokenizer.from_pretrained("{{ repo_id }}")
+inputs = tokenizer(["first sentence"], return_tensors="pt")
+print(tokenizer.batch_decode(model.generate(**inputs), skip_special_tokens=True))
+```
+
+With the package installed, `vanilla-transformer translate --model ADAPTER_FOLDER` loads the base and the adapter.
+
+## Adapter
+
+| | |
+| --- | --- |
+| Base model | `{{ base_model }}` ({{ "{:,}".format(base_parameters) }} parameters) |
+| LoRA rank r / alpha / dropout | {{ lora_r }} / {{ lora_alpha }} / {{ lora_dropout }} |
+| Adapted layers | {{ lora_target_modules }} |
+| Adapter parameters | {{ "{:,}".format(adapter_parameters) }} |
+
+## Training and results
+
+- Corpus: {{ dataset or dataset_name or "not recorded" }}; training pairs: {{ train_pairs or "not recorded" }}
+- Optimizer steps: {{ steps or "not recorded" }}
+{%- if bleu is defined %}
+- On {{ eval_split or "the evaluation set" }}: BLEU {{ "%.2f"|format(bleu) }}
+{%- if chrf is defined %}, chrF {{ "%.2f"|format(chrf) }}{% endif %}
+{%- if exact_match is defined %}, exact match {{ "%.1f"|format(exact_match) }}%{% endif %}
+{%- endif %}
+"""
+"""The Jinja template of an adapter's model card (the values of `build_adapter_card`)."""
+
+
+def build_adapter_card(
+    model: PreTrainedModel, summary: Mapping[str, Any], repo_id: str, *, base_model: str | None = None
+) -> ModelCard:
+    """The model card of a ``PeftModel``'s adapter: metadata with ``base_model`` (`base_model`, by default the
+    adapter's ``base_model_name_or_path``), ``library_name: peft``, the languages and the scores of `summary`
+    (see `read_training_summary`), and the adapter's settings and sizes."""
+    base_model = base_model or base_model_of(model)
+    model_name = repo_id.rstrip("/").rsplit("/", 1)[-1]
+    data = model_card_data(summary, model_name)
+    data.base_model = base_model
+    data.library_name = "peft"
+    data.tags = [*(data.tags or []), "lora", "peft"]
+    values = {**summary, **lora_settings(model), "base_model": base_model, "repo_id": repo_id}
+    return ModelCard.from_template(data, template_str=ADAPTER_CARD, model_name=model_name, **values)
+
+
+def save_adapter_dir(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase | None,
+    directory: str | os.PathLike[str],
+    *,
+    summary: Mapping[str, Any] | None = None,
+    base_model: str | None = None,
+    repo_id: str | None = None,
+) -> Path:
+    """Write an adapter folder, which `load_model_dir` loads: the adapter (safetensors), the tokenizer, `summary` as
+    ``training_summary.json``, and README.md, the card of `build_adapter_card`.
+
+    Args:
+        model: A ``PeftModel`` (see `add_lora`).
+        tokenizer: Its tokenizer (``model_max_length`` set to ``max_position_embeddings``); None leaves it out.
+        directory: Where to write; created if needed.
+        summary: The run's figures (see `read_training_summary`).
+        base_model: Recorded as ``base_model_name_or_path`` (e.g. the base's Hub id); by default the model's own.
+        repo_id: Where the card says the adapter is (default: `directory`).
+
+    Raises:
+        ValueError: If `model` is not a ``PeftModel``.
+    """
+    if not is_peft_model(model):
+        raise ValueError(f"save_adapter_dir saves a peft PeftModel, got {type(model).__name__}")
+    directory = Path(directory)
+    if base_model is not None:
+        model.peft_config[model.active_adapter].base_model_name_or_path = base_model
+    model.save_pretrained(directory, safe_serialization=True)
+    if tokenizer is not None:
+        tokenizer.model_max_length = model.config.max_position_embeddings
+        tokenizer.save_pretrained(directory)
+    summary = {key: value for key, value in (summary or {}).items() if value is not None}
+    if summary:
+        write_training_summary(directory, {**summary, "base_model": base_model_of(model)})
+    build_adapter_card(model, summary, repo_id or str(directory)).save(directory / "README.md")
+    return directory
+
+
+def _prepare_adapter_folder(
+    adapter_dir: str | os.PathLike[str],
+    folder: str | os.PathLike[str],
+    *,
+    repo_id: str,
+    base_model: str | None = None,
+) -> Path:
+    """The upload folder of an adapter folder: the adapter, the tokenizer, the
+    run summary and the model card, with `base_model` (a Hub id; by default the one recorded) as the base model.
+
+    The adapter is loaded first, with its base (`load_model_dir`), so that what is uploaded is known to load.
+
+    Raises:
+        ValueError: If the base model is not a Hub id (a local path others cannot load: push the base, then pass
+            ``base_model``).
+        FileNotFoundError: If the base model is not found.
+    """
+    hub_base = base_model or adapter_base_model(adapter_dir)
+    if not _is_hub_id(hub_base):
+        raise ValueError(
+            f"the base model of {adapter_dir} is {hub_base!r}, not a Hub id that others can load: push the base model "
+            "first, then give its Hub id (vanilla-transformer push --base-model ORG/NAME)"
+        )
+    model, tokenizer = load_model_dir(adapter_dir)
+    summary_path = adapter_dir / SUMMARY_FILE
+    summary = read_training_summary(summary_path) if summary_path.is_file() else {}
+    return save_adapter_dir(model, tokenizer, folder, summary=summary, base_model=hub_base, repo_id=repo_id)
+
+
+def _is_hub_id(name: str) -> bool:
+    if is_local_path(name):
+        return False
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------- upload
+
+
 def push_to_hub(
     model_dir: str | os.PathLike[str],
     repo_id: str,
     *,
     template: str | os.PathLike[str] | None = None,
+    base_model: str | None = None,
     private: bool = False,
     token: str | None = None,
-    commit_message: str = "Upload vanilla Transformer",
+    commit_message: str | None = None,
 ) -> str:
-    """Upload a trained model directory to a Hub model repository, created if needed.
+    """Upload a trained model directory or a LoRA adapter folder to a Hub model repository, created if needed.
 
     The files uploaded are those of `prepare_upload_folder`, written to a temporary directory; files already in the
     repository that are not among them are left as they are.
 
     Args:
-        model_dir, repo_id, template: As for `prepare_upload_folder`.
+        model_dir, repo_id, template, base_model: As for `prepare_upload_folder`.
         private: Create the repository private (an existing repository keeps its visibility).
         token: A Hub token with write access; by default the one `hf auth login` saved.
-        commit_message: Message of the upload commit.
+        commit_message: Message of the upload commit (default: "Upload vanilla Transformer", or "Upload LoRA
+            adapter" for an adapter folder).
 
     Returns:
         The URL of the commit.
     """
     api = HfApi(token=token)
     with tempfile.TemporaryDirectory() as staging:
-        folder = prepare_upload_folder(model_dir, Path(staging) / "upload", repo_id=repo_id, template=template)
+        folder = prepare_upload_folder(
+            model_dir, Path(staging) / "upload", repo_id=repo_id, template=template, base_model=base_model
+        )
+        if commit_message is None:
+            commit_message = "Upload LoRA adapter" if is_adapter_dir(model_dir) else "Upload vanilla Transformer"
         api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
         commit = api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message=commit_message)
     return commit.commit_url
 
 
 __all__ = [
+    "ADAPTER_CARD",
     "SUMMARY_KEYS",
     "TEMPLATE",
+    "build_adapter_card",
     "build_model_card",
     "model_card_data",
     "prepare_upload_folder",
     "push_to_hub",
     "read_training_summary",
+    "save_adapter_dir",
 ]

@@ -33,8 +33,8 @@ import torch
 from transformers import AutoConfig, AutoTokenizer, GenerationConfig, MarianConfig, MarianMTModel
 
 from ..configuration_vanilla_transformer import ACTIVATIONS, VanillaTransformerConfig
+from ..model_dir import LOAD_FIX, check_model_dir, load_model, save_model_dir
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration, sinusoidal_table
-from .model_dir import LOAD_FIX, check_model_dir, load_model, save_model_dir
 
 logger = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ the best BLEU::
     result = finetune(model, tokenizer, train_pairs, eval_pairs, args)
     result.metrics["bleu"], result.output_dir                         # the best checkpoint, saved for `from_pretrained`
 
-A model with a LoRA adapter (`vanilla_transformer.export.adapters.add_lora`) trains the adapter only, and the output
-directory is an adapter folder (`vanilla_transformer.export.adapters.save_adapter_dir`); ``merge=True`` also writes
+A model with a LoRA adapter (`vanilla_transformer.training.lora.add_lora`) trains the adapter only, and the output
+directory is an adapter folder (`vanilla_transformer.export.hub.save_adapter_dir`); ``merge=True`` also writes
 the merged, plain model directory to ``<output_dir>/merged``::
 
     model = add_lora(model, r=8, alpha=16, target_modules=["q_proj", "v_proj"])
@@ -52,11 +52,11 @@ from transformers import (
     TrainerCallback,
 )
 
+from ..atomic import write_directory
 from ..data import Pair, clean_pairs, tokenize_pairs
-from ..export.adapters import is_peft_model, lora_settings, save_adapter_dir
-from ..export.atomic import write_directory
-from ..export.model_dir import is_saved_model_dir, save_model_dir
+from ..export.hub import save_adapter_dir
 from ..metrics import compute_chrf, exact_match, load_bleu_metric
+from ..model_dir import is_peft_model, is_saved_model_dir, lora_settings, save_model_dir
 
 logger = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ def build_trainer(
     """A `Seq2SeqTrainer` over tokenized pairs, its batches made by `DataCollatorForSeq2Seq` with the model.
 
     Args:
-        model: The model to fine-tune, for example from `vanilla_transformer.export.model_dir.load_model_dir`.
+        model: The model to fine-tune, for example from `vanilla_transformer.model_dir.load_model_dir`.
         tokenizer: Its tokenizer.
         train_pairs: Training pairs, cleaned with `clean_pairs`; pairs with a side longer than `max_length` tokens
             are dropped.

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
-import os
-import platform
-import shlex
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -16,7 +11,7 @@ from accelerate import Accelerator
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from ..data import split_files
-from ..export.model_dir import save_model_dir, write_training_summary
+from ..model_dir import save_model_dir, write_training_summary
 from ..modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
 )
@@ -30,36 +25,6 @@ from .config import TRAINING_CONFIG_NAME, DecodingConfig, TrainingConfig
 from .run_dir import load_saved_config
 from .setup import RunCorpus, build_model_config
 from .tracking import plot_metrics
-
-RECORDED_PACKAGES = ("vanilla-transformer", "torch", "transformers", "tokenizers", "accelerate", "sacrebleu", "peft")
-"""The packages whose versions a run records in ``results.json`` (those installed)."""
-
-
-def run_environment(load_average_start: tuple[float, ...] | None = None) -> dict[str, Any]:
-    """What a published figure needs beside the figure: the command as typed, the machine's load average at the
-    start (given) and now, the processor, and the versions of Python and of `RECORDED_PACKAGES`."""
-    versions = {"python": platform.python_version()}
-    for name in RECORDED_PACKAGES:
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return {
-        "command": _command(),
-        "load_average_start": list(load_average_start) if load_average_start is not None else None,
-        "load_average_end": list(os.getloadavg()),
-        "machine": f"{platform.machine()}, {os.cpu_count()} logical CPUs, {platform.system()}",
-        "versions": versions,
-    }
-
-
-def _command() -> str:
-    """The command line that started this process: ``vanilla-transformer train ...`` (the script's name, not its
-    path), or ``python -m vanilla_transformer train ...``."""
-    interpreter, *args = sys.orig_argv
-    if args and not args[0].startswith("-"):  # a script: the console entry point, or a file
-        return shlex.join([Path(args[0]).name, *args[1:]])
-    return shlex.join([Path(interpreter).name, *args])
 
 
 def export_model(

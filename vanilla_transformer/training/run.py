@@ -33,11 +33,12 @@ from accelerate import Accelerator, PartialState
 from accelerate.logging import get_logger
 from accelerate.utils import set_seed
 
+from ..environment import run_environment
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from .checkpoints import checkpoint_step
 from .config import TRAINING_CONFIG_NAME, OptimizationConfig, TrainingConfig
 from .preflight import auto_precision, cpu_flags, launch_mismatch, slow_bf16
-from .results import run_environment, write_results
+from .results import write_results
 from .run_dir import inspect_run_dir, lock_run_dir, mark_run_started, prepare_run_dir
 from .setup import RunCorpus, build_model_config, prepare_data
 from .tracking import JsonlTracker

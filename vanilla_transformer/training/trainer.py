@@ -25,10 +25,10 @@ from tqdm.auto import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 from transformers import PreTrainedTokenizerBase
 
+from ..atomic import write_directory
 from ..data import Pair, TokenBatchSampler
 from ..data.cache import TokenCorpus
-from ..export.atomic import write_directory
-from ..export.model_dir import is_saved_model_dir
+from ..model_dir import is_saved_model_dir
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from .checkpoints import (
     average_checkpoints,

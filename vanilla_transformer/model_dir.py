@@ -34,9 +34,9 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from ..extras import import_optional
-from ..tokenization import check_tokenizer_matches_config
 from .atomic import write_file
+from .extras import import_optional
+from .tokenization import check_tokenizer_matches_config
 
 SUMMARY_FILE = "training_summary.json"
 """The run summary that training and fine-tuning write into the model directory; the model card reads it."""
@@ -47,7 +47,7 @@ ADAPTER_CONFIG_FILE = "adapter_config.json"
 ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
 """The adapter's weights; an adapter folder without them (peft's pickled ``adapter_model.bin``) is not loaded."""
 
-PIPELINE_CODE_FILE = Path(__file__).resolve().parents[1] / "pipeline_vanilla_transformer.py"
+PIPELINE_CODE_FILE = Path(__file__).resolve().parent / "pipeline_vanilla_transformer.py"
 """The self-contained pipeline classes, copied next to a saved model."""
 
 PIPELINE_TASKS: dict[str, dict[str, Any]] = {
@@ -216,9 +216,35 @@ def load_model(
     return model
 
 
+def is_peft_model(model: Any) -> bool:
+    """Whether `model` is a peft ``PeftModel`` (without importing peft)."""
+    return any(cls.__module__.startswith("peft.") for cls in type(model).__mro__) and hasattr(model, "peft_config")
+
+
+def base_model_of(model: PreTrainedModel) -> str:
+    """The base model recorded in the active adapter's config (``base_model_name_or_path``)."""
+    return model.peft_config[model.active_adapter].base_model_name_or_path
+
+
+def lora_settings(model: PreTrainedModel) -> dict[str, Any]:
+    """The active adapter's settings and sizes: ``lora_r``, ``lora_alpha``, ``lora_dropout``,
+    ``lora_target_modules`` (comma-separated), ``adapter_parameters`` and ``base_parameters``."""
+    config = model.peft_config[model.active_adapter]
+    targets = config.target_modules
+    adapter = sum(p.numel() for name, p in model.named_parameters() if ".lora_" in name)
+    return {
+        "lora_r": config.r,
+        "lora_alpha": config.lora_alpha,
+        "lora_dropout": config.lora_dropout,
+        "lora_target_modules": targets if isinstance(targets, str) else ",".join(sorted(targets)),
+        "adapter_parameters": adapter,
+        "base_parameters": sum(p.numel() for p in model.parameters()) - adapter,
+    }
+
+
 def is_saved_model_dir(directory: str | os.PathLike[str]) -> bool:
     """Whether `directory` is a model directory of this package (its config.json names ``vanilla_transformer``): what
-    `save_model_dir` writes, so that an atomic rewrite (`vanilla_transformer.export.atomic`) may replace it."""
+    `save_model_dir` writes, so that an atomic rewrite (`vanilla_transformer.atomic`) may replace it."""
     try:
         config = json.loads((Path(directory) / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -359,15 +385,18 @@ __all__ = [
     "SUMMARY_FILE",
     "adapter_base_model",
     "add_pipeline_support",
+    "base_model_of",
     "check_model_dir",
     "check_model_files",
     "is_adapter_dir",
     "is_local_path",
+    "is_peft_model",
     "is_saved_model_dir",
     "load_adapter_dir",
     "load_model",
     "load_model_dir",
     "load_tokenizer",
+    "lora_settings",
     "save_model_dir",
     "write_training_summary",
 ]

@@ -1,0 +1,84 @@
+"""What a published figure needs beside the figure: the command, the machine and its load, the package versions.
+
+Training writes it into ``results.json``; every benchmark in ``scripts/`` writes it into its results file.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+RECORDED_PACKAGES = (
+    "vanilla-transformer",
+    "torch",
+    "transformers",
+    "tokenizers",
+    "accelerate",
+    "sacrebleu",
+    "peft",
+    "ctranslate2",
+    "onnxruntime",
+)
+"""The packages whose versions are recorded (those installed)."""
+
+
+def package_versions() -> dict[str, str]:
+    """Python's version and those of `RECORDED_PACKAGES`. torch's is ``torch.__version__``, its build included
+    (``2.14.1+cu130``): the distribution's metadata may leave the local part out."""
+    versions = {"python": platform.python_version()}
+    for name in RECORDED_PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    versions["torch"] = torch.__version__
+    return versions
+
+
+def cpu_name() -> str:
+    """The processor's model name (``/proc/cpuinfo``'s on Linux), else what `platform` knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as file:
+            for line in file:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def gpu_names() -> list[str]:
+    """The names of the CUDA devices torch sees (none on a CPU-only machine)."""
+    if not torch.cuda.is_available():
+        return []
+    return [torch.cuda.get_device_name(index) for index in range(torch.cuda.device_count())]
+
+
+def command_line() -> str:
+    """The command line that started this process: ``vanilla-transformer train ...`` (the script's name, not its
+    path), or ``python -m vanilla_transformer train ...``."""
+    interpreter, *args = sys.orig_argv
+    if args and not args[0].startswith("-"):  # a script: the console entry point, or a file
+        return shlex.join([Path(args[0]).name, *args[1:]])
+    return shlex.join([Path(interpreter).name, *args])
+
+
+def run_environment(load_average_start: tuple[float, ...] | None = None) -> dict[str, Any]:
+    """The command as typed, the machine's load average at the start (given) and now, the processor and GPUs, and
+    the versions of Python and of `RECORDED_PACKAGES`."""
+    return {
+        "command": command_line(),
+        "load_average_start": list(load_average_start) if load_average_start is not None else None,
+        "load_average_end": list(os.getloadavg()),
+        "machine": f"{platform.machine()}, {os.cpu_count()} logical CPUs, {platform.system()}",
+        "processor": cpu_name(),
+        "gpus": gpu_names(),
+        "versions": package_versions(),
+    }
