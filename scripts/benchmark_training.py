@@ -334,7 +334,8 @@ def ours_config(args: argparse.Namespace, spec: Spec):
     options += ["--max-tokens", str(args.max_tokens), "--grad-accum", str(args.grad_accum), "--seed", str(args.seed)]
     options += ["--mixed-precision", spec["precision"], "--dynamo-backend", spec["compile"]]
     options += ["--attn-implementation", spec["attn"]]
-    return parse_args(options + (["--adam-implementation", spec["adam"]] if spec["adam"] != "default" else []))
+    adam = {"default": "auto"}.get(spec["adam"], spec["adam"])  # auto: torch's default on the CPU, fused on CUDA
+    return parse_args([*options, "--adam-implementation", adam])
 
 
 def ours_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> None:

@@ -80,14 +80,24 @@ def numbers_table(results: Path) -> str:
     rows = read_jsonl(results, "numbers/metrics.jsonl")
     valid = {row["step"]: row["valid_exact_match"] for row in rows if "valid_exact_match" in row}
     steps = sorted(valid)[-4:]
-    scores = f"{run['test_exact_match']:.1f}% / {run['test_chrf']:.2f} / {run['test_bleu']:.2f}"
+    names, scores = "test exact match / chrF", f"{run['test_exact_match']:.1f}% / {run['test_chrf']:.2f}"
+    if "test_bleu" in run:  # left out where no reference holds a 4-gram (0 by construction on number words)
+        names, scores = f"{names} / sacreBLEU", f"{scores} / {run['test_bleu']:.2f}"
+    by_magnitude = run.get("test_exact_match_by_magnitude", {})
+    magnitude_rows = [
+        [
+            f"test exact match, numbers {' / '.join(by_magnitude)}",
+            " / ".join(f"{v:.1f}" for v in by_magnitude.values()),
+        ]
+    ]
     return table(
         ["measure", "value"],
         ["l", "l"],
         [
             ["wall time of `train()` (tokenizer, data, training, averaging, test)", minutes(run["seconds"])],
             [f"of which {run['step']:,} training steps", minutes(60 * run["train_minutes"])],
-            ["test exact match / chrF / sacreBLEU", scores],
+            [names, scores],
+            *(magnitude_rows if by_magnitude else []),
             [
                 f"validation exact match at steps {' / '.join(map(str, steps))}",
                 " / ".join(f"{valid[step]:.1f}" for step in steps) + "%",
@@ -406,6 +416,34 @@ def gpu_training(results: Path) -> str:
     return f"{random} on random batches, {bucketed} token-bucketed"
 
 
+def op_counts(results: Path) -> str:
+    """Operators (kernels) a training step and a decoding step launch, ours against MarianMT (scripts/count_ops.py)."""
+    counts = read_json(results, "op_counts.json")
+    rows = [
+        [f"training step ({counts['training_batch']['pairs']} pairs)", name, f"{report['kernels']:,.0f}",
+         f"{report['operators']:,.0f}"]
+        for name, report in counts["training_step"].items()
+    ]  # fmt: skip
+    for search, reports in counts["decoding_step"].items():
+        rows += [
+            [f"decoding step, {search} ({counts['decoding_batch']} sentences)", name, f"{report['kernels']:,.0f}",
+             f"{report['operators']:,.0f}"]
+            for name, report in reports.items()
+        ]  # fmt: skip
+    return table(["step", "contestant", "kernels", "operators (views included)"], ["l", "l", "r", "r"], rows)
+
+
+def op_counts_setup(results: Path) -> str:
+    counts = read_json(results, "op_counts.json")
+    versions = counts["environment"]["versions"]
+    return (
+        f"the `{counts['size']}` configuration ({counts['layers']} + {counts['layers']} layers, "
+        f"{counts['vocab_size']:,}-token vocabulary), a training batch of {counts['training_batch']['real_tokens']:,} "
+        f"real tokens in {counts['training_batch']['padded_tokens']:,} padded positions; torch {versions['torch']}, "
+        f"transformers {versions['transformers']}"
+    )
+
+
 def decoding_dtype(results: Path) -> str:
     """bf16 against fp32 decoding of the trained Multi30k model (scripts/benchmark_decoding_dtype.py)."""
     run = read_json(results, "decoding_dtype_multi30k.json")
@@ -595,6 +633,8 @@ FIGURES: dict[str, Callable[[Path], str]] = {
     "decoding-gpu-table": decoding_gpu_table,
     "gpu-device": gpu_device,
     "gpu-training": gpu_training,
+    "op-counts": op_counts,
+    "op-counts-setup": op_counts_setup,
     "decoding-dtype": decoding_dtype,
     "decoding-bf16-marian": decoding_bf16_marian,
     "lora-table": lora_table,

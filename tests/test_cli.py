@@ -25,8 +25,8 @@ OPTIONS = {
     "average": ["run_dir", "--last", "--output"],
     "train-tokenizer": ["files", "--hf-dataset", "--numbers", "--vocab-size", "--min-frequency", "--output-dir"],
     "finetune": ["model", "--train", "--eval", "--hf-dataset", "--numbers", "--output-dir", "--max-steps",
-                 "--num-epochs", "--batch-size", "--eval-steps", "--label-smoothing", "--num-beams", "--bf16",
-                 "--report-to", "--resume-from-checkpoint", "--push-to-hub"],
+                 "--num-epochs", "--batch-size", "--eval-steps", "--label-smoothing", "--num-beams",
+                 "--metric-for-best-model", "--resume-from-checkpoint", "--trainer-help", "--src-lang"],
     "export-ctranslate2": ["model_dir", "output_dir", "--quantization", "--force"],
     "push": ["model_dir", "repo_id", "--template", "--private", "--token", "--dry-run", "--space"],
     "attention": ["model", "source", "--target", "--output-dir", "--layers", "--kinds"],
@@ -172,3 +172,11 @@ def test_a_bad_search_in_the_models_generation_config_is_named(field, value, tin
     capsys.readouterr()
     assert translate.main([*arguments, option, override]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 2
+
+
+def test_version_names_the_package_and_what_it_runs_on(capsys):
+    from vanilla_transformer.cli import main
+
+    assert main(["--version"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("vanilla-transformer ") and "torch " in out and "transformers " in out

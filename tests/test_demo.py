@@ -246,3 +246,31 @@ def test_the_latency_script_writes_its_figures_and_environment(tiny_model_dir, t
     assert figures["sentences"] == 2 and figures["max_seconds"] >= figures["median_seconds"] > 0
     assert {"command", "load_average_start", "versions"} <= figures.keys()
     assert figures["versions"]["transformers"]
+
+
+def test_the_page_says_what_the_model_knows_and_offers_examples(copy_model, tmp_path):
+    """A numbers model opens with number words to try and says it knows nothing else; another model says so
+    generically, without examples it cannot know."""
+    from vanilla_transformer.demo.app import NUMBER_EXAMPLES, Session
+
+    model, tokenizer = copy_model
+    numbers = Session(model, tokenizer, "m", summary={"dataset_name": "numbers", "src_lang": "en", "tgt_lang": "de"})
+    assert numbers.examples() == NUMBER_EXAMPLES and {"five", "twelve", "forty-two", "seven hundred"} <= set(
+        NUMBER_EXAMPLES
+    )
+    assert "English number words only" in numbers.knowledge()
+    other = Session(model, tokenizer, "m", summary={"dataset": "wmt14", "src_lang": "en", "tgt_lang": "de"})
+    assert other.examples() == [] and other.knowledge().startswith("This model translates en → de trained on wmt14")
+    assert Session(model, tokenizer, "m").knowledge().startswith("Type a sentence in the language")
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    (tmp_path / "training_summary.json").write_text('{"dataset_name": "numbers"}')
+    assert Session.load(str(tmp_path)).knows_numbers
+
+
+def test_attention_maps_are_large_with_a_colour_scale(translation):
+    from vanilla_transformer.demo.render import attention_html, shade
+
+    page = attention_html(translation.attention, 1, 1)
+    assert "width: 32px" in page and f'data-low="{shade(0)}" data-high="{shade(1)}"' in page
+    assert f"linear-gradient(to right, {shade(0)}" in page and page.count('class="vt-scale"') == 1

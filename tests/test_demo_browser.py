@@ -115,6 +115,7 @@ def test_translate_attention_beam_and_positions_in_chromium(copy_model, app_url,
     model, tokenizer = copy_model
     browser.get(app_url)
     source = wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, "#vt-source textarea"))
+    assert "it knows only what its training data held" in browser.find_element(By.ID, "vt-knows").text
     source.send_keys(SENTENCE)
     browser.find_element(By.ID, "vt-translate").click()
     output = wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, "#vt-output textarea").get_attribute("value"))
@@ -128,6 +129,7 @@ def test_translate_attention_beam_and_positions_in_chromium(copy_model, app_url,
     choose(browser, "vt-layer", "2")
     choose(browser, "vt-head", "3")
     maps = maps_of(browser, "2", "3")
+    assert browser.find_element(By.CSS_SELECTOR, "#vt-attention .vt-scale .vt-bar").size["width"] >= 200  # the scale
     source_length = len(tokenizer(SENTENCE)["input_ids"])
     target_length = len(tokenizer(text_target=expected)["input_ids"])
     assert maps["cross"]["shape"] == [target_length, source_length]  # target × source

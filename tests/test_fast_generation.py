@@ -6,10 +6,13 @@ import warnings
 import beam_oracle
 import pytest
 import torch
-from transformers import GenerationConfig
+from transformers import CompileConfig, GenerationConfig
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache, StaticCache
 
+from vanilla_transformer.cache_vanilla_transformer import cache_field
 from vanilla_transformer.generation_vanilla_transformer import _top
 from vanilla_transformer.tokenization import EOS_ID
+from vanilla_transformer.training.step import compile_count
 from vanilla_transformer.translation import paper_generation_config, translate
 
 SOURCES = [[5, 6, 7, 8, 9, 10, EOS_ID], [11, 4, 5, EOS_ID], [7, EOS_ID], [4, 4, 9, 10, 6, EOS_ID]]
@@ -177,6 +180,57 @@ def test_calls_it_does_not_serve_run_transformers_loop(make_peaked_model, padded
     decoder_steps.clear()
     only_attention.train().generate(**kwargs)
     assert not decoder_steps
+
+
+def _forward_caches(model):
+    """The types of the self-attention caches the model's forward passes receive, recorded by a hook on the model
+    itself (not on the decoder: a hook there would send every call to transformers' loop)."""
+    seen = []
+
+    def record(module, args, kwargs):
+        cache = kwargs.get(cache_field())
+        seen.append(type(getattr(cache, "self_attention_cache", cache)).__name__)
+
+    return seen, model.register_forward_pre_hook(record, with_kwargs=True)
+
+
+def test_static_cache_and_compile_config_run_transformers_compiled_path(
+    make_peaked_model, padded_batch, decoder_steps
+):
+    """A user's ``cache_implementation="static"``, ``compile_config`` or own StaticCache is never served by the fast
+    decoder: transformers' loop runs on the static cache, compiled when asked, and gives the fast decoder's tokens.
+    As transformers' ``test_static_cache_no_recompile_with_smaller_length``: a second call with fewer new tokens does
+    not compile again."""
+    model = make_peaked_model(vocab_size=12, seed=2, head_std=0.3, eos_std=1.0)
+    input_ids, attention_mask = padded_batch(SOURCES)
+    kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=6)
+    fast = {beams: model.generate(**kwargs, num_beams=beams) for beams in (1, 2)}
+    assert decoder_steps
+    caches, hook = _forward_caches(model)
+    for beams in (1, 2):
+        decoder_steps.clear()
+        static = model.generate(**kwargs, num_beams=beams, cache_implementation="static")
+        assert not decoder_steps and set(caches) == {"StaticCache"}
+        assert static.tolist() == fast[beams].tolist()
+        caches.clear()
+    own = EncoderDecoderCache(StaticCache(config=model.config, max_cache_len=8), DynamicCache(config=model.config))
+    assert model.generate(**kwargs, **{cache_field(): own}).tolist() == fast[1].tolist()
+    assert not decoder_steps and set(caches) == {"StaticCache"}
+    hook.remove()  # (dynamo would trace it)
+    # Compiled decoding (transformers compiles only on accelerators unless told to compile on every device).
+    compile_config = CompileConfig(backend="eager", fullgraph=True)
+    compile_config._compile_all_devices = True
+    torch._dynamo.reset()
+    before = compile_count()
+    compiled = model.generate(**kwargs, cache_implementation="static", compile_config=compile_config)
+    assert not decoder_steps and compile_count() > before
+    assert compiled.tolist() == fast[1].tolist()
+    compiled_graphs = compile_count()
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        shorter = model.generate(**{**kwargs, "max_new_tokens": 3}, cache_implementation="static",
+                                 compile_config=compile_config)  # fmt: skip
+    assert compile_count() == compiled_graphs and not decoder_steps
+    assert shorter.tolist() == [row[:4] for row in fast[1].tolist()]
 
 
 def test_outputs_are_ordinary_tensors_usable_as_training_labels(make_peaked_model, padded_batch):

@@ -2,6 +2,8 @@
 under gradient accumulation), and a whole run of vanilla-transformer finetune checked against independent computations."""
 
 import json
+import logging
+import warnings
 
 import numpy as np
 import pytest
@@ -10,10 +12,11 @@ import torch
 from safetensors.torch import load_file
 from tiny_model import SPLITS, load_script
 from torch.nn import functional as F
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, EvalPrediction, GenerationConfig, TrainerCallback
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig, TrainerCallback
 
 from vanilla_transformer.model_dir import load_model_dir
-from vanilla_transformer.training.finetune import TranslationMetrics, build_trainer, finetune, training_arguments
+from vanilla_transformer.training.finetune import build_trainer, finetune, training_arguments
+from vanilla_transformer.translation import translate
 
 # Two short targets, then two long ones: with batches of 2 in order, the two micro-batches of one step hold very
 # different numbers of target tokens, so a mean of per-micro-batch means differs from the mean over all tokens.
@@ -130,19 +133,20 @@ def test_finetune_script_improves_the_model_and_keeps_the_best_checkpoint(tiny_m
         last = load_file(output_dir / "checkpoint-24" / "model.safetensors")
         assert not all(torch.equal(saved[name], last[name]) for name in saved)
 
-    # Its summary holds BLEU and chrF of its own greedy translations of the evaluation set, computed here again.
+    # Its summary holds BLEU and chrF of its translations of the evaluation set by the package's search (beam 1 as
+    # asked, the GNMT penalty and input + 50 tokens), computed here again.
     summary = json.loads((output_dir / "training_summary.json").read_text())
     model = AutoModelForSeq2SeqLM.from_pretrained(output_dir)
     tokenizer = AutoTokenizer.from_pretrained(output_dir)
     references, sources = zip(*SPLITS.valid[:8], strict=True)
-    inputs = tokenizer(list(sources), padding=True, return_tensors="pt")
-    hypotheses = tokenizer.batch_decode(model.generate(**inputs, num_beams=1), skip_special_tokens=True)
+    hypotheses = translate(model, tokenizer, list(sources), num_beams=1)
     assert summary["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hypotheses, [list(references)]).score)
     assert summary["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hypotheses, [list(references)]).score)
     assert summary["chrf"] > 0 and summary["bleu"] == pytest.approx(evaluations[best_step]["eval_bleu"])
     assert summary["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp")
     assert (summary["steps"], summary["train_pairs"], summary["src_lang"], summary["tgt_lang"]) == (24, 96, "de", "en")
     assert summary["recipe"]["sentences_per_step"] == 16 and summary["recipe"]["label_smoothing"] == 0.1
+    assert summary["recipe"]["selected by"] == "evaluation bleu"  # English references: BLEU applies
 
     assert GenerationConfig.from_pretrained(output_dir).to_diff_dict() == saved_generation
     assert json.loads((output_dir / "config.json").read_text())["custom_pipelines"].keys() == {
@@ -151,24 +155,26 @@ def test_finetune_script_improves_the_model_and_keeps_the_best_checkpoint(tiny_m
     }
 
 
-def test_translation_metrics_decode_padded_ids_and_score_with_sacrebleu(tiny_model_dir):
-    _, tokenizer = load_model_dir(tiny_model_dir)
-    hypotheses = ["three hundred and twelve", "one hundred and one", "seven"]
-    references = ["three hundred and twelve", "one hundred and two", "eight"]
-
-    def padded_ids(texts):  # padded with -100, as the Trainer pads generations and labels across batches
-        ids = tokenizer(texts)["input_ids"]
-        width = max(map(len, ids))
-        return np.array([row + [-100] * (width - len(row)) for row in ids])
-
-    metrics = TranslationMetrics(tokenizer)
-    scores = metrics(EvalPrediction(predictions=padded_ids(hypotheses), label_ids=padded_ids(references)))
-
-    assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hypotheses, [references]).score)
-    assert scores["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hypotheses, [references]).score)
-    assert scores["exact_match"] == pytest.approx(100 / 3)
-    assert 0 < scores["bleu"] < 100
-    assert metrics.signatures["bleu"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp")
+def test_evaluation_translates_with_the_papers_search_and_warns_nothing(tiny_model_dir, tmp_path, caplog):
+    """The Trainer's evaluation scores the package's one beam search (beam 4, GNMT alpha 0.6, input + 50), not
+    generate() with labels; number words score no BLEU (0 by construction) and no warning reaches the user."""
+    model, tokenizer = load_model_dir(tiny_model_dir)
+    pairs = SPLITS.valid[:12]
+    args = training_arguments(tmp_path, eval_steps=2, max_steps=2, per_device_eval_batch_size=4)
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.WARNING):
+        warnings.simplefilter("always")
+        trainer = build_trainer(model, tokenizer, SPLITS.train[:16], pairs, args)
+        metrics = trainer.evaluate()
+    hypotheses = translate(model, tokenizer, [s for s, _ in pairs], num_beams=4, length_penalty=0.6)
+    references = [t for _, t in pairs]
+    assert metrics["eval_exact_match"] == pytest.approx(
+        100 * np.mean([h == r for h, r in zip(hypotheses, references, strict=True)])
+    )
+    assert metrics["eval_chrf"] == pytest.approx(sacrebleu.corpus_chrf(hypotheses, [references]).score)
+    assert "eval_bleu" not in metrics and args.metric_for_best_model == "exact_match"
+    assert [str(w.message) for w in caught] == [] and [r.getMessage() for r in caplog.records] == []
+    with pytest.raises(ValueError, match="BLEU is 0 by construction on these evaluation pairs"):
+        build_trainer(model, tokenizer, PAIRS, PAIRS, training_arguments(tmp_path, metric_for_best_model="bleu"))
 
 
 def test_bad_inputs(tiny_model_dir, tmp_path):
@@ -189,13 +195,16 @@ def test_every_trainer_option_reaches_the_trainer(tiny_model_dir, tmp_path):
         str(tiny_model_dir), "--numbers", "40", "--output-dir", str(tmp_path), "--bf16", "--use-cpu", "--report-to", "tensorboard",
         "--train-sampling-strategy", "group_by_length", "--push-to-hub", "--hub-model-id", "org/m", "--eval-steps", "7",
         "--batch-size", "5", "--num-epochs", "2", "--label-smoothing", "0.2", "--num-beams", "3",
+        "--gradient_accumulation_steps", "3",
     ])  # fmt: skip
     assert (model, data.numbers) == (str(tiny_model_dir), 40)
     assert (args.bf16, args.report_to, args.train_sampling_strategy, args.push_to_hub, args.hub_model_id) == (
         True, ["tensorboard"], "group_by_length", True, "org/m",
     )  # fmt: skip
     assert (args.per_device_train_batch_size, args.per_device_eval_batch_size, args.num_train_epochs) == (5, 5, 2)
-    assert (args.label_smoothing_factor, args.generation_num_beams) == (0.2, 3)
+    assert (args.label_smoothing_factor, args.gradient_accumulation_steps) == (0.2, 3)
+    assert load_script("finetune").parse_options([str(tiny_model_dir), "--numbers", "8", "--output-dir", "o",
+                                                  "--num-beams", "3"]).search["num_beams"] == 3  # fmt: skip
     # Fine-tuning's defaults where the option is not given: the paper's Adam, checkpoints at each evaluation.
     assert (args.adam_beta2, args.adam_epsilon, args.learning_rate) == (0.98, 1e-9, 1e-4)
     assert (args.save_steps, args.eval_steps, args.load_best_model_at_end) == (7, 7, True)
@@ -253,3 +262,45 @@ def test_an_interrupted_finetune_resumes_to_the_same_weights(tiny_model_dir, tmp
         [entry["loss"] for entry in state["log_history"] if "loss" in entry] for state in (whole_state, resumed_state)
     ]
     assert losses[0] == pytest.approx(losses[1], abs=1e-6) and len(losses[0]) == 4
+
+
+def test_finetune_help_is_short_grouped_and_spelled_as_the_cli(capsys):
+    script = load_script("finetune")
+    with pytest.raises(SystemExit):
+        script.main(["--help"])
+    text = capsys.readouterr().out
+    assert len(text.splitlines()) < 110
+    for group in ("data", "model: a LoRA adapter", "optimization", "evaluation and checkpoints", "decoding"):
+        assert f"\n{group}" in text, group
+    assert "--src-lang" in text and "--max-steps" in text and "--trainer-help" in text
+    assert "--src_lang" not in text and "--max_steps" not in text and "--adafactor" not in text
+    with pytest.raises(SystemExit):
+        script.main(["--trainer-help"])
+    assert "--gradient_checkpointing" in capsys.readouterr().out  # every Trainer option, still reachable
+    with pytest.raises(SystemExit):
+        script.parse_options(["m", "--numbers", "8", "--output-dir", "o", "--no-such-option", "1"])
+    assert "unrecognized arguments: --no-such-option 1 (--help lists finetune's" in capsys.readouterr().err
+
+
+def test_finetune_selects_by_the_named_metric_and_names_it(tiny_model_dir, tmp_path, caplog):
+    """--numbers (one-word references): exact match by default; a named metric is the one kept and logged; local
+    files are named by file, with no model-index."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for split, pairs in (("train", SPLITS.train[:32]), ("dev", SPLITS.valid[:6])):
+        (data / f"{split}.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
+    output = tmp_path / "out"
+    options = ["--train", str(data / "train.tsv"), "--eval", str(data / "dev.tsv"), "--output-dir", str(output),
+               "--max-steps", "4", "--eval-steps", "2", "--batch-size", "8", "--num-beams", "1"]  # fmt: skip
+    with caplog.at_level(logging.INFO):
+        assert load_script("finetune").main([str(tiny_model_dir), *options, "--metric-for-best-model", "chrf"]) == 0
+    state = json.loads((output / "checkpoint-4" / "trainer_state.json").read_text())
+    chrfs = {entry["step"]: entry["eval_chrf"] for entry in state["log_history"] if "eval_chrf" in entry}
+    best = max(chrfs, key=lambda step: (chrfs[step], -step))
+    assert state["best_model_checkpoint"].endswith(f"checkpoint-{best}") and state["best_metric"] == chrfs[best]
+    assert f"saved the model with eval chrf {chrfs[best]:.4g}" in caplog.text and "BLEU" not in caplog.text
+    summary = json.loads((output / "training_summary.json").read_text())
+    assert summary["local_data"] == "train.tsv (training) and dev.tsv (evaluation)" and "dataset" not in summary
+    from vanilla_transformer.export.hub import model_card_data
+
+    assert model_card_data(summary, "m").eval_results is None  # no model-index naming a file as a Hub dataset

@@ -131,3 +131,16 @@ def test_shipped_chrf_module_loads_offline_and_matches_sacrebleu(offline, tmp_pa
 
     assert result["score"] == pytest.approx(sacrebleu.corpus_chrf(HYPOTHESES, [REFERENCES], word_order=2).score)
     assert "nw:2" in result["signature"]
+
+
+def test_bleu_applies_only_where_a_reference_has_a_4_gram():
+    """One-word references (German number words) leave BLEU 0 whatever the translations, sacreBLEU itself says:
+    there BLEU does not apply, and models are chosen by exact match."""
+    from vanilla_transformer.metrics import bleu_applies, selection_metric
+
+    words = ["dreihunderteinundzwanzig", "zwölf", "siebenhundert"]
+    assert sacrebleu.corpus_bleu(words, [words]).score == 0.0  # perfect translations, BLEU 0
+    assert not bleu_applies(words) and selection_metric(words) == "exact_match"
+    sentences = [*words, "Ein Hund rennt am Strand."]
+    assert sacrebleu.corpus_bleu(sentences, [sentences]).score > 0
+    assert bleu_applies(sentences) and selection_metric(sentences) == "bleu"

@@ -3,6 +3,7 @@ hook) equals decoding it by forward passes: the fast decoder folds a plain LoRA 
 and leaves anything else to transformers' loop."""
 
 import copy
+import random
 
 import pytest
 import torch
@@ -96,12 +97,12 @@ LORA_TARGETS = "q_proj,v_proj,fc1,fc2"
 
 def held_out_pairs():
     """Numbers of 1..999 that neither the tiny model nor the LoRA fine-tune saw."""
+    from num2words import num2words
     from tiny_model import SPLITS
 
-    from vanilla_transformer.data import make_numbers_task
-
     seen = set(SPLITS.train) | set(SPLITS.valid)
-    return [pair for pair in make_numbers_task(0, 300, 0, max_number=999, seed=5).valid if pair not in seen]
+    numbers = random.Random(5).sample(range(1, 1000), 300)  # uniformly, as the tiny model's numbers
+    return [pair for n in numbers if (pair := (num2words(n, lang="en"), num2words(n, lang="de"))) not in seen]
 
 
 def greedy(model, tokenizer, sources):
@@ -385,3 +386,18 @@ def test_the_lora_benchmarks_marian_twin_computes_what_the_adapted_model_does(co
         assert not torch.allclose(
             broken(**copy_batch, decoder_input_ids=decoder_input_ids).logits, expected, atol=1e-2
         )
+
+
+def test_the_adapter_card_links_its_base_on_the_hub_absolutely(lora_run):
+    """A card is read on the Hub, where a relative link points into the adapter's own repository."""
+    from vanilla_transformer.export.hub import build_adapter_card
+    from vanilla_transformer.model_dir import load_model_dir
+
+    model, _ = load_model_dir(lora_run)
+    card = build_adapter_card(
+        model, {"dataset_name": "numbers", "exact_match": 50.0}, "org/adapter", base_model="org/base"
+    )
+    assert "[`org/base`](https://huggingface.co/org/base)" in card.text and "](org/base)" not in card.text
+    assert "exact match 50.0%" in card.text  # the scores without BLEU are shown too
+    local = build_adapter_card(model, {}, "org/adapter", base_model="runs/numbers/model").text
+    assert "`runs/numbers/model`" in local and "](runs/numbers/model)" not in local

@@ -19,6 +19,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig
 
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
 from vanilla_transformer.data import DATA_DIR_VARIABLE, TranslationCollator
+from vanilla_transformer.data.numbers import english_number
 from vanilla_transformer.export.hub import read_training_summary
 from vanilla_transformer.tokenization import train_tokenizer
 from vanilla_transformer.training import (
@@ -200,10 +201,10 @@ def test_run_directory_holds_a_loadable_model_and_the_last_checkpoints(reference
     ]
     results = json.loads((reference_run / "results.json").read_text())
     assert results["step"] == 8 and results["averaged_checkpoints"] == ["checkpoint-00000006", "checkpoint-00000008"]
-    assert {"test_bleu", "test_chrf", "test_exact_match", "train_tokens_per_second", "padding_share"} <= results.keys()
+    assert {"test_chrf", "test_exact_match", "train_tokens_per_second", "padding_share"} <= results.keys()
     assert (reference_run / "metrics.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     rows = read_metrics(reference_run / "metrics.jsonl")
-    assert {row["step"] for row in rows if "valid_bleu" in row} == {4, 8}
+    assert {row["step"] for row in rows if "valid_exact_match" in row} == {4, 8}
     assert len((reference_run / "test.hyp.de").read_text().splitlines()) == 12
     # What a published figure needs beside it: the installed versions, the command, the load.
     environment = results["environment"]
@@ -310,11 +311,13 @@ def test_missing_and_mismatched_files(tmp_path):
     data.mkdir()
     (data / "train.en").write_text("one\ntwo\nthree\n")
     (data / "train.de").write_text("eins\nzwei\n")
+    with pytest.raises(FileNotFoundError, match=r"--data-dir=.* has no valid.en or valid.de: pass --data-dir"):
+        train(tiny_run(tmp_path / "run3", "--dataset", "text", "--data-dir", str(data)))  # every split, first
+    for split in ("valid", "test"):
+        (data / f"{split}.en").write_text("one\n")
+        (data / f"{split}.de").write_text("eins\n")
     with pytest.raises(ValueError, match="parallel files differ in length"):
         train(tiny_run(tmp_path / "run2", "--dataset", "text", "--data-dir", str(data)))
-    (data / "train.de").write_text("eins\nzwei\ndrei\n")
-    with pytest.raises(FileNotFoundError, match=r"--data-dir=.* has no valid.en or valid.de: pass --data-dir"):
-        train(tiny_run(tmp_path / "run3", "--dataset", "text", "--data-dir", str(data)))
 
 
 def test_a_preset_finds_its_corpus_through_the_data_variable_or_names_both_ways_to_give_it(tmp_path, monkeypatch):
@@ -578,30 +581,33 @@ def test_progress_of_checkpoints_without_training_time_loads_with_zero_seconds()
 
 
 @pytest.mark.parametrize(
-    ("last_bleu", "margin", "selected"),
+    ("last_score", "margin", "selected"),
     [(20.0, "0.5", "last"), (10.4, "0.5", "averaged"), (10.4, "0", "last"), (9.0, "0", "averaged")],
 )
 def test_select_on_valid_keeps_the_average_unless_the_last_checkpoint_beats_it_by_the_margin(
-    tmp_path, monkeypatch, last_bleu, margin, selected
+    tmp_path, monkeypatch, last_score, margin, selected
 ):
-    """The tiny run's BLEU is 0 for every candidate, so the selection's validation scores are forced: 10 for the
-    average, then `last_bleu` for the last checkpoint (the order `select_on_valid` scores them). The last
-    checkpoint wins only when it is better by more than --select-margin; the selected weights are then exported and
-    scored on the test set, and the other candidate is scored on the test set as well."""
+    """The tiny run translates number words, where BLEU is 0 by construction, so candidates are chosen by exact
+    match. The selection's validation scores are forced: 10 for the average, then `last_score` for the last
+    checkpoint (the order `select_on_valid` scores them). The last checkpoint wins only when it is better by more
+    than --select-margin; the selected weights are then exported and scored on the test set, and the other candidate
+    is scored on the test set as well."""
     from vanilla_transformer.training import evaluation
 
-    forced, real = iter([10.0, last_bleu]), evaluation.compute_bleu
+    forced, real = iter([10.0, last_score]), evaluation.exact_match
 
-    def compute_bleu(hypotheses, references):
-        score = next(forced, None) if sys._getframe(1).f_code.co_name == "select_on_valid" else None
-        return real(hypotheses, references) if score is None else {"score": score, "signature": "forced"}
+    def exact_match(hypotheses, references):
+        score = next(forced, None) if sys._getframe(3).f_code.co_name == "select_on_valid" else None
+        return real(hypotheses, references) if score is None else score
 
-    monkeypatch.setattr(evaluation, "compute_bleu", compute_bleu)
+    monkeypatch.setattr(evaluation, "exact_match", exact_match)
     results = train(tiny_run(tmp_path, "--select-on-valid", "--select-margin", margin))
-    assert (results["valid_bleu_averaged"], results["valid_bleu_last"]) == (10.0, last_bleu)
+    assert not any("bleu" in key for key in results)  # never computed, let alone chosen by
+    assert (results["valid_exact_match_averaged"], results["valid_exact_match_last"]) == (10.0, last_score)
     assert results["selected"] == selected
     other = "averaged" if selected == "last" else "last"
-    assert results[f"test_bleu_{selected}"] == results["test_bleu"] and f"test_bleu_{other}" in results
+    assert results[f"test_exact_match_{selected}"] == results["test_exact_match"]
+    assert f"test_exact_match_{other}" in results
     checkpoints = sorted(path.name for path in (tmp_path / "checkpoints").iterdir())
     assert results["averaged_checkpoints"] == (checkpoints[-1:] if selected == "last" else checkpoints[-2:])
     model = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "model")
@@ -610,9 +616,26 @@ def test_select_on_valid_keeps_the_average_unless_the_last_checkpoint_beats_it_b
     if selected == "averaged":  # the average of several checkpoints differs from the last one
         last = load_checkpoint_weights(tmp_path / "checkpoints" / checkpoints[-1])
         assert not torch.equal(model.model.shared.weight, last["model.shared.weight"])
-    rows = [row for row in read_metrics(tmp_path / "metrics.jsonl") if "valid_bleu" in row]
-    best = max(rows, key=lambda row: row["valid_bleu"])
-    assert (results["best_valid_bleu"], results["best_valid_step"]) == (best["valid_bleu"], best["step"])
+    rows = [row for row in read_metrics(tmp_path / "metrics.jsonl") if "valid_exact_match" in row]
+    best = max(rows, key=lambda row: (row["valid_exact_match"], row["valid_chrf"]))
+    assert (results["best_valid_exact_match"], results["best_valid_step"]) == (best["valid_exact_match"], best["step"])
+
+
+def test_the_numbers_task_reports_exact_match_by_magnitude_and_no_bleu(reference_run):
+    """results.json's figures by magnitude, recomputed here from the test set and the translations the run wrote."""
+    results = json.loads((reference_run / "results.json").read_text())
+    sources, references, hypotheses = (
+        (reference_run / f"test.{suffix}").read_text(encoding="utf-8").splitlines()
+        for suffix in ("en", "de", "hyp.de")
+    )
+    by_digits: dict[int, list[bool]] = {}
+    for source, reference, hypothesis in zip(sources, references, hypotheses, strict=True):
+        digits = len(str(english_number(source)))
+        by_digits.setdefault(digits, []).append(hypothesis == reference)
+    expected = {f"{10 ** (d - 1):,}-{10**d - 1:,}": 100 * sum(v) / len(v) for d, v in sorted(by_digits.items())}
+    assert results["test_exact_match_by_magnitude"] == pytest.approx(expected)
+    assert "test_bleu" not in results and "best_valid_bleu" not in results
+    assert all("valid_bleu" not in row for row in read_metrics(reference_run / "metrics.jsonl"))
 
 
 def test_bad_time_budget_is_rejected_naming_the_option():
@@ -681,3 +704,17 @@ def test_processes_agree_on_the_time_budget_every_ten_steps_and_stop_together():
     clocks.collectives.clear()
     assert (clocks.stop_step(rank=1, processes=1), clocks.stop_step(rank=0, processes=1)) == (8, 12)
     assert clocks.collectives == []
+
+
+def test_every_split_is_checked_before_the_tokenizer_is_trained(tmp_path, monkeypatch):
+    """A missing validation split stops the run before any work, with the format the folder does hold."""
+    from vanilla_transformer.training import setup
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for split in ("train", "test"):
+        (data / f"{split}.tsv").write_text("one\teins\ntwo\tzwei\n", encoding="utf-8")
+    (data / "valid.jsonl").write_text('{"en": "one", "de": "eins"}\n', encoding="utf-8")
+    monkeypatch.setattr(setup, "train_tokenizer", lambda *args, **kwargs: pytest.fail("the tokenizer was trained"))
+    with pytest.raises(FileNotFoundError, match=r"has no valid.tsv: .*holds valid.jsonl: pass --dataset jsonl"):
+        train(tiny_run(tmp_path / "run", "--dataset", "tsv", "--data-dir", str(data)))

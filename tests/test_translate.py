@@ -600,3 +600,31 @@ def test_translate_script_decodes_in_the_dtype_asked_for(confident_copy_model, t
     assert outputs["bf16"] == outputs["fp32"] and outputs["fp32"].strip()
     with pytest.raises(SystemExit):
         translate_script.main(["--model", str(model_dir), "--dtype", "int4"])
+
+
+def test_evaluate_scores_bleu_only_where_a_reference_holds_a_4_gram(tmp_path, capsys):
+    """Number words are one token each: BLEU is 0 whatever the translations, so evaluate leaves it out and says why;
+    on sentences it is scored, and equals sacreBLEU's corpus BLEU."""
+    import sacrebleu
+
+    evaluate = load_script("evaluate")
+    cases = {
+        "words": (["zweiundvierzig", "fünf", "zwölf"], ["zweiundvierzig", "fünf", "zwölftausend"]),
+        "sentences": (
+            ["ein Hund rennt am Strand", "zwei Kinder"],
+            ["ein Hund rennt am Strand", "zwei Kinder spielen"],
+        ),
+    }
+    printed, results = {}, {}
+    for name, (hypotheses, references) in cases.items():
+        hyp, ref, out = tmp_path / f"{name}.hyp", tmp_path / f"{name}.ref", tmp_path / f"{name}.json"
+        hyp.write_text("\n".join(hypotheses) + "\n", encoding="utf-8")
+        ref.write_text("\n".join(references) + "\n", encoding="utf-8")
+        assert evaluate.main(["--hypotheses", str(hyp), "--reference", str(ref), "--results", str(out)]) == 0
+        printed[name], results[name] = capsys.readouterr().out, json.loads(out.read_text())
+    assert "bleu" not in results["words"] and "BLEU: not scored" in printed["words"]
+    assert results["words"]["exact_match"] == pytest.approx(200 / 3)
+    hypotheses, references = cases["sentences"]
+    expected = sacrebleu.corpus_bleu(hypotheses, [references])
+    assert results["sentences"]["bleu"] == pytest.approx(expected.score, abs=1e-6)
+    assert f"BLEU = {expected.score:.2f}" in printed["sentences"]

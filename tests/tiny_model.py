@@ -5,6 +5,7 @@ Hub sharing and attention maps. conftest.py builds it once per session: use the 
 from __future__ import annotations
 
 import importlib.util
+import random
 from pathlib import Path
 from types import ModuleType
 
@@ -14,11 +15,21 @@ from transformers import GenerationConfig
 
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
 from vanilla_transformer.cli import COMMANDS
-from vanilla_transformer.data import TranslationCollator, make_numbers_task, tokenize_pairs
+from vanilla_transformer.data import Splits, TranslationCollator, tokenize_pairs
 from vanilla_transformer.tokenization import train_tokenizer
 
-SPLITS = make_numbers_task(240, 16, 0, max_number=999, seed=0)
-"""English to German number words, 1 to 999."""
+
+def _numbers(count: int, seed: int) -> Splits:
+    """`count` distinct numbers of 1 to 999, drawn uniformly (most have three digits), as number-word pairs."""
+    from num2words import num2words
+
+    numbers = random.Random(seed).sample(range(1, 1000), count)
+    pairs = [(num2words(n, lang="en"), num2words(n, lang="de")) for n in numbers]
+    return Splits(train=pairs[:240], valid=pairs[240:], test=[])
+
+
+SPLITS = _numbers(256, seed=0)
+"""English to German number words, 1 to 999, drawn uniformly (the tests' model learns three-digit numbers)."""
 
 # A run of seconds: 160 numbers, a 10k-parameter model, 8 steps; checkpoints at steps 3, 6 and 8.
 TINY = [

@@ -104,6 +104,10 @@ class VanillaTransformerConfig(PreTrainedConfig):
             equations (section 3.2.2) and tensor2tensor have none; fairseq and Marian, whose trained models and
             converters this package interoperates with, have them. ``True`` (the default, and the presets') keeps
             MarianMT weights and exports exact; ``False`` is the paper's equations to the letter.
+        pack_tokens: how training runs the position-wise sublayers of a padded batch, an implementation choice that
+            changes no loss or gradient: ``True`` on its real tokens only (gathered, and scattered back for
+            attention), ``False`` on every position, ``"auto"`` (the default) by the device's rule
+            (``PACKING_THRESHOLDS`` in the modeling file: on the CPU where over 10% of the batch is padding).
         pad_token_id / bos_token_id / eos_token_id / decoder_start_token_id: special token ids, each ``None`` or in
             ``[0, vocab_size)``; the defaults match the tokenizer trained by `vanilla_transformer.tokenization`
             (``<pad>``=0, ``<s>``=2, ``</s>``=3).
@@ -141,6 +145,7 @@ class VanillaTransformerConfig(PreTrainedConfig):
     scale_embedding: bool = True
     init_std: float | None = None
     attention_bias: bool = True
+    pack_tokens: bool | str = "auto"
     use_cache: bool = True
     is_encoder_decoder: bool = True
     tie_word_embeddings: bool = True
@@ -172,6 +177,8 @@ class VanillaTransformerConfig(PreTrainedConfig):
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ValueError(f"{name} must be in [0, 1), got {name}={value!r}")
+        if self.pack_tokens not in (True, False, "auto"):
+            raise ValueError(f"pack_tokens must be True, False or 'auto', got pack_tokens={self.pack_tokens!r}")
         if self.init_std is not None and self.init_std <= 0:
             raise ValueError(f"init_std must be None or positive, got init_std={self.init_std!r}")
         self._check_special_token_ids()

@@ -19,8 +19,9 @@ beat the worst of the k finished ones.
 How ``generate()`` gets here: transformers prepares a call (configuration, encoder, stopping criteria, logits
 processors) and then calls the model's ``_sample`` (greedy) or ``_beam_search`` method; `FastGenerationMixin`
 overrides both. A call the fast decoder serves exactly (greedy or beam search, no logits processor, the default
-stopping criteria, no streamer, only the output sequences asked for, ...) runs here; any other falls back to
-transformers' loop, which then ignores the two fields above (with a warning when they are set). At the same settings
+stopping criteria, no streamer, only the output sequences asked for, no static cache or ``compile_config``, ...) runs
+here; any other falls back to transformers' loop, which then ignores the two fields above (with a warning when they
+are set). At the same settings
 both give the same tokens: the search is transformers' step for step (the 2k best extensions, of which those among
 the k best that end finish, the k best others live on; the same early-stopping rules), only computed with less
 overhead. The tests check both against transformers and against a plain search written for reading.
@@ -53,7 +54,7 @@ from typing import NamedTuple, Protocol
 import torch
 from torch.nn import functional as F
 from transformers import GenerationMixin
-from transformers.cache_utils import Cache
+from transformers.cache_utils import Cache, DynamicCache
 from transformers.generation.stopping_criteria import EosTokenCriteria, MaxLengthCriteria
 
 from .cache_vanilla_transformer import cache_field
@@ -344,6 +345,10 @@ def _unserved(model, input_ids, logits_processor, stopping_criteria, config, syn
         (bool((input_ids != input_ids[:1]).any()), "decoder start tokens that differ between rows"),
         (not set(kwargs) <= _MODEL_KWARGS, "model arguments " + ", ".join(sorted(set(kwargs) - _MODEL_KWARGS))),
         (cache is not None and not isinstance(cache, Cache), f"a cache of type {type(cache).__name__}"),
+        # transformers' static cache or compiled decoding (CUDA graphs), asked for: it runs, never silently ignored
+        (config.cache_implementation not in (None, "dynamic"), f"cache_implementation {config.cache_implementation}"),
+        (config.compile_config is not None, "a compile_config"),
+        (type(getattr(cache, "self_attention_cache", cache)) not in (DynamicCache, type(None)), "a static cache"),
         (isinstance(cache, Cache) and cache.get_seq_length() > 0, "a filled cache"),
         (kwargs.get("encoder_outputs") is None, "no encoder output"),
         (config._eos_token_tensor is None, "no eos_token_id"),

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -314,7 +315,9 @@ def load_adapter_dir(
         check_tokenizer_matches_config(tokenizer, model.config)
         tokenizer.model_max_length = min(tokenizer.model_max_length, model.config.max_position_embeddings)
     try:
-        model = peft.PeftModel.from_pretrained(model, directory, is_trainable=False)
+        with warnings.catch_warnings():  # peft reads the deprecated is_gradient_checkpointing: not the user's to fix
+            warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
+            model = peft.PeftModel.from_pretrained(model, directory, is_trainable=False)
     except (KeyError, RuntimeError, ValueError) as error:
         raise ValueError(f"adapter folder {directory} does not fit its base model {base!r} ({error})") from error
     return model.to(device).eval(), tokenizer

@@ -103,6 +103,21 @@ class SinusoidalPositionalEncoding(nn.Module):
 # --------------------------------------------------------------------------------------------------------------------
 
 
+PACKING_THRESHOLDS: dict[str, float] = {"cpu": 0.1}
+"""``pack_tokens="auto"``: the device types on which packing pays, each with the share of padding above which it does.
+On the CPU, under 10% padding (length-bucketed batches) gathering and scattering the tokens cost about what they
+save. A device type not listed (CUDA, until a GPU run measures it: there the gathers and scatters are extra kernel
+launches) never packs."""
+
+
+def packing_threshold(pack_tokens: bool | str, device_type: str) -> float | None:
+    """The share of padding above which a training batch on `device_type` is packed; None: never packed.
+    `pack_tokens` is the configuration's: True packs any padded batch, False none, "auto" by `PACKING_THRESHOLDS`."""
+    if pack_tokens == "auto":
+        return PACKING_THRESHOLDS.get(device_type)
+    return 0.0 if pack_tokens else None
+
+
 class _Packing:
     """The real-token positions of a padded ``[B, T]`` batch: `pack` gathers them, `unpack` scatters them back.
 
@@ -110,6 +125,7 @@ class _Packing:
     the N real tokens only, and attention, which needs the ``[B, T]`` layout, unpacks its projections. Hidden states
     and logits at padded positions are zero instead of computed (they are masked out of attention and the loss).
     Loss and gradients are unchanged; in evaluation every position is computed, as in other implementations.
+    Whether a batch is packed is ``config.pack_tokens`` (`packing_threshold`).
     """
 
     def __init__(self, keep: torch.Tensor):
@@ -117,14 +133,21 @@ class _Packing:
         self.index = keep.flatten().nonzero().squeeze(1)  # [N], real positions in the flattened [B * T]
         self.right_padded = bool((keep[:, 1:] <= keep[:, :-1]).all())  # every row: tokens, then padding
 
+    @staticmethod
+    def wanted(module: nn.Module, padding_mask: torch.Tensor | None) -> bool:
+        """Whether to pack a batch with this 2D padding mask (1 = token): in training, by `packing_threshold`;
+        never while compiling (the number of real tokens would be a data-dependent shape)."""
+        if not module.training or padding_mask is None or padding_mask.dim() != 2 or torch.compiler.is_compiling():
+            return False
+        threshold = packing_threshold(getattr(module.config, "pack_tokens", "auto"), padding_mask.device.type)
+        if threshold is None:
+            return False  # (decided without reading the mask: no host-device sync)
+        padded = padding_mask.numel() - padding_mask.bool().sum()
+        return bool(padded > threshold * padding_mask.numel())
+
     @classmethod
     def of(cls, module: nn.Module, padding_mask: torch.Tensor | None) -> "_Packing | None":
-        """From a 2D padding mask (1 = token) in training; None while compiling, or when under 10% is padding
-        (as in length-bucketed batches), where gathering and scattering the tokens costs about what it saves."""
-        if not module.training or padding_mask is None or padding_mask.dim() != 2 or torch.compiler.is_compiling():
-            return None
-        keep = padding_mask.bool()
-        return None if keep.sum() >= 0.9 * keep.numel() else cls(keep)
+        return cls(padding_mask.bool()) if cls.wanted(module, padding_mask) else None
 
     def pack(self, x: torch.Tensor) -> torch.Tensor:
         return x.flatten(0, 1).index_select(0, self.index)  # [B, T, ...] -> [N, ...]
@@ -705,9 +728,12 @@ class VanillaTransformerForConditionalGeneration(
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
             if decoder_attention_mask is None and self.training:
-                # Positions after a row's last scored label only give logits the loss ignores: treat them as padding.
+                # Positions after a row's last scored label only give logits the loss ignores: padding, to pack. Not
+                # packed, they need no mask: causal attention hides them from the real tokens (SDPA keeps its
+                # mask-free causal kernel), and the loss ignores their logits.
                 scored = labels != -100
-                decoder_attention_mask = scored.flip(1).cummax(1).values.flip(1)  # [B, T], True up to the last label
+                trailing = scored.flip(1).cummax(1).values.flip(1)  # [B, T], True up to the last label
+                decoder_attention_mask = trailing if _Packing.wanted(self, trailing) else None
 
         outputs: Seq2SeqModelOutput = self.model(
             input_ids,
@@ -785,6 +811,8 @@ __all__ = [
     "VanillaTransformerPreTrainedModel",
     "VanillaTransformerModel",
     "VanillaTransformerForConditionalGeneration",
+    "PACKING_THRESHOLDS",
+    "packing_threshold",
     "shift_tokens_right",
     "sinusoidal_table",
 ]

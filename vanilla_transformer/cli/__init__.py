@@ -79,11 +79,25 @@ def configure_logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
 
+def version() -> str:
+    """``vanilla-transformer 0.1.0 (torch ..., transformers ...)``: the package's version and the two it runs on."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    def of(name: str) -> str:
+        try:
+            return installed(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return f"{PROG} {of(PROG)} (torch {of('torch')}, transformers {of('transformers')})"
+
+
 def _usage() -> str:
     width = max(map(len, COMMANDS))
     lines = [f"usage: {PROG} <command> [options]", "", "commands:"]
     lines += [f"  {name:<{width}}  {description}" for name, (_, description) in COMMANDS.items()]
-    lines += ["", f"'{PROG} <command> --help' lists a command's options."]
+    lines += ["", f"'{PROG} <command> --help' lists a command's options; '{PROG} --version' the installed versions."]
     return "\n".join(lines)
 
 
@@ -93,6 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(_usage())
         return 0 if argv else 2
+    if argv[0] in ("-V", "--version"):
+        print(version())
+        return 0
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
         print(f"{PROG}: unknown command {command!r}\n\n{_usage()}", file=sys.stderr)

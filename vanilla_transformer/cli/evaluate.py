@@ -1,5 +1,8 @@
 """Score translations of a test set: sacreBLEU's BLEU (with its signature), chrF and exact match.
 
+BLEU is left out where no reference holds a 4-gram (`vanilla_transformer.metrics.bleu_applies`): it is 0 by
+construction there, whatever the translations, as on the built-in task's number words.
+
     vanilla-transformer evaluate --model runs/numbers/model \
         --source runs/numbers/test.en --reference runs/numbers/test.de
     vanilla-transformer evaluate --hypotheses output.de --reference newstest2014.de   # existing output
@@ -26,6 +29,7 @@ from vanilla_transformer.cli.decoding import (
     read_input_lines,
     translate_with_options,
 )
+from vanilla_transformer.metrics import bleu_applies
 from vanilla_transformer.training import score_translations
 
 
@@ -78,8 +82,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         if args.output:
             write_file(args.output, "".join(line + "\n" for line in hypotheses))
-    scores = score_translations(hypotheses, references)
-    print(f"BLEU = {scores['bleu']:.2f} ({scores['bleu_signature']})")
+    scores = score_translations(hypotheses, references, bleu=bleu_applies(references))
+    if "bleu" in scores:
+        print(f"BLEU = {scores['bleu']:.2f} ({scores['bleu_signature']})")
+    else:
+        print("BLEU: not scored, no reference holds a 4-gram (0 by construction, as on number words)")
     print(f"chrF = {scores['chrf']:.2f}")
     print(f"exact match = {scores['exact_match']:.2f}%")
     if args.results:

@@ -1,4 +1,4 @@
-"""Fine-tune a saved model with transformers' Seq2SeqTrainer, keeping the checkpoint with the best BLEU.
+"""Fine-tune a saved model with transformers' Seq2SeqTrainer, keeping the checkpoint with the best evaluation score.
 
 Examples:
 
@@ -13,8 +13,10 @@ Examples:
         --lora --lora-r 8 --lora-target-modules q_proj,v_proj --learning-rate 1e-3 --merge     # a LoRA adapter
 
 --train and --eval take two aligned plain-text files (source, target), one .tsv file (source and target columns) or
-one .jsonl file (keys --src-lang and --tgt-lang). Every option of transformers' Seq2SeqTrainingArguments is
-accepted (``--help`` lists them), with the defaults of `vanilla_transformer.training.finetune.FINETUNE_DEFAULTS`;
+one .jsonl file (keys --src-lang and --tgt-lang). Evaluation translates with the paper's beam search (beam 4, GNMT
+alpha 0.6, input + 50 tokens) and keeps the checkpoint with the best --metric-for-best-model (BLEU where it applies,
+else exact match). Every other option of transformers' Seq2SeqTrainingArguments passes through to the Trainer
+(``--trainer-help`` lists them), with the defaults of `vanilla_transformer.training.finetune.FINETUNE_DEFAULTS`;
 ``--resume-from-checkpoint last`` continues from the last checkpoint in --output-dir. The output directory holds the
 best model, its tokenizer and training_summary.json, ready for vanilla-transformer push, next to the Trainer's
 checkpoint-* folders. With --lora only a LoRA adapter is trained (peft, the 'peft' extra) and the output directory is
@@ -25,6 +27,7 @@ directory to OUTPUT_DIR/merged.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import logging
@@ -40,52 +43,39 @@ from vanilla_transformer.cli import configure_logging
 from vanilla_transformer.data import CorpusSpec, Pair, load_corpus
 from vanilla_transformer.extras import require
 from vanilla_transformer.model_dir import is_adapter_dir, load_model_dir
-from vanilla_transformer.training.finetune import FINETUNE_DEFAULTS, finetune
+from vanilla_transformer.training.finetune import FINETUNE_DEFAULTS, SEARCH_DEFAULTS, finetune
 from vanilla_transformer.training.lora import LORA_DEFAULTS, add_lora, check_lora_settings
+from vanilla_transformer.translation import check_search_settings
 
 logger = logging.getLogger("finetune")
 
 
 @dataclass
 class DataArguments:
-    """The data options (give --train and --eval, or --hf-dataset, or --numbers) and the shorthands of the first
-    version of this command."""
+    """The data options: --train and --eval, or --hf-dataset, or --numbers."""
 
-    train: list[str] | None = field(default=None, metadata={"help": "training pairs: SRC TGT, FILE.tsv or FILE.jsonl"})
-    eval: list[str] | None = field(default=None, metadata={"help": "evaluation pairs, like --train"})
-    hf_dataset: str | None = field(default=None, metadata={"help": "Hugging Face translation dataset, e.g. wmt14"})
-    hf_config: str | None = field(default=None, metadata={"help": "dataset configuration, e.g. de-en"})
-    train_split: str = field(default="train", metadata={"help": "training split of --hf-dataset"})
-    eval_split: str = field(default="validation", metadata={"help": "evaluation split of --hf-dataset"})
-    numbers: int | None = field(default=None, metadata={"help": "N pairs of the numbers task (and N/10 to evaluate)"})
-    src_lang: str | None = field(default=None, metadata={"help": "source language (--hf-dataset, .jsonl, card)"})
-    tgt_lang: str | None = field(default=None, metadata={"help": "target language code"})
-    max_length: int = field(default=256, metadata={"help": "drop longer training pairs (tokens)"})
-    num_epochs: float | None = field(default=None, metadata={"help": "shorthand for --num-train-epochs"})
-    batch_size: int | None = field(default=None, metadata={"help": "--per-device-train/eval-batch-size, both"})
-    label_smoothing: float | None = field(default=None, metadata={"help": "shorthand for --label-smoothing-factor"})
-    num_beams: int | None = field(default=None, metadata={"help": "shorthand for --generation-num-beams"})
+    train: list[str] | None = None
+    eval: list[str] | None = None
+    hf_dataset: str | None = None
+    hf_config: str | None = None
+    train_split: str = "train"
+    eval_split: str = "validation"
+    numbers: int | None = None
+    src_lang: str | None = None
+    tgt_lang: str | None = None
+    max_length: int = 256
 
 
 @dataclass
 class LoraArguments:
     """Train a LoRA adapter (peft) instead of every weight."""
 
-    lora: bool = field(default=False, metadata={"help": "train a LoRA adapter only; the output is an adapter folder"})
-    lora_r: int = field(default=LORA_DEFAULTS["r"], metadata={"help": "LoRA rank r"})
-    lora_alpha: int = field(
-        default=LORA_DEFAULTS["alpha"], metadata={"help": "LoRA scaling: the update is alpha/r BA"}
-    )
-    lora_dropout: float = field(default=LORA_DEFAULTS["dropout"], metadata={"help": "dropout on the adapter's input"})
-    lora_target_modules: str = field(
-        default=",".join(LORA_DEFAULTS["target_modules"]),
-        metadata={
-            "help": "comma-separated linear layers to adapt (q_proj,k_proj,v_proj,out_proj,fc1,fc2; all-linear)"
-        },
-    )
-    merge: bool = field(
-        default=False, metadata={"help": "with --lora: also write the merged model to OUTPUT_DIR/merged"}
-    )
+    lora: bool = False
+    lora_r: int = LORA_DEFAULTS["r"]
+    lora_alpha: int = LORA_DEFAULTS["alpha"]
+    lora_dropout: float = LORA_DEFAULTS["dropout"]
+    lora_target_modules: str = ",".join(LORA_DEFAULTS["target_modules"])
+    merge: bool = False
 
     @property
     def target_modules(self) -> list[str] | str:
@@ -99,55 +89,214 @@ class LoraArguments:
         )
 
 
-_SHORTHANDS = {
+TRAINER_OPTIONS = {
     "num_epochs": ("num_train_epochs",),
     "batch_size": ("per_device_train_batch_size", "per_device_eval_batch_size"),
+    "grad_accum": ("gradient_accumulation_steps",),
     "label_smoothing": ("label_smoothing_factor",),
-    "num_beams": ("generation_num_beams",),
 }
+"""This command's options that set `Seq2SeqTrainingArguments` fields of other names; its other optimization and
+checkpoint options have the field's own name (``--max-steps`` is ``max_steps``)."""
 
 
-def build_parser() -> HfArgumentParser:
-    parser = HfArgumentParser(
-        (DataArguments, LoraArguments, Seq2SeqTrainingArguments), description=__doc__.splitlines()[0]
+class TrainerHelp(argparse.Action):
+    """``--trainer-help``: print the Trainer's options and exit, as ``--help`` does."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        trainer_parser().print_help()
+        parser.exit()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """finetune's own options, in groups; any other `Seq2SeqTrainingArguments` option passes through to the
+    Trainer (`parse_options`)."""
+    parser = argparse.ArgumentParser(
+        prog="vanilla-transformer finetune",
+        usage="%(prog)s MODEL (--train SRC TGT --eval SRC TGT | --hf-dataset NAME | --numbers N) --output-dir DIR "
+        "[options] [Trainer options]",
+        description=__doc__.splitlines()[0],
+        epilog="Any other option of transformers' Seq2SeqTrainingArguments (--gradient-checkpointing, --bf16, "
+        "--report-to tensorboard, ...) goes to the Trainer; --trainer-help lists them.",
+        allow_abbrev=False,
     )
     parser.add_argument("model", help="saved model directory or Hub id, with its tokenizer")
+    parser.add_argument("--trainer-help", action=TrainerHelp, help="list the Trainer's options, then exit")
+    data = parser.add_argument_group("data (--train and --eval, or --hf-dataset, or --numbers)")
+    data.add_argument("--train", nargs="+", metavar="FILE", help="training pairs: SRC TGT, FILE.tsv or FILE.jsonl")
+    data.add_argument("--eval", nargs="+", metavar="FILE", help="evaluation pairs, like --train")
+    data.add_argument("--hf-dataset", help="Hugging Face translation dataset, e.g. wmt14")
+    data.add_argument("--hf-config", help="its configuration, e.g. de-en")
+    data.add_argument("--train-split", default="train", help="training split of --hf-dataset (default: train)")
+    data.add_argument(
+        "--eval-split", default="validation", help="evaluation split of --hf-dataset (default: validation)"
+    )
+    data.add_argument("--numbers", type=int, metavar="N", help="N pairs of the numbers task (and N/10 to evaluate)")
+    data.add_argument("--src-lang", help="source language: key or column of --hf-dataset and .jsonl; the model card")
+    data.add_argument("--tgt-lang", help="target language")
+    data.add_argument(
+        "--max-length", type=int, default=256, help="drop longer training pairs, in tokens (default: 256)"
+    )
+    lora = parser.add_argument_group("model: a LoRA adapter (peft) instead of every weight")
+    lora.add_argument("--lora", action="store_true", help="train a LoRA adapter only; the output is an adapter folder")
+    lora.add_argument("--lora-r", type=int, default=LORA_DEFAULTS["r"], help="rank r (default: %(default)s)")
+    lora.add_argument(
+        "--lora-alpha",
+        type=int,
+        default=LORA_DEFAULTS["alpha"],
+        help="the update is alpha/r BA (default: %(default)s)",
+    )
+    lora.add_argument(
+        "--lora-dropout",
+        type=float,
+        default=LORA_DEFAULTS["dropout"],
+        help="dropout on the adapter's input (default: %(default)s)",
+    )
+    lora.add_argument(
+        "--lora-target-modules",
+        default=",".join(LORA_DEFAULTS["target_modules"]),
+        help="comma-separated linear layers to adapt: q_proj,k_proj,v_proj,out_proj,fc1,fc2, or all-linear (default: %(default)s)",
+    )
+    lora.add_argument(
+        "--merge", action="store_true", help="with --lora: also write the merged model to OUTPUT_DIR/merged"
+    )
+    defaults = FINETUNE_DEFAULTS
+    optimization = parser.add_argument_group("optimization")
+    optimization.add_argument("--max-steps", type=int, help="optimizer steps (default: --num-epochs)")
+    optimization.add_argument("--num-epochs", type=float, help="passes over the training pairs (default: 3)")
+    optimization.add_argument(
+        "--learning-rate", type=float, help=f"peak learning rate (default: {defaults['learning_rate']})"
+    )
+    optimization.add_argument(
+        "--warmup-steps",
+        type=float,
+        help=f"warmup steps, or a fraction of all below 1 (default: {defaults['warmup_steps']})",
+    )
+    optimization.add_argument(
+        "--batch-size",
+        type=int,
+        help=f"sentences per batch and device (default: {defaults['per_device_train_batch_size']})",
+    )
+    optimization.add_argument("--grad-accum", type=int, help="batches per optimizer step (default: 1)")
+    optimization.add_argument(
+        "--label-smoothing",
+        type=float,
+        help=f"label smoothing epsilon (default: {defaults['label_smoothing_factor']})",
+    )
+    optimization.add_argument("--seed", type=int, help="seed of initialization and data order (default: 42)")
+    checkpoints = parser.add_argument_group("evaluation and checkpoints")
+    checkpoints.add_argument("--output-dir", required=True, help="where the checkpoints and the best model go")
+    checkpoints.add_argument(
+        "--eval-steps",
+        type=float,
+        help=f"evaluate and save a checkpoint every this many steps (default: {defaults['eval_steps']})",
+    )
+    checkpoints.add_argument(
+        "--metric-for-best-model",
+        help="the evaluation score that keeps the best checkpoint: bleu, chrf, exact_match or loss (default: bleu "
+        "where it applies, else exact_match: BLEU is 0 by construction on one-word references such as number words)",
+    )
+    checkpoints.add_argument(
+        "--save-total-limit", type=int, help=f"checkpoints kept (default: {defaults['save_total_limit']})"
+    )
+    checkpoints.add_argument(
+        "--logging-steps",
+        type=float,
+        help=f"log the training loss every this many steps (default: {defaults['logging_steps']})",
+    )
+    checkpoints.add_argument(
+        "--resume-from-checkpoint",
+        metavar="DIR",
+        help="continue from a checkpoint folder, or last: the last in --output-dir",
+    )
+    decoding = parser.add_argument_group("decoding: the search evaluation translates with (the paper's)")
+    decoding.add_argument(
+        "--num-beams", type=int, default=SEARCH_DEFAULTS["num_beams"], help="beam size (default: %(default)s)"
+    )
+    decoding.add_argument(
+        "--length-penalty",
+        type=float,
+        default=SEARCH_DEFAULTS["length_penalty"],
+        help="GNMT length penalty alpha (default: %(default)s)",
+    )
+    decoding.add_argument(
+        "--max-length-offset",
+        type=int,
+        default=SEARCH_DEFAULTS["max_length_offset"],
+        help="at most input length + this many tokens (default: %(default)s)",
+    )
+    return parser
+
+
+def trainer_parser() -> HfArgumentParser:
+    """The Trainer's options (`Seq2SeqTrainingArguments`), with fine-tuning's defaults (`FINETUNE_DEFAULTS`)."""
+    parser = HfArgumentParser(
+        Seq2SeqTrainingArguments, prog="vanilla-transformer finetune MODEL ... [TRAINER OPTIONS]"
+    )
     parser.set_defaults(**FINETUNE_DEFAULTS, output_dir=None, save_strategy=None, save_steps=None)
     return parser
 
 
 def parse_args(argv: Sequence[str] | None = None) -> tuple[str, DataArguments, Seq2SeqTrainingArguments]:
     """The model to fine-tune, the data options and the Trainer's arguments (see `parse_options`)."""
-    model, data, _, training_args = parse_options(argv)
-    return model, data, training_args
+    options = parse_options(argv)
+    return options.model, options.data, options.training_args
 
 
-def parse_options(
-    argv: Sequence[str] | None = None,
-) -> tuple[str, DataArguments, LoraArguments, Seq2SeqTrainingArguments]:
-    """The model to fine-tune, the data options, the LoRA options and the Trainer's arguments."""
+@dataclass
+class Options:
+    """What the command line asks for."""
+
+    model: str
+    data: DataArguments
+    lora: LoraArguments
+    training_args: Seq2SeqTrainingArguments
+    search: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_options(argv: Sequence[str] | None = None) -> Options:
+    """The command line: finetune's own options, and any other `Seq2SeqTrainingArguments` option for the Trainer
+    (``--gradient-checkpointing``; ``--trainer-help`` lists them)."""
     parser = build_parser()
-    namespace = parser.parse_args(argv)
-    data = DataArguments(**{f.name: getattr(namespace, f.name) for f in dataclasses.fields(DataArguments)})
+    namespace, rest = parser.parse_known_args(argv)
+    trainer_namespace, unknown = trainer_parser().parse_known_args(rest)
+    if unknown:
+        parser.error(
+            f"unrecognized arguments: {' '.join(unknown)} (--help lists finetune's, --trainer-help the Trainer's)"
+        )
+    given = vars(namespace)
+    data = DataArguments(**{f.name: given[f.name] for f in dataclasses.fields(DataArguments)})
     _check_data(parser, data)
-    lora = LoraArguments(**{f.name: getattr(namespace, f.name) for f in dataclasses.fields(LoraArguments)})
+    lora = LoraArguments(**{f.name: given[f.name] for f in dataclasses.fields(LoraArguments)})
     _check_lora(parser, lora)
-    values = {f.name: getattr(namespace, f.name) for f in dataclasses.fields(Seq2SeqTrainingArguments) if f.init}
-    if values["output_dir"] is None:
-        parser.error("--output-dir is required")
-    for shorthand, names in _SHORTHANDS.items():
-        if getattr(data, shorthand) is not None:
-            values.update(dict.fromkeys(names, getattr(data, shorthand)))
+    values = {
+        f.name: getattr(trainer_namespace, f.name) for f in dataclasses.fields(Seq2SeqTrainingArguments) if f.init
+    }
+    for name in ("max_steps", "learning_rate", "warmup_steps", "seed", "output_dir", "eval_steps", "save_total_limit",
+                 "logging_steps", "resume_from_checkpoint", "metric_for_best_model"):  # fmt: skip
+        if given[name] is not None:
+            values[name] = given[name]
+    for option, names in TRAINER_OPTIONS.items():
+        if given[option] is not None:
+            values.update(dict.fromkeys(names, given[option]))
     if values["save_strategy"] is None:  # checkpoints when evaluating, for load_best_model_at_end
         values["save_strategy"] = values["eval_strategy"]
     if values["save_steps"] is None:
         values["save_steps"] = values["eval_steps"]
     if values["resume_from_checkpoint"] == "last":
         values["resume_from_checkpoint"] = _last_checkpoint(parser, values["output_dir"])
-    return namespace.model, data, lora, Seq2SeqTrainingArguments(**values)
+    search = {name: given[name] for name in SEARCH_DEFAULTS}
+    try:
+        check_search_settings(flag=True, **search)
+        training_args = Seq2SeqTrainingArguments(**values)
+    except ValueError as error:
+        parser.error(str(error))
+    return Options(namespace.model, data, lora, training_args, search)
 
 
-def _check_data(parser: HfArgumentParser, data: DataArguments) -> None:
+def _check_data(parser: argparse.ArgumentParser, data: DataArguments) -> None:
     sources = [data.train is not None or data.eval is not None, data.hf_dataset is not None, data.numbers is not None]
     if sum(sources) != 1:
         parser.error("give exactly one of: --train and --eval, --hf-dataset, --numbers")
@@ -157,7 +306,7 @@ def _check_data(parser: HfArgumentParser, data: DataArguments) -> None:
         parser.error("--hf-dataset needs --src-lang and --tgt-lang")
 
 
-def _check_lora(parser: HfArgumentParser, lora: LoraArguments) -> None:
+def _check_lora(parser: argparse.ArgumentParser, lora: LoraArguments) -> None:
     """The LoRA options, checked before anything loads; the target modules are checked against the model later."""
     if not lora.lora:
         given = [
@@ -175,7 +324,7 @@ def _check_lora(parser: HfArgumentParser, lora: LoraArguments) -> None:
         parser.error(str(error))
 
 
-def prepare_model(parser: HfArgumentParser, model_name: str, lora: LoraArguments) -> tuple[Any, Any]:
+def prepare_model(parser: argparse.ArgumentParser, model_name: str, lora: LoraArguments) -> tuple[Any, Any]:
     """The model to fine-tune and its tokenizer; with --lora, wrapped with a new LoRA adapter."""
     if is_adapter_dir(model_name):
         parser.error(f"{model_name} is a LoRA adapter folder: fine-tune its merged model (finetune --lora --merge)")
@@ -190,7 +339,7 @@ def prepare_model(parser: HfArgumentParser, model_name: str, lora: LoraArguments
     return model, tokenizer
 
 
-def _last_checkpoint(parser: HfArgumentParser, output_dir: str) -> str:
+def _last_checkpoint(parser: argparse.ArgumentParser, output_dir: str) -> str:
     last = get_last_checkpoint(output_dir) if Path(output_dir).is_dir() else None
     if last is None:
         parser.error(f"--resume-from-checkpoint last: --output-dir={output_dir} holds no checkpoint-* folder")
@@ -198,42 +347,58 @@ def _last_checkpoint(parser: HfArgumentParser, output_dir: str) -> str:
 
 
 def load_data(data: DataArguments) -> tuple[list[Pair], list[Pair], dict[str, Any]]:
-    """Training pairs, evaluation pairs, and their description for the run summary."""
-    languages = {key: value for key in ("src_lang", "tgt_lang") if (value := getattr(data, key)) is not None}
+    """Training pairs, evaluation pairs, and their description for the run summary; files are described by name
+    (`local_data`), never as a Hub dataset."""
+    spec = CorpusSpec.from_options(
+        dataset="numbers" if data.numbers is not None else None,
+        numbers=(data.numbers, max(data.numbers // 10, 1), 0) if data.numbers is not None else None,
+        files={"train": data.train, "eval": data.eval} if data.train else None,
+        hf_dataset=data.hf_dataset,
+        dataset_config=data.hf_config,
+        src_lang=data.src_lang,
+        tgt_lang=data.tgt_lang,
+    )
+    languages = {"src_lang": spec.src_lang, "tgt_lang": spec.tgt_lang}
     if data.numbers is not None:
-        spec = CorpusSpec("numbers", numbers=(data.numbers, max(data.numbers // 10, 1), 0))
         splits = ("train", "valid")
-        description = dict(dataset_name="numbers", src_lang="en", tgt_lang="de", eval_split="valid")
+        description = dict(dataset_name="numbers", eval_split="valid", **languages)
     elif data.hf_dataset is not None:
-        spec = CorpusSpec(f"hf:{data.hf_dataset}", dataset_config=data.hf_config, **languages)
         splits = (data.train_split, data.eval_split)
         description = dict(
-            dataset=data.hf_dataset, dataset_config=data.hf_config, eval_split=data.eval_split, **languages
-        )
+            dataset=data.hf_dataset, dataset_name=data.hf_dataset, dataset_config=data.hf_config,
+            eval_split=data.eval_split, **languages,
+        )  # fmt: skip
     else:
-        spec = CorpusSpec.from_files({"train": data.train, "eval": data.eval}, **languages)
+        spec.check(["train", "eval"])
         splits = ("train", "eval")
-        description = dict(dataset_name=data.train[0], eval_split=data.eval[0], **languages)
-    description["dataset_name"] = description.get("dataset_name") or data.hf_dataset
+        named = {role: " + ".join(Path(path).name for path in spec.files[split]) for split, role in
+                 (("train", "training"), ("eval", "evaluation"))}  # fmt: skip
+        local = " and ".join(f"{names} ({role})" for role, names in named.items())
+        description = dict(
+            dataset_name="local files", local_data=local, eval_split=named["evaluation"], **languages,
+            notes=f"Fine-tuned on local files, not a Hugging Face Hub dataset: {local}.",
+        )  # fmt: skip
     train, evaluation = (load_corpus(spec, split) for split in splits)
     return train, evaluation, description
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     configure_logging()
-    model_name, data, lora, training_args = parse_options(argv)
-    model, tokenizer = prepare_model(build_parser(), model_name, lora)
-    train_pairs, eval_pairs, description = load_data(data)
+    options = parse_options(argv)
+    train_pairs, eval_pairs, description = load_data(options.data)  # every file checked before the model loads
+    model, tokenizer = prepare_model(build_parser(), options.model, options.lora)
     result = finetune(
         model,
         tokenizer,
         train_pairs,
         eval_pairs,
-        training_args,
-        max_length=data.max_length,
-        description={"base_model": model_name, **description},
-        merge=lora.merge,
+        options.training_args,
+        max_length=options.data.max_length,
+        description={"base_model": options.model, **description},
+        merge=options.lora.merge,
+        search=options.search,
     )
+    lora = options.lora
     saved = "LoRA adapter" if lora.lora else "best model"
     logger.info("%s saved to %s: %s", saved, result.output_dir, json.dumps(result.metrics))
     if result.merged_dir is not None:

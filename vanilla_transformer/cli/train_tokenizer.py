@@ -122,14 +122,15 @@ def training_texts(args: argparse.Namespace) -> Sequence[str | Path]:
     """The files, or the source and target sentences of the chosen corpus."""
     if args.files:
         return args.files
-    if args.hf_dataset is not None:
-        spec = CorpusSpec(
-            f"hf:{args.hf_dataset}", dataset_config=args.hf_config, src_lang=args.src_lang, tgt_lang=args.tgt_lang
-        )
-        pairs = load_corpus(spec, args.split)
-    else:
-        pairs = load_corpus(CorpusSpec("numbers", numbers=(args.numbers, 0, 0)), "train")
-    pairs, _ = clean_pairs(pairs)
+    spec = CorpusSpec.from_options(
+        dataset="numbers" if args.numbers is not None else None,
+        numbers=(args.numbers, 0, 0) if args.numbers is not None else None,
+        hf_dataset=args.hf_dataset,
+        dataset_config=args.hf_config,
+        src_lang=args.src_lang,
+        tgt_lang=args.tgt_lang,
+    )
+    pairs, _ = clean_pairs(load_corpus(spec, args.split if args.hf_dataset is not None else "train"))
     return [text for pair in pairs for text in pair]
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .corpora import Pair, Splits, load_hf_translation, read_jsonl, read_parallel_text, read_tsv
@@ -81,6 +81,62 @@ class CorpusSpec:
         as_strings = {split: tuple(str(path) for path in paths) for split, paths in files.items()}
         return cls(kind=kind, files=as_strings, **kwargs)
 
+    @classmethod
+    def from_options(
+        cls,
+        *,
+        dataset: str | None = None,
+        files: Mapping[str, Sequence[str | os.PathLike[str]]] | None = None,
+        hf_dataset: str | None = None,
+        data_dir: str | None = None,
+        dataset_config: str | None = None,
+        numbers: Sequence[int] | None = None,
+        max_number: int | None = None,
+        src_lang: str | None = None,
+        tgt_lang: str | None = None,
+    ) -> CorpusSpec:
+        """The corpus that a command's options name, the one mapping of ``train``'s, ``finetune``'s and
+        ``train-tokenizer``'s options: exactly one of `dataset` (a kind: ``numbers``, ``text``, ``tsv``, ``jsonl``
+        with `data_dir`, or ``hf:<name>``), `files` (split name to files, `from_files`) or `hf_dataset` (a Hugging
+        Face dataset, with `dataset_config`, `src_lang` and `tgt_lang`). `numbers` (train, valid and test sizes)
+        and `max_number` set the numbers task; languages not given are ``en`` and ``de``.
+
+        Raises:
+            ValueError: If none or several corpora are named, or a Hugging Face dataset lacks its languages.
+        """
+        named = [name for name, value in (("dataset", dataset), ("files", files), ("hf_dataset", hf_dataset)) if value]
+        if len(named) != 1:
+            raise ValueError(f"name exactly one corpus (a dataset, files or a Hugging Face dataset), got {named}")
+        languages = {key: value for key, value in (("src_lang", src_lang), ("tgt_lang", tgt_lang)) if value}
+        if hf_dataset is not None:
+            if len(languages) < 2:
+                raise ValueError("--hf-dataset needs --src-lang and --tgt-lang")
+            dataset = f"hf:{hf_dataset}"
+        task = {"numbers": tuple(numbers)} if numbers is not None else {}
+        task.update({"max_number": max_number} if max_number is not None else {})
+        if files:
+            return cls.from_files(files, **languages, **task)
+        return cls(kind=dataset, data_dir=data_dir, dataset_config=dataset_config, **languages, **task)
+
+    def check(self, splits: Sequence[str]) -> None:
+        """Before any work: the files of each of `splits` exist (nothing to check for the numbers task and Hugging
+        Face datasets).
+
+        Raises:
+            FileNotFoundError: Naming the option and the missing file, and the ``--dataset`` whose files the folder
+                holds, if another format's do.
+        """
+        if self.kind == "numbers" and not self.files or self.hub_dataset is not None:
+            return
+        for split in splits:
+            if split not in self.files:
+                corpus_data_dir(self)
+            missing = [path for path in split_files(self, split) if not path.is_file()]
+            if missing and split in self.files:
+                raise FileNotFoundError(f"no such file: {missing[0]} (the {split} split)")
+            if missing:
+                raise FileNotFoundError(_missing_files_message(self, split, missing))
+
 
 def load_corpus(spec: CorpusSpec, split: str) -> list[Pair]:
     """The pairs of one split of `spec`, as stored (clean them with `clean_pairs`).
@@ -100,15 +156,8 @@ def load_corpus(spec: CorpusSpec, split: str) -> list[Pair]:
         return load_hf_translation(
             spec.hub_dataset, spec.dataset_config, split=split, src_lang=spec.src_lang, tgt_lang=spec.tgt_lang
         )
-    corpus_data_dir(spec)
-    paths = split_files(spec, split)
-    missing = [path.name for path in paths if not path.is_file()]
-    if missing:
-        raise FileNotFoundError(
-            f"{spec.option}={spec.data_dir} has no {' or '.join(missing)}: pass {spec.option} with the {spec.kind} "
-            f"files of the corpus, named <split>.{'<lang>' if spec.kind == 'text' else spec.kind}"
-        )
-    return _read_files(tuple(str(path) for path in paths), spec)
+    spec.check([split])
+    return _read_files(tuple(str(path) for path in split_files(spec, split)), spec)
 
 
 def split_files(spec: CorpusSpec, split: str) -> tuple[Path, ...]:
@@ -141,6 +190,20 @@ def corpus_data_dir(spec: CorpusSpec) -> Path:
             f"{spec.option}={spec.data_dir} is not a directory: pass {spec.option} with the corpus's files"
         )
     return data_dir
+
+
+def _missing_files_message(spec: CorpusSpec, split: str, missing: Sequence[Path]) -> str:
+    """What is missing, and the ``--dataset`` whose files for `split` the folder holds instead, if any."""
+    message = (
+        f"{spec.option}={spec.data_dir} has no {' or '.join(path.name for path in missing)}: pass {spec.option} with "
+        f"the {spec.kind} files of the corpus, named <split>.{'<lang>' if spec.kind == 'text' else spec.kind}"
+    )
+    for kind in ("text", "tsv", "jsonl"):
+        found = split_files(replace(spec, kind=kind, files={}), split)
+        if kind != spec.kind and all(path.is_file() for path in found):
+            names = " and ".join(path.name for path in found)
+            return f"{message}. The folder holds {names}: pass --dataset {kind}"
+    return message
 
 
 def _data_dir_option(spec: CorpusSpec) -> str:

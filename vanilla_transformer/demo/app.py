@@ -8,13 +8,15 @@ no analytics, no share links, served on 127.0.0.1 unless told otherwise.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from ..export.hub import read_training_summary
 from ..extras import import_optional
-from ..model_dir import load_model_dir
+from ..model_dir import SUMMARY_FILE, load_model_dir
 from ..translation import LENGTH_PENALTY, NUM_BEAMS
 from .core import Translation, positions, translate_with_attention
 from .render import attention_html, beam_html, heatmap_image
@@ -23,6 +25,16 @@ ALL_HEADS = "all"
 """The head choice that shows every head of the layer side by side."""
 
 HYPOTHESIS_COLUMNS = ["rank", "translation", "tokens", "log-probability", "GNMT score"]
+
+NUMBER_EXAMPLES = [
+    "five",
+    "twelve",
+    "forty-two",
+    "seven hundred",
+    "three hundred and twenty-one",
+    "seventy-one thousand, four hundred and fifty-six",
+]
+"""The examples of a model trained on the built-in numbers task: the sizes a person types first, then longer ones."""
 
 
 @dataclass
@@ -33,6 +45,8 @@ class Session:
     tokenizer: PreTrainedTokenizerBase | None
     name: str
     load_error: str | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+    """The model directory's training summary (`SUMMARY_FILE`), if it has one: what the model was trained on."""
 
     @classmethod
     def load(cls, name_or_path: str) -> Session:
@@ -41,7 +55,38 @@ class Session:
             model, tokenizer = load_model_dir(name_or_path)
         except (OSError, ValueError) as error:  # FileNotFoundError is an OSError
             return cls(None, None, str(name_or_path), f"The model {str(name_or_path)!r} did not load: {error}")
-        return cls(model, tokenizer, str(name_or_path))
+        summary_path = Path(name_or_path) / SUMMARY_FILE
+        try:
+            summary = read_training_summary(summary_path) if summary_path.is_file() else {}
+        except ValueError:  # a damaged summary only costs the page its description of the training data
+            summary = {}
+        return cls(model, tokenizer, str(name_or_path), summary=summary)
+
+    @property
+    def knows_numbers(self) -> bool:
+        """Whether the model was trained on the built-in numbers task only."""
+        return self.summary.get("dataset_name") == "numbers"
+
+    def examples(self) -> list[str]:
+        """Sentences to start from: number words for a numbers model; none known otherwise."""
+        return NUMBER_EXAMPLES if self.knows_numbers else []
+
+    def knowledge(self) -> str:
+        """What the model knows, for the page (Markdown)."""
+        if self.load_error is not None:
+            return ""
+        if self.knows_numbers:
+            return (
+                "This model knows **English number words only** (the built-in task: one to ninety-nine thousand "
+                "nine hundred and ninety-nine) and writes them as German number words. Anything else gives "
+                "nonsense. Try an example below."
+            )
+        languages = " → ".join(self.summary[key] for key in ("src_lang", "tgt_lang") if self.summary.get(key))
+        corpus = self.summary.get("dataset") or self.summary.get("dataset_name")
+        if languages or corpus:
+            trained = f" trained on {corpus}" if corpus else ""
+            return f"This model translates {languages or 'its source language'}{trained}: type a sentence like those."
+        return "Type a sentence in the language this model was trained on: it knows only what its training data held."
 
     def status(self) -> str:
         """The status line of the page (Markdown)."""
@@ -118,6 +163,7 @@ def build_app(model: str | PreTrainedModel, tokenizer: PreTrainedTokenizerBase |
     with gr.Blocks(title="vanilla-transformer demo", analytics_enabled=False) as demo:
         gr.Markdown("# Attention Is All You Need: see inside the model")
         gr.Markdown(session.status(), elem_id="vt-status")
+        gr.Markdown(session.knowledge(), elem_id="vt-knows")
         state = gr.State(None)
         with gr.Tabs():
             with gr.Tab("Translate", id="translate"):
@@ -138,7 +184,15 @@ def build_app(model: str | PreTrainedModel, tokenizer: PreTrainedTokenizerBase |
 
 
 def _translate_tab(gr, session: Session, state) -> None:
-    source = gr.Textbox(label="Source sentence", lines=2, elem_id="vt-source")
+    examples = session.examples()
+    source = gr.Textbox(
+        label="Source sentence",
+        lines=2,
+        elem_id="vt-source",
+        placeholder=f"for example: {examples[0]}" if examples else "a sentence in the model's source language",
+    )
+    if examples:
+        gr.Examples([[example] for example in examples], inputs=[source], label="Examples", elem_id="vt-examples")
     with gr.Row():
         num_beams = gr.Slider(1, 8, value=NUM_BEAMS, step=1, label="Beam size k", elem_id="vt-beams")
         alpha = gr.Slider(0.0, 2.0, value=LENGTH_PENALTY, step=0.1, label="Length penalty α", elem_id="vt-alpha")

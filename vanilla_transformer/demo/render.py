@@ -21,8 +21,10 @@ from ..visualization import KINDS, Attention, display_tokens
 
 STYLE = """<style>
 .vt-maps {display: flex; flex-wrap: wrap; gap: 18px; align-items: flex-start; font-family: system-ui, sans-serif;}
-.vt-map {border-collapse: collapse; font-size: 11px; font-family: system-ui, sans-serif;}
-.vt-map td {width: 18px !important; height: 18px !important; padding: 0 !important; border: 1px solid #fff !important;}
+.vt-map {border-collapse: collapse; font-size: 14px; font-family: system-ui, sans-serif;}
+.vt-map td {width: 32px !important; height: 32px !important; padding: 0 !important; border: 1px solid #fff !important;}
+.vt-scale {display: flex; align-items: center; gap: 6px; font-size: 13px; font-family: system-ui, sans-serif;}
+.vt-scale .vt-bar {width: 240px; height: 16px; border: 1px solid #999;}
 .vt-map th {font-weight: normal; padding: 0 3px !important; white-space: nowrap; border: none !important;}
 .vt-map thead th {writing-mode: vertical-rl; transform: rotate(180deg); text-align: left;}
 .vt-map tbody th {text-align: right;}
@@ -51,6 +53,16 @@ def shade(weight: float) -> str:
     weight = min(max(float(weight), 0.0), 1.0)
     red, green, blue = (round(255 + (end - 255) * weight) for end in (8, 48, 107))
     return f"rgb({red},{green},{blue})"
+
+
+def colour_scale_html(steps: int = 10) -> str:
+    """The maps' colour scale: a bar from weight 0 to 1 in the shades of `shade`, with its ends and middle named."""
+    stops = ", ".join(shade(i / steps) for i in range(steps + 1))
+    return (
+        f'<div class="vt-scale" data-low="{shade(0)}" data-high="{shade(1)}"><span>attention weight: 0</span>'
+        f'<div class="vt-bar" style="background: linear-gradient(to right, {stops})"></div>'
+        f"<span>1</span></div>"
+    )
 
 
 def attention_map_html(
@@ -101,7 +113,7 @@ def attention_html(
                 )
             )
         parts.append(f'<div class="vt-maps" data-kind="{kind}">{"".join(maps)}</div>')
-    return f'{STYLE}<div class="vt-maps">{"".join(parts)}</div>'
+    return f'{STYLE}{colour_scale_html()}<div class="vt-maps">{"".join(parts)}</div>'
 
 
 def beam_html(trace: BeamTrace, tokenizer: PreTrainedTokenizerBase, length_penalty: float) -> str:

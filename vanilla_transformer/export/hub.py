@@ -139,15 +139,19 @@ _METRICS = {"bleu": "BLEU (sacreBLEU)", "chrf": "chrF (sacreBLEU)", "exact_match
 _HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 
 
+def hub_url(name: str) -> str | None:
+    """The absolute address of a Hub model id (``org/name``): cards are read on the Hub and elsewhere, where a
+    relative link would point into the card's own repository; None for a local path or a plain name."""
+    return f"https://huggingface.co/{name}" if _HUB_ID.fullmatch(name) else None
+
+
 def model_card_data(summary: Mapping[str, Any], model_name: str) -> ModelCardData:
     """The card's metadata: languages, Hub dataset, base model (a Hub id), and a model-index entry per score.
 
-    A corpus of the user's own files (``local_data``) has no Hub id, and the Hub reads the model-index's dataset
-    ``type`` as one: such a card lists no dataset and no model-index (its text names the files and gives the
-    scores)."""
-    corpus = summary.get("dataset") or summary.get("dataset_name")
-    if summary.get("local_data") and not summary.get("dataset"):
-        corpus = None
+    The Hub reads the model-index's dataset ``type`` as a Hub dataset id, so only a Hub dataset (``dataset``) gets
+    a model-index: a corpus of the user's own files (``local_data``) or the built-in number words has none, and the
+    card's text names the corpus and gives the scores."""
+    corpus = summary.get("dataset")
     eval_results = [
         EvalResult(
             task_type="translation",
@@ -301,7 +305,7 @@ ADAPTER_CARD = """---
 
 # {{ model_name }}
 
-A LoRA adapter (peft) for [`{{ base_model }}`]({{ base_model }}), the Transformer of Vaswani et al. (2017),
+A LoRA adapter (peft) for {% if base_model_url %}[`{{ base_model }}`]({{ base_model_url }}){% else %}`{{ base_model }}`{% endif %}, the Transformer of Vaswani et al. (2017),
 ["Attention Is All You Need"](https://arxiv.org/abs/1706.03762), fine-tuned with the `vanilla-transformer` package
 to translate from `{{ src_lang or "?" }}` to `{{ tgt_lang or "?" }}`.
 
@@ -333,10 +337,12 @@ With the package installed, `vanilla-transformer translate --model ADAPTER_FOLDE
 
 - Corpus: {{ dataset or dataset_name or "not recorded" }}; training pairs: {{ train_pairs or "not recorded" }}
 - Optimizer steps: {{ steps or "not recorded" }}
-{%- if bleu is defined %}
-- On {{ eval_split or "the evaluation set" }}: BLEU {{ "%.2f"|format(bleu) }}
-{%- if chrf is defined %}, chrF {{ "%.2f"|format(chrf) }}{% endif %}
-{%- if exact_match is defined %}, exact match {{ "%.1f"|format(exact_match) }}%{% endif %}
+{%- set scores = [] %}
+{%- if exact_match is defined %}{% set _ = scores.append("exact match %.1f%%"|format(exact_match)) %}{% endif %}
+{%- if chrf is defined %}{% set _ = scores.append("chrF %.2f"|format(chrf)) %}{% endif %}
+{%- if bleu is defined %}{% set _ = scores.append("BLEU %.2f"|format(bleu)) %}{% endif %}
+{%- if scores %}
+- On {{ eval_split or "the evaluation set" }}: {{ scores|join(", ") }}
 {%- endif %}
 """
 """The Jinja template of an adapter's model card (the values of `build_adapter_card`)."""
@@ -355,6 +361,7 @@ def build_adapter_card(
     data.library_name = "peft"
     data.tags = [*(data.tags or []), "lora", "peft"]
     values = {**summary, **lora_settings(model), "base_model": base_model, "repo_id": repo_id}
+    values["base_model_url"] = hub_url(base_model)
     return ModelCard.from_template(data, template_str=ADAPTER_CARD, model_name=model_name, **values)
 
 
@@ -482,6 +489,7 @@ __all__ = [
     "TEMPLATE",
     "build_adapter_card",
     "build_model_card",
+    "hub_url",
     "model_card_data",
     "prepare_upload_folder",
     "push_to_hub",

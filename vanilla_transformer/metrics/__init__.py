@@ -24,6 +24,7 @@ from typing import Any
 
 import evaluate
 from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
 BLEU_METRIC_PATH = Path(__file__).resolve().parent / "bleu"
 """Directory of the `evaluate` BLEU module."""
@@ -92,6 +93,20 @@ def exact_match(hypotheses: Sequence[str], references: Sequence[str]) -> float:
     """Percentage (0 to 100) of hypotheses identical to their reference, compared as they are."""
     _check_lengths(hypotheses, references)
     return 100.0 * sum(hyp == ref for hyp, ref in zip(hypotheses, references, strict=True)) / len(hypotheses)
+
+
+def bleu_applies(references: Sequence[str]) -> bool:
+    """Whether BLEU can be above 0 on `references`: some reference holds 4 tokens (sacreBLEU's 13a tokenization).
+    Without one, as on number words (``dreihunderteinundzwanzig``), there is no 4-gram and BLEU is 0 by
+    construction, whatever the translations."""
+    tokenize = Tokenizer13a()
+    return any(len(tokenize(reference).split()) >= 4 for reference in references)
+
+
+def selection_metric(references: Sequence[str]) -> str:
+    """The score to choose models by on `references`: ``bleu`` where it applies (`bleu_applies`), else
+    ``exact_match``."""
+    return "bleu" if bleu_applies(references) else "exact_match"
 
 
 def load_bleu_metric(**kwargs: Any) -> evaluate.EvaluationModule:

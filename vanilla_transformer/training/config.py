@@ -26,6 +26,9 @@ from .presets import PRESET_DATA_FOLDERS, TRAINING_PRESETS
 
 TRAINING_CONFIG_NAME = "training_config.json"
 
+ADAM_IMPLEMENTATIONS = ("auto", "fused", "foreach", "for-loop")
+"""The choices of ``--adam-implementation`` (`step.build_adam`)."""
+
 
 def _option(
     default: Any, help: str, *, may_change_on_resume: bool = False, option: str | None = None, unset: str = ""
@@ -90,6 +93,11 @@ class DataConfig:
         "train the tokenizer on at most this many training pairs (1M sentences), spread evenly over the corpus, "
         "as SentencePiece's input_sentence_size; 0: all. Keeps the trainer's memory and time flat as the corpus grows",
     )
+
+    @property
+    def numbers_task(self) -> bool:
+        """Whether the run's corpus is the built-in numbers task (``--dataset numbers``, no ``--train-src``)."""
+        return self.dataset == "numbers" and self.train_src is None
 
     def __post_init__(self) -> None:
         _check_positive(self, ("num_train", "max_number", "max_length"))
@@ -168,8 +176,10 @@ class OptimizationConfig:
     adam_beta1: float = _option(0.9, "Adam beta1")
     adam_beta2: float = _option(0.98, "Adam beta2")
     adam_eps: float = _option(1e-9, "Adam epsilon")
-    adam_implementation: str | None = _option(
-        None, "Adam's implementation: foreach or fused", unset="torch's choice for the device"
+    adam_implementation: str = _option(
+        "auto",
+        "Adam's kernels, the same update: fused (one kernel for all parameters), foreach (one per operation), "
+        "for-loop (per parameter), or auto: fused on CUDA, torch's default elsewhere (fused gained nothing on the CPU)",
     )
     label_smoothing: float = _option(0.1, "label smoothing epsilon_ls (section 5.4)")
     max_grad_norm: float | None = _option(
@@ -183,7 +193,8 @@ class OptimizationConfig:
     dynamo_backend: str | None = _option(
         None,
         "compile the model and loss with torch.compile through Accelerate's dynamo plugin: inductor (or another "
-        "backend torch.compiler.list_backends() names), or no",
+        "backend torch.compiler.list_backends() names), no, or auto: inductor on CUDA and on a CPU training in "
+        "native bf16, else no, unless accelerate launch --dynamo_backend or the accelerate config file chose",
         may_change_on_resume=True,
         unset="what accelerate launch --dynamo_backend or the accelerate config file set, else no",
     )
@@ -200,23 +211,20 @@ class OptimizationConfig:
                 f"--mixed-precision must be no, fp16, bf16 or auto, got --mixed-precision={self.mixed_precision!r}"
             )
         backends = [backend.value.lower() for backend in DynamoBackend]
+        backends.append("auto")
         if self.dynamo_backend is not None and self.dynamo_backend.lower() not in backends:
             raise ValueError(
                 f"--dynamo-backend must be one of {', '.join(backends)}, got --dynamo-backend={self.dynamo_backend!r}"
             )
-        if self.adam_implementation not in (None, "foreach", "fused"):
+        if self.adam_implementation not in ADAM_IMPLEMENTATIONS:
             raise ValueError(
-                f"--adam-implementation must be foreach or fused, got --adam-implementation={self.adam_implementation!r}"
+                f"--adam-implementation must be one of {', '.join(ADAM_IMPLEMENTATIONS)}, got "
+                f"--adam-implementation={self.adam_implementation!r}"
             )
         if self.max_train_minutes is not None and not self.max_train_minutes > 0:
             raise ValueError(f"--max-train-minutes must be positive, got --max-train-minutes={self.max_train_minutes}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"--label-smoothing must be in [0, 1), got --label-smoothing={self.label_smoothing}")
-
-    def adam_options(self) -> dict[str, Any]:
-        """The keyword arguments of ``torch.optim.Adam`` (section 5.3), besides the parameters and the rate."""
-        implementation = {self.adam_implementation: True} if self.adam_implementation else {}
-        return {"betas": (self.adam_beta1, self.adam_beta2), "eps": self.adam_eps, **implementation}
 
 
 @dataclass
@@ -454,6 +462,7 @@ def default_output_dir(preset: str | None) -> str:
 
 
 __all__ = [
+    "ADAM_IMPLEMENTATIONS",
     "OPTIONS",
     "PARTS",
     "TRAINING_CONFIG_NAME",

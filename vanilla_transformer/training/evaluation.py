@@ -14,7 +14,8 @@ from accelerate.utils import gather_object
 from transformers import PreTrainedTokenizerBase
 
 from ..data import IGNORE_INDEX, Pair, TokenBatchSampler, TranslationCollator, example_lengths, tokenize_pairs
-from ..metrics import compute_bleu, compute_chrf, exact_match
+from ..data.numbers import exact_match_by_magnitude
+from ..metrics import bleu_applies, compute_bleu, compute_chrf, exact_match, selection_metric
 from ..modeling_vanilla_transformer import (
     token_cross_entropy,
 )
@@ -34,15 +35,21 @@ logger = get_logger(__name__)
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, Any]:
-    """sacreBLEU's BLEU (with its signature) and chrF, and the exact-match percentage."""
-    bleu = compute_bleu(hypotheses, references)
-    return {
-        "bleu": bleu["score"],
-        "bleu_signature": bleu["signature"],
-        "chrf": compute_chrf(hypotheses, references)["score"],
-        "exact_match": exact_match(hypotheses, references),
-    }
+def score_translations(hypotheses: Sequence[str], references: Sequence[str], *, bleu: bool = True) -> dict[str, Any]:
+    """chrF and the exact-match percentage, and with `bleu` sacreBLEU's BLEU with its signature (leave it out where it
+    is 0 by construction, `bleu_applies`)."""
+    scores: dict[str, Any] = {}
+    if bleu:
+        result = compute_bleu(hypotheses, references)
+        scores.update(bleu=result["score"], bleu_signature=result["signature"])
+    scores.update(chrf=compute_chrf(hypotheses, references)["score"], exact_match=exact_match(hypotheses, references))
+    return scores
+
+
+def describe_scores(scores: dict[str, Any], prefix: str) -> str:
+    """``exact match 97.0%, chrF 99.73, BLEU 12.34`` of the scores named ``<prefix>exact_match``, ... present."""
+    names = {"exact_match": "exact match {:.1f}%", "chrf": "chrF {:.2f}", "bleu": "BLEU {:.2f}"}
+    return ", ".join(text.format(scores[prefix + name]) for name, text in names.items() if prefix + name in scores)
 
 
 class Evaluator:
@@ -63,6 +70,15 @@ class Evaluator:
         self.valid, self.test = list(valid), list(test)
         self.valid_examples = tokenize_pairs(self.valid, tokenizer)
         self.collate = TranslationCollator(tokenizer.pad_token_id)
+        references = [tgt for _, tgt in [*self.valid, *self.test]]
+        self.bleu = bleu_applies(references)
+        """Whether BLEU is scored: not where it is 0 by construction (number words)."""
+        self.metric = selection_metric(references)
+        """What candidates are chosen by: BLEU where it applies, else exact match (then chrF, on a tie)."""
+
+    def score(self, hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, Any]:
+        """The run's scores of `hypotheses` (`score_translations`), BLEU only where it applies."""
+        return score_translations(hypotheses, references, bleu=self.bleu)
 
     def translate(self, sentences: Sequence[str]) -> list[str]:
         """Translate `sentences` with the run's search, process r taking sentences r, r + P, ...; every process
@@ -107,45 +123,47 @@ class Evaluator:
         """Log the validation loss and perplexity, and BLEU, chrF and exact match of beam-search translations."""
         logs = self.validation_loss()
         pairs = self.valid
-        scores = score_translations(self.translate([src for src, _ in pairs]), [tgt for _, tgt in pairs])
+        scores = self.score(self.translate([src for src, _ in pairs]), [tgt for _, tgt in pairs])
         logs.update({f"valid_{name}": value for name, value in scores.items() if name != "bleu_signature"})
         self.accelerator.log(logs, step=step)
         logger.info(
-            f"step {step}: validation loss {logs['valid_loss']:.3f}, exact match {logs['valid_exact_match']:.1f}%, "
-            f"chrF {logs['valid_chrf']:.2f}, BLEU {logs['valid_bleu']:.2f}",
+            f"step {step}: validation loss {logs['valid_loss']:.3f}, {describe_scores(logs, 'valid_')}",
             main_process_only=True,
         )
 
     def select_on_valid(self, candidates: dict[str, list[Path]]) -> dict[str, Any]:
-        """Choose between the candidate weights (each the average of its checkpoints) by validation BLEU; the model
-        is left with the weights of the last candidate scored (the caller loads the selected ones).
+        """Choose between the candidate weights (each the average of its checkpoints) by the validation score
+        `metric` (BLEU, or exact match then chrF); the model is left with the weights of the last candidate scored
+        (the caller loads the selected ones).
 
         The first candidate (the average) is kept unless another is better on validation by more than
-        ``config.checkpointing.select_margin`` BLEU points, the noise of the score. Returns the validation BLEU of each candidate
-        (``valid_bleu_<name>``), the ``selected`` name and the test BLEU of the candidates not selected
-        (``test_bleu_<name>``; `score_test_set` scores the selected one), so that the effect of checkpoint
+        ``config.checkpointing.select_margin`` points, the noise of the score. Returns the validation score of each candidate
+        (``valid_<metric>_<name>``), the ``selected`` name and the test score of the candidates not selected
+        (``test_<metric>_<name>``; `score_test_set` scores the selected one), so that the effect of checkpoint
         averaging is measured on both sets.
         """
-        valid, test = self.valid, self.test
+        valid, test, metric = self.valid, self.test, self.metric
         results: dict[str, Any] = {}
+        ranks = {}
         for name, paths in candidates.items():
             load_weights(self.model, average_checkpoints(paths))
-            hypotheses = self.translate([src for src, _ in valid])
-            results[f"valid_bleu_{name}"] = compute_bleu(hypotheses, [tgt for _, tgt in valid])["score"]
-        preferred, best = next(iter(candidates)), max(candidates, key=lambda name: results[f"valid_bleu_{name}"])
-        better = (
-            results[f"valid_bleu_{best}"]
-            > results[f"valid_bleu_{preferred}"] + self.config.checkpointing.select_margin
+            scores = self.score(self.translate([src for src, _ in valid]), [tgt for _, tgt in valid])
+            results[f"valid_{metric}_{name}"] = scores[metric]
+            ranks[name] = (scores[metric], scores["chrf"])
+        preferred, best = next(iter(candidates)), max(candidates, key=ranks.__getitem__)
+        margin = ranks[best][0] - ranks[preferred][0]
+        better = margin > self.config.checkpointing.select_margin or (
+            margin == 0 and ranks[best][1] > ranks[preferred][1]
         )
         results["selected"] = best if better else preferred
         for name, paths in candidates.items():
             if name != results["selected"] and test:
                 load_weights(self.model, average_checkpoints(paths))
                 hypotheses = self.translate([src for src, _ in test])
-                results[f"test_bleu_{name}"] = compute_bleu(hypotheses, [tgt for _, tgt in test])["score"]
+                results[f"test_{metric}_{name}"] = self.score(hypotheses, [tgt for _, tgt in test])[metric]
         logger.info(
-            "validation BLEU: "
-            + ", ".join(f"{name} {results[f'valid_bleu_{name}']:.2f}" for name in candidates)
+            f"validation {metric}: "
+            + ", ".join(f"{name} {results[f'valid_{metric}_{name}']:.2f}" for name in candidates)
             + f"; selected: {results['selected']}",
             main_process_only=True,
         )
@@ -157,7 +175,9 @@ class Evaluator:
         config, pairs = self.config, self.test
         sources, references = [src for src, _ in pairs], [tgt for _, tgt in pairs]
         hypotheses = self.translate(sources)
-        scores = {f"test_{name}": value for name, value in score_translations(hypotheses, references).items()}
+        scores = {f"test_{name}": value for name, value in self.score(hypotheses, references).items()}
+        if self.config.data.numbers_task:
+            scores["test_exact_match_by_magnitude"] = exact_match_by_magnitude(sources, hypotheses, references)
         if self.accelerator.is_main_process:
             run_dir = Path(config.checkpointing.output_dir)
             files = {
@@ -174,18 +194,22 @@ class Evaluator:
                 ]
             )
             logger.info(f"sample test translations:{samples}", main_process_only=True)
+            signature = f" ({scores['test_bleu_signature']})" if "test_bleu_signature" in scores else ""
+            by_magnitude = scores.get("test_exact_match_by_magnitude", {})
             logger.info(
-                f"test: exact match {scores['test_exact_match']:.1f}%, chrF {scores['test_chrf']:.2f}, "
-                f"BLEU {scores['test_bleu']:.2f} ({scores['test_bleu_signature']})",
+                f"test: {describe_scores(scores, 'test_')}{signature}"
+                + "".join(f"\n  numbers {name}: exact match {value:.1f}%" for name, value in by_magnitude.items()),
                 main_process_only=True,
             )
         return scores
 
 
-def best_validation(metrics_path: Path) -> dict[str, Any]:
-    """The best validation BLEU logged during training, and its step (none when no evaluation ran)."""
-    rows = [row for row in read_metrics(metrics_path) if "valid_bleu" in row] if metrics_path.is_file() else []
+def best_validation(metrics_path: Path, metric: str = "bleu") -> dict[str, Any]:
+    """The best validation score `metric` logged during training (``best_valid_<metric>``), and its step (none when
+    no evaluation ran)."""
+    key = f"valid_{metric}"
+    rows = [row for row in read_metrics(metrics_path) if key in row] if metrics_path.is_file() else []
     if not rows:
         return {}
-    best = max(rows, key=lambda row: row["valid_bleu"])
-    return {"best_valid_bleu": best["valid_bleu"], "best_valid_step": best["step"]}
+    best = max(rows, key=lambda row: (row[key], row.get("valid_chrf", 0.0)))
+    return {f"best_{key}": best[key], "best_valid_step": best["step"]}

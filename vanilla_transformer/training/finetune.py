@@ -40,10 +40,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+import torch
+from accelerate.utils import gather_object
 from transformers import (
     DataCollatorForSeq2Seq,
-    EvalPrediction,
     GenerationConfig,
     PreTrainedModel,
     PreTrainedTokenizerBase,
@@ -55,10 +55,18 @@ from transformers import (
 from ..atomic import write_directory
 from ..data import Pair, clean_pairs, tokenize_pairs
 from ..export.hub import save_adapter_dir
-from ..metrics import compute_chrf, exact_match, load_bleu_metric
+from ..metrics import bleu_applies, compute_bleu, compute_chrf, exact_match, selection_metric
 from ..model_dir import is_peft_model, is_saved_model_dir, lora_settings, save_model_dir
+from ..translation import LENGTH_PENALTY, MAX_LENGTH_OFFSET, NUM_BEAMS, check_search_settings, translate
 
 logger = logging.getLogger(__name__)
+
+AUTO_METRIC = "auto"
+"""``metric_for_best_model`` that the evaluation set decides (`selection_metric`): ``bleu`` where BLEU applies to its
+references, else ``exact_match`` (number words, where BLEU is 0 by construction)."""
+
+SEARCH_DEFAULTS = dict(num_beams=NUM_BEAMS, length_penalty=LENGTH_PENALTY, max_length_offset=MAX_LENGTH_OFFSET)
+"""The search that evaluation translates with: the paper's (beam 4, GNMT alpha 0.6, input + 50 tokens)."""
 
 
 FINETUNE_DEFAULTS: dict[str, Any] = dict(
@@ -75,15 +83,15 @@ FINETUNE_DEFAULTS: dict[str, Any] = dict(
     eval_steps=500,
     logging_steps=50,
     save_total_limit=2,
-    predict_with_generate=True,
     load_best_model_at_end=True,
-    metric_for_best_model="bleu",
-    greater_is_better=True,
+    metric_for_best_model=AUTO_METRIC,
     report_to="none",
+    dataloader_pin_memory=torch.cuda.is_available(),
 )
 """Where fine-tuning departs from `Seq2SeqTrainingArguments`' defaults: the paper's Adam (beta2 0.98, epsilon 1e-9)
-and label smoothing 0.1; linear warmup and decay of a fine-tuning learning rate (1e-4); evaluation by generation
-every 500 steps, a checkpoint at each evaluation, and the checkpoint with the best BLEU loaded and kept at the end."""
+and label smoothing 0.1; linear warmup and decay of a fine-tuning learning rate (1e-4); evaluation by translating
+with the paper's search every 500 steps, a checkpoint at each evaluation, and the checkpoint with the best score
+(`AUTO_METRIC`: BLEU where it applies, else exact match) loaded and kept at the end; memory pinned only for a GPU."""
 
 
 def training_arguments(output_dir: str | os.PathLike[str], **overrides: Any) -> Seq2SeqTrainingArguments:
@@ -104,31 +112,50 @@ def training_arguments(output_dir: str | os.PathLike[str], **overrides: Any) -> 
     return Seq2SeqTrainingArguments(**kwargs)
 
 
-class TranslationMetrics:
-    """`compute_metrics` for a `Seq2SeqTrainer` with ``predict_with_generate=True``.
+class TranslationTrainer(Seq2SeqTrainer):
+    """A `Seq2SeqTrainer` that evaluates as the package does: the validation loss, then the evaluation pairs
+    translated with the package's one beam search (`vanilla_transformer.translation.translate`, the paper's GNMT
+    penalty and input + 50 tokens, not ``generate()`` with labels), scored with chrF, exact match and, where it
+    applies (`bleu_applies`), sacreBLEU's BLEU. The signatures of the last scores are kept in `signatures`."""
 
-    Decodes the generated and the reference token ids and returns sacreBLEU's ``bleu`` (through the package's
-    `evaluate` module), ``chrf`` and ``exact_match``, all on a 0-100 scale. The sacreBLEU signatures of the last call
-    are kept in `signatures`, since the Trainer's metrics are numbers only.
-    """
-
-    def __init__(self, tokenizer: PreTrainedTokenizerBase) -> None:
-        self.tokenizer = tokenizer
-        self.bleu_metric = load_bleu_metric()
+    def __init__(self, *args: Any, eval_pairs: Sequence[Pair], search: Mapping[str, Any], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.eval_pairs, self.search = list(eval_pairs), dict(search)
+        self.bleu = bleu_applies([target for _, target in self.eval_pairs])
         self.signatures: dict[str, str] = {}
 
-    def __call__(self, prediction: EvalPrediction) -> dict[str, float]:
-        hypotheses = self.decode(prediction.predictions)
-        references = self.decode(prediction.label_ids)
-        bleu = self.bleu_metric.compute(predictions=hypotheses, references=references)
-        chrf = compute_chrf(hypotheses, references)
-        self.signatures = {"bleu": bleu["signature"], "chrf": chrf["signature"]}
-        return {"bleu": bleu["score"], "chrf": chrf["score"], "exact_match": exact_match(hypotheses, references)}
+    def evaluation_loop(
+        self, dataloader, description, prediction_loss_only=None, ignore_keys=None, metric_key_prefix="eval"
+    ):
+        output = super().evaluation_loop(dataloader, description, True, ignore_keys, metric_key_prefix)
+        output.metrics.update({f"{metric_key_prefix}_{name}": value for name, value in self.scores().items()})
+        return output
 
-    def decode(self, token_ids: np.ndarray) -> list[str]:
-        """Texts of padded token ids; -100 (the padding of labels and of gathered predictions) is skipped."""
-        token_ids = np.where(token_ids == -100, self.tokenizer.pad_token_id, token_ids)
-        return self.tokenizer.batch_decode(token_ids, skip_special_tokens=True)
+    def _issue_warnings_after_load(self, load_result: Any) -> None:
+        """The Trainer's warning about missing keys after loading the best checkpoint, without the tied weights
+        (the paper's three-way tied embeddings), which a checkpoint holds once and the model shares: nothing is
+        missing, and nothing a user could act on."""
+        kept = {name for name, _ in self.model.named_parameters()}  # one name per tensor: tied copies left out
+        missing = [key for key in load_result.missing_keys if key in kept]
+        super()._issue_warnings_after_load(load_result._replace(missing_keys=missing))
+
+    def scores(self) -> dict[str, float]:
+        """``chrf``, ``exact_match`` and (where it applies) ``bleu`` of the evaluation pairs' translations, process
+        r translating pairs r, r + P, ..."""
+        rank, world = self.args.process_index, self.args.world_size
+        model = self.accelerator.unwrap_model(self.model)
+        mine = translate(model, self.processing_class, [s for s, _ in self.eval_pairs[rank::world]], **self.search)
+        hypotheses: list[str] = [""] * len(self.eval_pairs)
+        for process, part in enumerate(gather_object([mine]) if world > 1 else [mine]):
+            hypotheses[process::world] = part
+        references = [target for _, target in self.eval_pairs]
+        chrf = compute_chrf(hypotheses, references)
+        scores = {"chrf": chrf["score"], "exact_match": exact_match(hypotheses, references)}
+        self.signatures = {"chrf": chrf["signature"]}
+        if self.bleu:
+            bleu = compute_bleu(hypotheses, references)
+            scores["bleu"], self.signatures["bleu"] = bleu["score"], bleu["signature"]
+        return scores
 
 
 def build_trainer(
@@ -140,8 +167,9 @@ def build_trainer(
     *,
     max_length: int | None = 256,
     callbacks: Sequence[TrainerCallback] = (),
-) -> Seq2SeqTrainer:
-    """A `Seq2SeqTrainer` over tokenized pairs, its batches made by `DataCollatorForSeq2Seq` with the model.
+    search: Mapping[str, Any] | None = None,
+) -> TranslationTrainer:
+    """A `TranslationTrainer` over tokenized pairs, its batches made by `DataCollatorForSeq2Seq` with the model.
 
     Args:
         model: The model to fine-tune, for example from `vanilla_transformer.model_dir.load_model_dir`.
@@ -151,9 +179,12 @@ def build_trainer(
         eval_pairs: Evaluation pairs, cleaned of blank pairs but not filtered by length, so that BLEU covers them.
         args: Training arguments, for example from `training_arguments`.
         max_length: Maximum source and target length of training pairs, in tokens; ``None`` keeps all.
+        search: The search evaluation translates with: ``num_beams``, ``length_penalty``, ``max_length_offset``
+            (default `SEARCH_DEFAULTS`, the paper's).
 
     Raises:
-        ValueError: If no training or evaluation pair is left.
+        ValueError: If no training or evaluation pair is left, or ``args.metric_for_best_model`` is ``bleu`` where
+            BLEU is 0 by construction.
     """
     train_pairs, train_stats = clean_pairs(train_pairs, max_length=max_length, tokenizer=tokenizer)
     eval_pairs, _ = clean_pairs(eval_pairs)
@@ -161,7 +192,10 @@ def build_trainer(
         raise ValueError(f"no training pairs are left after cleaning ({train_stats})")
     if not eval_pairs:
         raise ValueError("eval_pairs holds no non-empty pair")
-    return Seq2SeqTrainer(
+    choose_metric(args, [target for _, target in eval_pairs])
+    search = {**SEARCH_DEFAULTS, **(search or {})}
+    check_search_settings(required=True, **search)
+    return TranslationTrainer(
         model=model,
         args=args,
         # With the model, the collator adds decoder_input_ids shifted from the labels: with label smoothing the
@@ -170,9 +204,28 @@ def build_trainer(
         train_dataset=tokenize_pairs(train_pairs, tokenizer),
         eval_dataset=tokenize_pairs(eval_pairs, tokenizer),
         processing_class=tokenizer,
-        compute_metrics=TranslationMetrics(tokenizer),
         callbacks=list(callbacks),
+        eval_pairs=eval_pairs,
+        search=search,
     )
+
+
+def choose_metric(args: Seq2SeqTrainingArguments, references: Sequence[str]) -> str:
+    """The score that keeps the best checkpoint: ``args.metric_for_best_model``, `AUTO_METRIC` decided by the
+    references (`selection_metric`), written back into `args`.
+
+    Raises:
+        ValueError: If it is ``bleu`` (or ``eval_bleu``) and BLEU is 0 by construction on the references.
+    """
+    metric = args.metric_for_best_model or "loss"
+    if metric == AUTO_METRIC:
+        metric = args.metric_for_best_model = selection_metric(references)
+    if metric.removeprefix("eval_") == "bleu" and not bleu_applies(references):
+        raise ValueError(
+            "metric_for_best_model=bleu, but BLEU is 0 by construction on these evaluation pairs (no reference has 4 "
+            "words): choose exact_match or chrf (--metric-for-best-model exact_match)"
+        )
+    return metric
 
 
 MERGED_DIR = "merged"
@@ -207,6 +260,7 @@ def finetune(
     resume_from_checkpoint: str | bool | None = None,
     callbacks: Sequence[TrainerCallback] = (),
     merge: bool = False,
+    search: Mapping[str, Any] | None = None,
 ) -> FinetuneResult:
     """Fine-tune, then save the checkpoint with the best evaluation BLEU to ``args.output_dir``.
 
@@ -216,7 +270,7 @@ def finetune(
     trains its adapter only and is saved as an adapter folder by `save_adapter_dir`.
 
     Args:
-        model, tokenizer, train_pairs, eval_pairs, args, max_length, callbacks: As for `build_trainer`.
+        model, tokenizer, train_pairs, eval_pairs, args, max_length, callbacks, search: As for `build_trainer`.
         description: Recorded in the summary: ``base_model`` (the model fine-tuned), ``dataset`` (a Hub id),
             ``dataset_name``, ``dataset_config``, ``src_lang``, ``tgt_lang``, ``eval_split``.
         resume_from_checkpoint: A checkpoint folder to continue from, or True for the last one in
@@ -236,7 +290,7 @@ def finetune(
     # (max_length=20 among them), which saving would then write: the model is saved with the original instead.
     generation_config = copy.deepcopy(model.generation_config)
     trainer = build_trainer(
-        model, tokenizer, train_pairs, eval_pairs, args, max_length=max_length, callbacks=callbacks
+        model, tokenizer, train_pairs, eval_pairs, args, max_length=max_length, callbacks=callbacks, search=search
     )
     if resume_from_checkpoint is None:
         resume_from_checkpoint = args.resume_from_checkpoint
@@ -248,7 +302,8 @@ def finetune(
     merged_dir = output_dir / MERGED_DIR if merge else None
     if trainer.is_world_process_zero():
         _save(trainer.model, tokenizer, output_dir, merged_dir, generation_config=generation_config, summary=summary)
-    logger.info("saved the model with eval BLEU %.2f to %s", metrics.get("bleu", float("nan")), output_dir)
+    metric = args.metric_for_best_model.removeprefix("eval_")
+    logger.info("saved the model with eval %s %.4g to %s", metric, metrics.get(metric, float("nan")), output_dir)
     return FinetuneResult(output_dir, metrics, summary, trainer.state.log_history, merged_dir)
 
 
@@ -283,7 +338,7 @@ def _summary(
     trainer: Seq2SeqTrainer, train_metrics: Mapping[str, float], metrics: Mapping[str, float], description: Mapping
 ) -> dict[str, Any]:
     """The fine-tuning run's figures, in the schema of `vanilla_transformer.export.hub.read_training_summary`."""
-    args, signatures = trainer.args, trainer.compute_metrics.signatures
+    args, signatures = trainer.args, trainer.signatures
     summary = {
         **{key: value for key, value in description.items() if value is not None},
         "train_pairs": len(trainer.train_dataset),
@@ -306,6 +361,8 @@ def _summary(
             "sentences_per_step": args.train_batch_size * args.gradient_accumulation_steps * args.world_size,
             "gradient_accumulation_steps": args.gradient_accumulation_steps,
             "best_step": trainer.state.best_global_step,
+            "selected by": f"evaluation {args.metric_for_best_model.removeprefix('eval_')}",
+            "evaluation search": ", ".join(f"{key} {value}" for key, value in trainer.search.items()),
         },
     }
     if is_peft_model(trainer.model):
@@ -318,7 +375,10 @@ __all__ = [
     "FINETUNE_DEFAULTS",
     "MERGED_DIR",
     "FinetuneResult",
-    "TranslationMetrics",
+    "AUTO_METRIC",
+    "SEARCH_DEFAULTS",
+    "TranslationTrainer",
+    "choose_metric",
     "build_trainer",
     "finetune",
     "training_arguments",

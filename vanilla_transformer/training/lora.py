@@ -11,6 +11,7 @@ peft comes with the ``peft`` extra (``pip install "vanilla-transformer[peft]"``)
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -87,7 +88,9 @@ def add_lora(
     config = peft.LoraConfig(
         task_type=peft.TaskType.SEQ_2_SEQ_LM, r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=targets
     )
-    return peft.get_peft_model(model, config)
+    with warnings.catch_warnings():  # peft reads the deprecated is_gradient_checkpointing: nothing a user can act on
+        warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
+        return peft.get_peft_model(model, config)
 
 
 __all__ = ["ALL_LINEAR", "LORA_DEFAULTS", "add_lora", "check_lora_settings", "linear_module_names"]

@@ -106,8 +106,28 @@ def auto_precision(device_type: str, flags: set[str] | None, cuda_bf16: bool = F
     return "no"
 
 
+LAUNCHER_DYNAMO_VARIABLE = "ACCELERATE_DYNAMO_BACKEND"
+"""Where ``accelerate launch --dynamo_backend`` and the accelerate config file leave their choice of backend."""
+
+
+def auto_dynamo_backend(
+    device_type: str, mixed_precision: str | None, flags: set[str] | None, environ: Mapping[str, str] | None = None
+) -> str | None:
+    """What ``--dynamo-backend auto`` compiles with: None (Accelerate's own choice) where the launcher or the accelerate
+    config chose (`LAUNCHER_DYNAMO_VARIABLE`); else ``inductor`` where compiling paid, on CUDA and on a CPU training
+    in native bf16 (the multi30k preset: 9,586 steps in the hour against 6,428 eager), and ``no`` elsewhere (on this
+    project's AVX2 CPU in fp32 inductor made the training step 0.89x as fast, after a minute of compiling)."""
+    environ = os.environ if environ is None else environ
+    if environ.get(LAUNCHER_DYNAMO_VARIABLE):
+        return None
+    native_bf16 = mixed_precision == "bf16" and auto_precision(device_type, flags) == "bf16"
+    return "inductor" if device_type == "cuda" or (device_type == "cpu" and native_bf16) else "no"
+
+
 __all__ = [
+    "LAUNCHER_DYNAMO_VARIABLE",
     "NATIVE_BF16_FLAGS",
+    "auto_dynamo_backend",
     "auto_precision",
     "WORKING_CPU_LAUNCH",
     "WORLD_SIZE_VARIABLES",

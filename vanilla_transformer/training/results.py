@@ -10,6 +10,7 @@ from typing import Any
 from accelerate import Accelerator
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
+from ..atomic import write_file
 from ..data import split_files
 from ..model_dir import save_model_dir, write_training_summary
 from ..modeling_vanilla_transformer import (
@@ -47,7 +48,7 @@ def write_results(
     accelerator.log({name: value for name, value in results.items() if isinstance(value, float)}, step=results["step"])
     if accelerator.is_main_process:
         run_dir = Path(config.checkpointing.output_dir)
-        (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        write_file(run_dir / "results.json", json.dumps(results, indent=2) + "\n")
         write_training_summary(run_dir / "model", training_summary(config, corpus, results))
         plot_metrics(run_dir / "metrics.jsonl", run_dir / "metrics.png", required=False)
 

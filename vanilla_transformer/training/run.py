@@ -33,11 +33,12 @@ from accelerate import Accelerator, PartialState
 from accelerate.logging import get_logger
 from accelerate.utils import set_seed
 
+from ..atomic import write_directory
 from ..environment import run_environment
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from .checkpoints import checkpoint_step
 from .config import TRAINING_CONFIG_NAME, OptimizationConfig, TrainingConfig
-from .preflight import auto_precision, cpu_flags, launch_mismatch, slow_bf16
+from .preflight import auto_dynamo_backend, auto_precision, cpu_flags, launch_mismatch, slow_bf16
 from .results import write_results
 from .run_dir import inspect_run_dir, lock_run_dir, mark_run_started, prepare_run_dir
 from .setup import RunCorpus, build_model_config, prepare_data
@@ -48,8 +49,8 @@ logger = get_logger(__name__)
 
 
 def accelerator_options(optimization: OptimizationConfig) -> dict[str, str]:
-    """The Accelerator's ``mixed_precision`` and ``dynamo_backend``, where the settings choose them (``--mixed-precision
-    auto`` resolved for this machine, `auto_precision`)."""
+    """The Accelerator's ``mixed_precision`` and ``dynamo_backend``, where the settings choose them (``auto`` resolved
+    for this machine: `auto_precision`, `auto_dynamo_backend`)."""
     # Without --mixed-precision, Accelerate's own sources decide: accelerate launch --mixed_precision, the accelerate
     # config file, ACCELERATE_MIXED_PRECISION. Passing mixed_precision="no" here would override all of them.
     # The same for compiling: accelerate launch --dynamo_backend, the config file, ACCELERATE_DYNAMO_BACKEND.
@@ -58,7 +59,11 @@ def accelerator_options(optimization: OptimizationConfig) -> dict[str, str]:
         device = PartialState().device  # (the Accelerator made with these options shares this state)
         cuda_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
         precision = auto_precision(device.type, cpu_flags(), cuda_bf16)
-    chosen = {"mixed_precision": precision, "dynamo_backend": optimization.dynamo_backend}
+    backend = optimization.dynamo_backend
+    if backend == "auto":
+        given_precision = precision or os.environ.get("ACCELERATE_MIXED_PRECISION", "no")
+        backend = auto_dynamo_backend(PartialState().device.type, given_precision, cpu_flags())
+    chosen = {"mixed_precision": precision, "dynamo_backend": backend}
     return {name: value for name, value in chosen.items() if value is not None}
 
 
@@ -106,7 +111,7 @@ def start_run(config: TrainingConfig) -> tuple[Trainer, RunCorpus]:
     )
     prepare_run_dir(accelerator, config, resume_from)
     if accelerator.is_main_process and not tokenizer_dir.is_dir():
-        tokenizer.save_pretrained(tokenizer_dir)
+        write_directory(tokenizer_dir, tokenizer.save_pretrained, what="the run's tokenizer folder")
     accelerator.wait_for_everyone()
     model = VanillaTransformerForConditionalGeneration(model_config)
     trainer = Trainer(config, accelerator, model, tokenizer, train_data, valid, test)

@@ -48,16 +48,16 @@ SPLITS = ("train", "valid", "test")
 
 def corpus_spec(data: DataConfig) -> CorpusSpec:
     """The run's corpus: ``--dataset`` and ``--data-dir``, or the aligned files of ``--train-src`` and the rest."""
-    common = {
-        "data_dir": data.data_dir,
-        "dataset_config": data.dataset_config,
-        "src_lang": data.src_lang,
-        "tgt_lang": data.tgt_lang,
-        "numbers": (data.num_train, data.num_valid, data.num_test),
-        "max_number": data.max_number,
-    }
+    languages = {"src_lang": data.src_lang, "tgt_lang": data.tgt_lang}
     if data.train_src is None and data.train_tgt is None:
-        return CorpusSpec(kind=data.dataset, **common)
+        return CorpusSpec.from_options(
+            dataset=data.dataset,
+            data_dir=data.data_dir,
+            dataset_config=data.dataset_config,
+            numbers=(data.num_train, data.num_valid, data.num_test),
+            max_number=data.max_number,
+            **languages,
+        )
     files = {}
     for split in ("train", "valid", "test"):
         src, tgt = getattr(data, f"{split}_src"), getattr(data, f"{split}_tgt")
@@ -67,7 +67,7 @@ def corpus_spec(data: DataConfig) -> CorpusSpec:
                 f"got --{split}-src={src!r} and --{split}-tgt={tgt!r}"
             )
         files[split] = (src, tgt)
-    return CorpusSpec.from_files(files, **common)
+    return CorpusSpec.from_options(files=files, **languages)
 
 
 @dataclass(frozen=True)
@@ -185,6 +185,7 @@ def prepare_data(
     Args:
         resumed_tokenizer: The tokenizer directory of the run being resumed, which the run keeps using.
     """
+    corpus.spec.check(list(corpus.names.values()))  # every split's files, before the tokenizer is trained
     cache_root = Path(config.data.data_cache_dir) if config.data.data_cache_dir else default_cache_dir()
     # First the main process; then, on each other machine, its local main process (which finds the cache there if
     # the machines share --data-cache-dir, else builds its own); then all the others, which open it.

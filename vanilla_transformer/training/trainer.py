@@ -43,7 +43,15 @@ from .config import TrainingConfig, micro_batch_plan
 from .evaluation import Evaluator, best_validation
 from .results import export_model
 from .schedule import noam_schedule
-from .step import accumulate_gradients, compile_count, compiled_loss, compiling, prefer_dynamic_shapes, to_device
+from .step import (
+    accumulate_gradients,
+    build_adam,
+    compile_count,
+    compiled_loss,
+    compiling,
+    prefer_dynamic_shapes,
+    to_device,
+)
 
 logger = get_logger(__name__)
 
@@ -130,7 +138,7 @@ class Trainer:
         )  # fmt: skip
         if config.model.attn_implementation is not None:
             model.set_attn_implementation(config.model.attn_implementation)
-        optimizer = torch.optim.Adam(model.parameters(), **optimization.adam_options())
+        optimizer = build_adam(model, optimization, accelerator.device.type)
         # Not `prepare`d: Accelerate would step the schedule once per process for every optimizer step.
         self.scheduler = noam_schedule(
             optimizer, model.config.d_model, optimization.warmup_steps, optimization.lr_scale
@@ -311,9 +319,10 @@ class Trainer:
         if self.evaluator.test:
             results.update(self.evaluator.score_test_set())
             if "selected" in results:
-                results[f"test_bleu_{chosen}"] = results["test_bleu"]
+                metric = self.evaluator.metric
+                results[f"test_{metric}_{chosen}"] = results[f"test_{metric}"]
         if accelerator.is_main_process:
-            results.update(best_validation(self.run_dir / "metrics.jsonl"))
+            results.update(best_validation(self.run_dir / "metrics.jsonl", self.evaluator.metric))
         return results
 
     def _training_results(self) -> dict[str, Any]:

@@ -1,0 +1,213 @@
+"""Count the operators one training step and one decoding step launch, ours against MarianMT's, on the CPU.
+
+On a GPU at the sizes of this project, a step is bound by kernel launches rather than arithmetic: each operator that
+computes is (at least) one kernel. Counts are not timings: they do not depend on the machine's load, and the same
+command gives the same counts, so this script may run on a busy machine.
+
+    python scripts/count_ops.py --output docs/results/op_counts.json
+
+Both models are the same network with the same weights: MarianMT by ``vanilla_transformer.export.marian.
+vanilla_to_marian``. What is counted, per contestant:
+
+* **training step**: forward with labels, backward, Adam (fused, as on a GPU), ``zero_grad``, on one padded batch of
+  random pairs. Ours twice: ``pack_tokens=False`` (what ``auto`` does on CUDA) and ``True`` (what it does on the CPU
+  for such a batch);
+* **decoding step**: ``generate()`` (greedy, and beam 4) with K and with 2K new tokens; the difference over K is
+  one step, search included. ``</s>`` is made unreachable (a zero embedding row: its logit is 0 among thousands of
+  others), so that every sentence runs to the maximum length in both models.
+
+Operators are counted where PyTorch hands them to a backend (a `TorchDispatchMode`, on every thread: backward runs
+on autograd's): each operator a device implements, as called, after composite operators (``linear``, ``dropout``)
+have become the ones they are made of and before the backend's own internals. The PyTorch profiler was tried
+first: its ``aten::`` events nest a kernel's internal calls (``addmm``'s ``resolve_conj`` and ``copy_`` on the CPU)
+under it, so neither its leaves nor its top level count kernels. ``kernels`` leaves out the operators that only make
+a view, allocate or read metadata (`no_kernel`), which launch nothing on a GPU. These are the CPU's dispatch counts;
+CUDA runs the same operators, except that attention with a mask may be one kernel there and several here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
+from vanilla_transformer.decoder_vanilla_transformer import IncrementalDecoder
+from vanilla_transformer.environment import run_environment
+from vanilla_transformer.export.marian import vanilla_to_marian
+from vanilla_transformer.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+from vanilla_transformer.tokenization import EOS_ID, PAD_ID
+
+ALLOCATIONS = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "lift_fresh"})
+"""Operators that only allocate (no kernel)."""
+
+
+def no_kernel(operator: torch._ops.OpOverload) -> bool:
+    """Whether `operator` launches no compute kernel on a GPU: a view (``view``, ``transpose``, ``detach``, ...), an
+    allocation, or a size query. (``_local_scalar_dense``, ``.item()``, is a device-to-host copy: counted.)"""
+    name = operator.overloadpacket.__name__
+    return operator.is_view or name in ALLOCATIONS or name.startswith("sym_")
+
+
+class _Counting(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.counts = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.counts[func] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def operators(function) -> Counter:
+    """The operators `function` hands to the backend, by name (``aten::addmm``), each call counted."""
+    with _Counting() as counting:
+        function()
+    return counting.counts
+
+
+def summary(counts: Counter, steps: int = 1) -> dict[str, Any]:
+    """Operators and kernels (per step, for a difference over `steps` steps), and the most frequent kernels."""
+    kernels = Counter()
+    for operator, count in counts.items():
+        if not no_kernel(operator):
+            kernels[f"aten::{operator.overloadpacket.__name__}"] += count
+    return {
+        "operators": round(sum(counts.values()) / steps, 2),
+        "kernels": round(sum(kernels.values()) / steps, 2),
+        "top_kernels": {name: round(count / steps, 2) for name, count in kernels.most_common(8)},
+    }
+
+
+def random_batch(vocab_size: int, batch_size: int, seed: int) -> dict[str, torch.Tensor]:
+    """`batch_size` pairs of lengths like Multi30k's (source 8-24, target 8-26 tokens, each ending in ``</s>``),
+    right-padded: about a quarter padding, as random batches have."""
+    generator = torch.Generator().manual_seed(seed)
+    source_lengths = torch.randint(8, 25, (batch_size,), generator=generator)
+    target_lengths = torch.randint(8, 27, (batch_size,), generator=generator)
+    input_ids = torch.full((batch_size, int(source_lengths.max())), PAD_ID)
+    labels = torch.full((batch_size, int(target_lengths.max())), -100)
+    for row, (source, target) in enumerate(zip(source_lengths.tolist(), target_lengths.tolist(), strict=True)):
+        input_ids[row, :source] = torch.randint(4, vocab_size, (source,), generator=generator)
+        labels[row, :target] = torch.randint(4, vocab_size, (target,), generator=generator)
+        input_ids[row, source - 1] = labels[row, target - 1] = EOS_ID
+    return {"input_ids": input_ids, "attention_mask": (input_ids != PAD_ID).long(), "labels": labels}
+
+
+def training_step(model, batch: dict[str, torch.Tensor]) -> Counter:
+    """One step as a GPU run takes it: forward, backward, fused Adam, gradients set to None. The second of two
+    steps is counted (the first creates Adam's state)."""
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True)
+
+    def step():
+        model(**batch).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    step()
+    return operators(step)
+
+
+def decoding_step(model, batch: dict[str, torch.Tensor], num_beams: int, steps: int) -> dict[str, Any]:
+    """Operators per decoding step of `generate()`: the counts of 2 * `steps` new tokens minus those of `steps`."""
+    model.eval()
+    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+    options = dict(num_beams=num_beams, do_sample=False, early_stopping=False, length_penalty=1.0)
+
+    def generate(new_tokens: int):
+        with torch.no_grad():
+            output = model.generate(**inputs, **options, max_new_tokens=new_tokens)
+        if output.shape[1] != 1 + new_tokens or bool((output[:, 1:] == EOS_ID).any()):
+            raise RuntimeError(f"decoding stopped before {new_tokens} tokens: </s> was reachable")
+
+    generate(steps)  # (weights prepared once, as in any later call)
+    fast_steps = []
+    step = IncrementalDecoder.step
+    IncrementalDecoder.step = lambda decoder, tokens: fast_steps.append(1) or step(decoder, tokens)
+    try:
+        shorter, longer = operators(lambda: generate(steps)), operators(lambda: generate(2 * steps))
+    finally:
+        IncrementalDecoder.step = step
+    if isinstance(model, VanillaTransformerForConditionalGeneration) and len(fast_steps) != 3 * steps:
+        raise RuntimeError("our generate() did not run on the fast decoder")
+    return summary(longer - shorter, steps)
+
+
+def build_models(size: str, vocab_size: int, seed: int):
+    """Our model of the configuration preset `size` (dropout 0.1, SDPA) with ``</s>`` unreachable, and its MarianMT
+    twin with the same weights."""
+    torch.manual_seed(seed)
+    config = VanillaTransformerConfig.from_preset(size, vocab_size=vocab_size, dropout=0.1)
+    ours = VanillaTransformerForConditionalGeneration(config)
+    with torch.no_grad():
+        ours.model.shared.weight[EOS_ID].zero_()  # tied: a zero logit for </s>, never the largest
+    return ours, vanilla_to_marian(ours, copy.deepcopy(ours.generation_config))
+
+
+def count(size: str, vocab_size: int, batch_size: int, decode_batch_size: int, steps: int, seed: int) -> dict:
+    ours, marian = build_models(size, vocab_size, seed)
+    batch = random_batch(vocab_size, batch_size, seed)
+    decode = {name: tensor[:decode_batch_size] for name, tensor in batch.items()}
+    unpacked, packed = copy.deepcopy(ours), copy.deepcopy(ours)
+    unpacked.config.pack_tokens, packed.config.pack_tokens = False, True
+    contestants = {
+        "ours, pack_tokens=False (CUDA)": unpacked,
+        "ours, pack_tokens=True (CPU)": packed,
+        "MarianMT": marian,
+    }
+    real = int(batch["attention_mask"].sum() + (batch["labels"] != -100).sum())
+    result = {
+        "size": size,
+        "vocab_size": vocab_size,
+        "layers": ours.config.encoder_layers,
+        "training_batch": {
+            "pairs": batch_size,
+            "padded_tokens": batch["input_ids"].numel() + batch["labels"].numel(),
+            "real_tokens": real,
+        },
+        "decoding_batch": decode_batch_size,
+        "training_step": {name: summary(training_step(model, batch)) for name, model in contestants.items()},
+        "decoding_step": {},
+    }
+    for beams in (1, 4):
+        search = "greedy" if beams == 1 else f"beam {beams}"
+        result["decoding_step"][search] = {
+            "ours": decoding_step(ours, decode, beams, steps),
+            "MarianMT": decoding_step(marian, decode, beams, steps),
+        }
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", default="base", help="configuration preset (default: base, the paper's)")
+    parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--batch-size", type=int, default=32, help="pairs in the training batch")
+    parser.add_argument("--decode-batch-size", type=int, default=16, help="sentences per generate() call")
+    parser.add_argument("--steps", type=int, default=4, help="K: decoding steps told apart (2K - K)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", type=Path, help="write the counts here (JSON)")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    counts = count(args.size, args.vocab_size, args.batch_size, args.decode_batch_size, args.steps, args.seed)
+    environment = run_environment()
+    # Counts do not depend on the load: it is left out, so that a rerun writes the same file.
+    environment = {k: v for k, v in environment.items() if not k.startswith("load_average")}
+    results = {**counts, "environment": environment}
+    text = json.dumps(results, indent=2) + "\n"
+    if args.output:
+        args.output.write_text(text, encoding="utf-8")
+    sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
