@@ -3,7 +3,8 @@
 What a user would pick instead of ``vanilla-transformer train``: the same architecture as a `MarianMTModel`
 (`bench.marian_twin`: the same initial weights) trained by transformers' `Seq2SeqTrainer` at its best
 settings (``bf16``, ``torch_compile``, ``train_sampling_strategy="group_by_length"``, fused AdamW), against our
-`TrainStep` (the step of ``train``) at its best settings, each also in fp32 eager as the baseline. The model is
+`Trainer` (built as ``train`` builds it: each contestant is a set of ``train`` options) at its best settings, each also
+in fp32 eager as the baseline. The model is
 ``--model-size`` (a ``PRESETS`` name, default ``multi30k``: N=3, d_model=256, 6.0M parameters with the 8k vocabulary),
 the data Multi30k en->de train (``--data-dir``), at about ``--max-tokens`` (4,096: the multi30k preset's) padded
 tokens per step on both sides: ours by `TokenBatchSampler`, the Trainer's by a batch size B chosen from the data so
@@ -12,7 +13,8 @@ that its length-grouped batches hold as many padded tokens on average.
 Method:
 
 * The coordinator builds the tokenizer and the tokenized pairs once and hands them to the contestants (through a
-  temporary folder), so that all train on the same token ids.
+  temporary folder: a JSON file for the Trainer, the token cache that ``train`` reads for ours), so that all train on
+  the same token ids.
 * Each contestant runs in its own long-lived worker process (``--worker SPEC``; Accelerate keeps one process-wide
   state, whose mixed precision and compilation settings are the first Accelerator's), talking JSON lines over its
   stdin and stdout. Only one worker runs at a time; the others wait blocked on their pipe.
@@ -199,14 +201,14 @@ def build_data(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
 
     options = ["--preset", "multi30k", "--vocab-size", str(args.vocab_size)]
     config = parse_args([*options, *(["--data-dir", args.data_dir] if args.data_dir else [])])
-    corpus = RunCorpus.of(config)  # stops naming --data-dir and $VANILLA_TRANSFORMER_DATA when neither is set
+    corpus = RunCorpus.of(config.data, config.preset)  # names --data-dir and $VANILLA_TRANSFORMER_DATA if unset
     pairs, _ = clean_pairs(corpus.load("train")[: args.max_pairs])
-    tokenizer = train_tokenizer((text for pair in pairs for text in pair), config.vocab_size)
-    pairs, _ = clean_pairs(pairs, max_length=config.max_length, tokenizer=tokenizer)
+    tokenizer = train_tokenizer((text for pair in pairs for text in pair), config.model.vocab_size)
+    pairs, _ = clean_pairs(pairs, max_length=config.data.max_length, tokenizer=tokenizer)
     examples = tokenize_pairs(pairs, tokenizer)
     tokenizer.save_pretrained(folder / "tokenizer")
     (folder / "examples.json").write_text(json.dumps(examples), encoding="utf-8")
-    return {"pairs": len(examples), "tokenizer_size": len(tokenizer), "max_length": config.max_length}
+    return {"pairs": len(examples), "tokenizer_size": len(tokenizer), "max_length": config.data.max_length}
 
 
 def trainer_batch_size(lengths: list[tuple[int, int]], max_tokens: int, seed: int) -> dict[str, Any]:
@@ -323,51 +325,48 @@ def initial_model(args: argparse.Namespace, spec: Spec):
     return model
 
 
+def ours_config(args: argparse.Namespace, spec: Spec):
+    """Our contestant as ``train`` options: ``--preset`` (default: multi30k), with the benchmark's model, vocabulary,
+    micro-batches and seed, and the contestant's precision, compilation, Adam and attention."""
+    from vanilla_transformer.training import parse_args
+
+    options = ["--preset", args.preset or "multi30k", "--model", args.model_size, "--vocab-size", str(args.vocab_size)]
+    options += ["--max-tokens", str(args.max_tokens), "--grad-accum", str(args.grad_accum), "--seed", str(args.seed)]
+    options += ["--mixed-precision", spec["precision"], "--dynamo-backend", spec["compile"]]
+    options += ["--attn-implementation", spec["attn"]]
+    adam = {"default": "auto"}.get(spec["adam"], spec["adam"])  # auto: torch's default on the CPU, fused on CUDA
+    return parse_args([*options, "--adam-implementation", adam])
+
+
 def ours_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> None:
-    """Our `TrainStep`, set up exactly as `train` sets it up, on `TokenBatchSampler` batches collated every step."""
+    """Our `Trainer`, built from ``train`` options (`ours_config`) as `train` builds it, on its own batches of the
+    token cache (`Trainer.batches`), timed step by step (`Trainer.train_step`)."""
     from accelerate import Accelerator
     from transformers import AutoTokenizer
 
-    from vanilla_transformer.data import TokenBatchSampler, TranslationCollator, example_lengths
-    from vanilla_transformer.training.schedule import noam_schedule
-    from vanilla_transformer.training.step import TrainStep, compiled_loss, prefer_dynamic_shapes, to_device
+    from vanilla_transformer.data.cache import TokenCorpus
+    from vanilla_transformer.training import Trainer
+    from vanilla_transformer.training.run import accelerator_options
+    from vanilla_transformer.training.step import to_device
 
-    examples = json.loads((args.data / "examples.json").read_text(encoding="utf-8"))
-    pad_token_id = AutoTokenizer.from_pretrained(args.data / "tokenizer").pad_token_id
-    model = initial_model(args, spec)
-    adam = {"default": {}, "foreach": {"foreach": True}, "fused": {"fused": True}}[spec["adam"]]
-    optimizer = torch.optim.Adam(model.parameters(), betas=(0.9, 0.98), eps=1e-9, **adam)
-    scheduler = noam_schedule(optimizer, model.config.d_model, 500, 0.45)  # the multi30k preset's schedule
-    accelerator = Accelerator(
-        mixed_precision=spec["precision"], dynamo_backend=spec["compile"], cpu=args.device == "cpu"
-    )
-    prefer_dynamic_shapes(accelerator)
-    model, optimizer = accelerator.prepare(model, optimizer)
-    step = TrainStep(accelerator, model, optimizer, scheduler, 0.1, None, compiled_loss(accelerator))
-    sampler = TokenBatchSampler(example_lengths(examples), args.max_tokens, seed=args.seed)
-    collate, meter = TranslationCollator(pad_token_id), Meter(accelerator.device)
-
-    def batches():
-        epoch = 0
-        while True:
-            yield from sampler.epoch_batches(epoch)
-            epoch += 1
-
-    indices = batches()
+    config = ours_config(args, spec)
+    tokenizer = AutoTokenizer.from_pretrained(args.data / "tokenizer")
+    accelerator = Accelerator(cpu=args.device == "cpu", **accelerator_options(config.optimization))
+    trainer = Trainer(config, accelerator, initial_model(args, spec), tokenizer, TokenCorpus(args.data / "tokens"))
+    batches, meter, model_config = trainer.batches(), Meter(accelerator.device), trainer.unwrapped.config
     channel.send(event="ready", device=str(accelerator.device))
     while (command := channel.receive())["command"] != "stop":
         meter.reset()
         for _ in range(command["steps"]):
             started = time.perf_counter()
-            batches = [
-                to_device(collate([examples[i] for i in next(indices)]), accelerator.device)
-                for _ in range(args.grad_accum)
-            ]
+            micro_batches = [to_device(next(batches), accelerator.device) for _ in range(trainer.grad_accum)]
             meter.data_seconds += time.perf_counter() - started
-            taken = step(batches)
+            taken = trainer.train_step(micro_batches)
             stats = taken.stats if taken is not None else {"tokens": torch.zeros(())}
-            positions = sum(b["input_ids"].numel() + b["labels"].numel() for b in batches)
-            flops = sum(batch_flops(model.config, b["input_ids"], b["attention_mask"], b["labels"]) for b in batches)
+            positions = sum(b["input_ids"].numel() + b["labels"].numel() for b in micro_batches)
+            flops = sum(
+                batch_flops(model_config, b["input_ids"], b["attention_mask"], b["labels"]) for b in micro_batches
+            )
             meter.add(stats["tokens"], positions, flops)
         channel.send(event="done", **meter.report())
 
@@ -479,6 +478,7 @@ class Worker:
         command += ["--threads", str(args.threads), "--model-size", args.model_size, "--seed", str(args.seed)]
         command += ["--vocab-size", str(args.vocab_size), "--max-tokens", str(args.max_tokens)]
         command += ["--batch-size", str(batch_size), "--device", args.device, "--grad-accum", str(args.grad_accum)]
+        command += ["--preset", args.preset] if args.preset else []
         environment = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "TOKENIZERS_PARALLELISM": "false"}
         scripts = str(Path(__file__).resolve().parent)
         environment["PYTHONPATH"] = os.pathsep.join(filter(None, [scripts, os.environ.get("PYTHONPATH")]))
@@ -655,6 +655,7 @@ def coordinator_main(args: argparse.Namespace) -> int:
     from bench import Record
 
     from vanilla_transformer.data import example_lengths
+    from vanilla_transformer.data.cache import save_token_cache
 
     record = Record()
     specs, skipped = select_contestants(args)
@@ -668,6 +669,7 @@ def coordinator_main(args: argparse.Namespace) -> int:
                 f"the tokenizer has {built['tokenizer_size']} tokens, over --vocab-size={args.vocab_size}"
             )
         examples = json.loads((data / "examples.json").read_text(encoding="utf-8"))
+        save_token_cache(examples, args.vocab_size, data / "tokens")  # what our Trainer batches: the same ids
         batching = trainer_batch_size(example_lengths(examples), args.max_tokens, args.seed)
         print(f"data: {built['pairs']:,} pairs; Trainer batch size {batching['batch_size']}", file=sys.stderr)
         figures, order = run_contestants(args, specs, data, batching["batch_size"])
@@ -738,11 +740,11 @@ def resolve(args: argparse.Namespace) -> argparse.Namespace:
     defaults = {"model_size": "multi30k", "vocab_size": 8000, "max_tokens": 4096, "grad_accum": 1}
     if args.preset:
         from vanilla_transformer.training import parse_args
-        from vanilla_transformer.training.options import micro_batch_plan
+        from vanilla_transformer.training.config import micro_batch_plan
 
         config = parse_args(["--preset", args.preset])
         max_tokens, grad_accum = micro_batch_plan(config, 1)
-        defaults = {"model_size": config.model, "vocab_size": config.vocab_size}
+        defaults = {"model_size": config.model.preset, "vocab_size": config.model.vocab_size}
         defaults |= {"max_tokens": max_tokens, "grad_accum": grad_accum}
     for name, value in defaults.items():
         if getattr(args, name) is None:

@@ -30,7 +30,7 @@ from bench import Record
 from vanilla_transformer.data.spec import load_corpus
 from vanilla_transformer.metrics import compute_bleu, compute_chrf
 from vanilla_transformer.model_dir import load_model_dir
-from vanilla_transformer.training.options import TRAINING_CONFIG_NAME, TrainingConfig
+from vanilla_transformer.training.config import TRAINING_CONFIG_NAME, TrainingConfig
 from vanilla_transformer.training.setup import corpus_spec
 from vanilla_transformer.translation import translate
 
@@ -40,7 +40,7 @@ ALPHAS = (0.0, 0.6, 0.8, 1.0, 1.2, 1.5, 2.0)
 def sweep_run(run_dir: Path, alphas: list[float], batch_size: int) -> dict[str, object]:
     """The validation scores of one run's final model at each alpha."""
     config = TrainingConfig.load(run_dir / TRAINING_CONFIG_NAME)
-    pairs = load_corpus(corpus_spec(config), config.valid_split)
+    pairs = load_corpus(corpus_spec(config.data), config.data.valid_split)
     sources, references = [source for source, _ in pairs], [target for _, target in pairs]
     model, tokenizer = load_model_dir(run_dir / "model")
     scores = {}
@@ -49,9 +49,9 @@ def sweep_run(run_dir: Path, alphas: list[float], batch_size: int) -> dict[str, 
             model,
             tokenizer,
             sources,
-            num_beams=config.num_beams,
+            num_beams=config.decoding.num_beams,
             length_penalty=alpha,
-            max_length_offset=config.max_length_offset,  # the run's, as its exported search has it
+            max_length_offset=config.decoding.max_length_offset,  # the run's, as its exported search has it
             batch_size=batch_size,
         )
         bleu = compute_bleu(hypotheses, references)
@@ -62,11 +62,11 @@ def sweep_run(run_dir: Path, alphas: list[float], batch_size: int) -> dict[str, 
             "longest_translation_words": max(len(line.split()) for line in hypotheses),
         }
     return {
-        "direction": f"{config.src_lang}-{config.tgt_lang}",
-        "seed": config.seed,
-        "split": config.valid_split,
+        "direction": f"{config.data.src_lang}-{config.data.tgt_lang}",
+        "seed": config.optimization.seed,
+        "split": config.data.valid_split,
         "sentences": len(sources),
-        "num_beams": config.num_beams,
+        "num_beams": config.decoding.num_beams,
         "longest_reference_words": max(len(line.split()) for line in references),
         "scores": scores,
     }

@@ -148,7 +148,7 @@ def test_a_batch_size_below_one_is_refused_naming_the_option(command, tmp_path):
 def test_train_refuses_a_search_setting_of_the_wrong_type_in_its_saved_config():
     with pytest.raises(ValueError, match=re.escape("--num-beams must be an integer, got --num-beams='4'")):
         TrainingConfig.from_preset("numbers", num_beams="4")  # e.g. from a hand-edited training_config.json
-    assert TrainingConfig.from_preset("numbers", length_penalty=0, max_length_offset=0).max_length_offset == 0
+    assert TrainingConfig.from_preset("numbers", length_penalty=0, max_length_offset=0).decoding.max_length_offset == 0
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from tiny_model import TINY
 
 from vanilla_transformer.training import parse_args, train
 from vanilla_transformer.training import step as step_module
+from vanilla_transformer.training import trainer as trainer_module
 from vanilla_transformer.training.checkpoints import load_checkpoint_weights
 from vanilla_transformer.training.tracking import read_metrics
 
@@ -80,13 +81,13 @@ def test_resuming_across_compiled_and_eager_equals_an_uninterrupted_run(tmp_path
 
 def _record_shapes(monkeypatch):
     shapes = set()
-    real = step_module.accumulate_gradients
+    real = trainer_module.accumulate_gradients
 
     def recording(accelerator, model, micro_batches, *args):
         shapes.update((tuple(b["input_ids"].shape), tuple(b["labels"].shape)) for b in micro_batches)
         return real(accelerator, model, micro_batches, *args)
 
-    monkeypatch.setattr(step_module, "accumulate_gradients", recording)
+    monkeypatch.setattr(trainer_module, "accumulate_gradients", recording)
     return shapes
 
 

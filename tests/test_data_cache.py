@@ -3,6 +3,7 @@
 import json
 import math
 import os
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -23,7 +24,7 @@ from vanilla_transformer.data.cache import TokenCorpus, build_token_cache
 from vanilla_transformer.tokenization import train_tokenizer
 from vanilla_transformer.training import TrainingConfig, build_model_config, parse_args
 from vanilla_transformer.training import setup as data_setup
-from vanilla_transformer.training.options import micro_batch_plan
+from vanilla_transformer.training.config import micro_batch_plan
 
 WORDS = [
     "the",
@@ -150,7 +151,11 @@ def test_data_is_prepared_once_and_rebuilt_when_its_key_changes(tmp_path, monkey
     accelerator = Accelerator(cpu=True)
 
     def prepare(config):
-        return data_setup.prepare_data(config, accelerator, build_model_config(config), None)
+        corpus = data_setup.RunCorpus.of(config.data)
+        _, train, valid, test = data_setup.prepare_data(
+            config, accelerator, corpus, build_model_config(config.model), None
+        )
+        return SimpleNamespace(train=train, valid=valid, test=test)
 
     first = prepare(run_config(tmp_path))
     assert (builds, trainings) == ([1], [1])
@@ -159,7 +164,7 @@ def test_data_is_prepared_once_and_rebuilt_when_its_key_changes(tmp_path, monkey
     assert [rerun.train[i]["labels"].tolist() for i in range(len(rerun.train))] == [
         first.train[i]["labels"].tolist() for i in range(len(first.train))
     ]
-    assert len(first.valid) == 5 and len(first.valid_examples) == 5 and len(first.test) == 5
+    assert len(first.valid) == 5 and len(first.test) == 5
 
     prepare(run_config(tmp_path, "--max-length", "10", "--output-dir", str(tmp_path / "run3")))
     assert (builds, trainings) == ([1, 1], [1])  # new cleaning setting: same tokenizer, new token cache
@@ -194,7 +199,7 @@ def test_hf_dataset_stays_arrow_and_streams_in_batches(offline, local_hub_datase
     assert isinstance(arrow, datasets.Dataset) and arrow.column_names == ["source", "target"]
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-cache")
     config = TrainingConfig.from_preset("numbers", dataset=f"hf:{name}", dataset_config="de-en")
-    identity, chunks = data_setup.RunCorpus.of(config).train_chunks(chunk_size=1)
+    identity, chunks = data_setup.RunCorpus.of(config.data).train_chunks(chunk_size=1)
     assert [chunk for chunk in chunks()] == [[("Hello world", "Hallo Welt")], [("The street", "Die Straße")]]
     assert set(identity) == {"hf_dataset"}
 
@@ -241,8 +246,10 @@ def test_every_process_count_gets_the_presets_tokens_per_step(preset, processes)
     config = parse_args(["--preset", preset])
     max_tokens, grad_accum = micro_batch_plan(config, processes)
     assert 45_000 <= max_tokens * grad_accum * processes <= 55_000  # 50,000 padded tokens, within 10%
-    assert 2 * config.max_length <= max_tokens <= config.max_tokens
-    assert grad_accum == math.ceil(50_000 / processes / config.max_tokens)  # the fewest micro-batches that fit
+    assert 2 * config.data.max_length <= max_tokens <= config.optimization.max_tokens
+    assert grad_accum == math.ceil(
+        50_000 / processes / config.optimization.max_tokens
+    )  # the fewest micro-batches that fit
 
 
 def test_micro_batch_plan_at_8_gpus_needs_no_flag_and_respects_explicit_settings():
@@ -259,10 +266,11 @@ def test_results_record_the_cache_used(tmp_path):
     write_corpus(tmp_path / "data", 40)
     accelerator = Accelerator(cpu=True)
     config = run_config(tmp_path)
-    data = data_setup.prepare_data(config, accelerator, build_model_config(config), None)
-    meta = json.loads((data.train.directory / "meta.json").read_text())
+    corpus = data_setup.RunCorpus.of(config.data)
+    _, train, _, _ = data_setup.prepare_data(config, accelerator, corpus, build_model_config(config.model), None)
+    meta = json.loads((train.directory / "meta.json").read_text())
     assert meta["key"]["max_length"] == 20 and meta["key"]["corpus"]["files"][0][0].endswith("train.en")
-    assert meta["pairs"] == len(data.train) == meta["stats"]["kept"]
+    assert meta["pairs"] == len(train) == meta["stats"]["kept"]
 
 
 def test_a_saved_tokenizer_that_truncates_or_pads_does_not_change_the_cache(tmp_path, tokenizer):
@@ -282,3 +290,15 @@ def test_a_saved_tokenizer_that_truncates_or_pads_does_not_change_the_cache(tmp_
     expected = tokenize_pairs(clean_pairs(pairs, max_length=20, tokenizer=saved)[0], saved)
     assert max(len(e["input_ids"]) for e in expected) > 3
     assert [corpus[i]["input_ids"].tolist() for i in range(len(corpus))] == [e["input_ids"] for e in expected]
+
+
+def test_examples_saved_as_a_token_cache_read_back_as_they_were(tmp_path):
+    """`save_token_cache` (a benchmark's synthetic ids, which no text gave) keeps every example's ids and lengths, in
+    order; ids past 65,535 take the wide dtype."""
+    from vanilla_transformer.data.cache import save_token_cache
+
+    examples = [{"input_ids": [5, 6, 7, 3], "labels": [8, 3]}, {"input_ids": [70_000, 3], "labels": [9, 10, 11, 3]}]
+    corpus = save_token_cache(examples, 70_001, tmp_path / "tokens")
+    assert len(corpus) == 2 and corpus.lengths.tolist() == [[4, 2], [2, 4]]
+    for index, example in enumerate(examples):
+        assert {name: ids.tolist() for name, ids in corpus[index].items()} == example

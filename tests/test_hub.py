@@ -186,7 +186,7 @@ def test_local_files_given_one_by_one_are_named_by_folder_and_file():
         for arg in (f"--{split}-{side}", f"/data/{folder}/{split}.{lang}")
     ]
     config = parse_args([*files, "--output-dir", "unused"])
-    local = local_data_description(RunCorpus.of(config))
+    local = local_data_description(RunCorpus.of(config.data))
     assert local["dataset_name"] == "local plain-text files"
     assert local["local_data"] == (
         "corpus/train.en + corpus/train.de (training), dev/valid.en + dev/valid.de (validation) and "
@@ -194,12 +194,12 @@ def test_local_files_given_one_by_one_are_named_by_folder_and_file():
     )
     assert "/data/" not in local["notes"] and local["notes"].endswith("; en → de.")
     same = parse_args(["--dataset", "text", "--data-dir", "/data/multi", "--test-split", "valid", "--output-dir", "x"])
-    assert local_data_description(RunCorpus.of(same))["local_data"] == (
+    assert local_data_description(RunCorpus.of(same.data))["local_data"] == (
         "train.en + train.de (training) and valid.en + valid.de (validation and test) in the folder multi"
     )
     wmt = parse_args(["--preset", "wmt14-base", "--output-dir", "unused"])
-    assert local_data_description(RunCorpus.of(wmt)) is None
-    assert local_data_description(RunCorpus.of(parse_args([]))) is None
+    assert local_data_description(RunCorpus.of(wmt.data)) is None
+    assert local_data_description(RunCorpus.of(parse_args([]).data)) is None
     card = hub.model_card_data({"dataset": "wmt14", "dataset_name": "wmt14", "bleu": 1.0}, "m")
     assert card.datasets == ["wmt14"] and card.eval_results[0].dataset_type == "wmt14"
 

@@ -263,17 +263,17 @@ class _Started(Exception):
 def test_train_with_dynamo_auto_hands_accelerate_the_chosen_backend(tmp_path, monkeypatch, flags, launcher, expected):
     """The multi30k preset's ``--dynamo-backend auto`` with ``--mixed-precision auto``, given the CPU's flags: the
     Accelerator gets inductor where bf16 is native, no where it is not, and nothing where the launcher chose."""
-    assert parse_args(["--preset", "multi30k"]).dynamo_backend == "auto"
+    assert parse_args(["--preset", "multi30k"]).optimization.dynamo_backend == "auto"
     if launcher:
         monkeypatch.setenv("ACCELERATE_DYNAMO_BACKEND", launcher)
-    monkeypatch.setattr("vanilla_transformer.training.loop.cpu_flags", lambda: flags)
+    monkeypatch.setattr("vanilla_transformer.training.run.cpu_flags", lambda: flags)
     given = {}
 
     def accelerator(**kwargs):
         given.update(kwargs)
         raise _Started
 
-    monkeypatch.setattr("vanilla_transformer.training.loop.Accelerator", accelerator)
+    monkeypatch.setattr("vanilla_transformer.training.run.Accelerator", accelerator)
     options = ["--dynamo-backend", "auto", "--mixed-precision", "auto", "--output-dir", str(tmp_path / "run")]
     with pytest.raises(_Started):
         train(parse_args([*SHORT, *options]))

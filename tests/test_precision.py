@@ -15,7 +15,7 @@ from tiny_model import TINY
 from training_helpers import launch
 
 from vanilla_transformer.training import parse_args, train
-from vanilla_transformer.training import step as step_module
+from vanilla_transformer.training import trainer as trainer_module
 from vanilla_transformer.training.checkpoints import load_checkpoint_weights
 from vanilla_transformer.training.tracking import read_metrics
 
@@ -87,7 +87,7 @@ def test_accelerate_config_file_sets_the_precision(tmp_path):
 def test_fp16_on_cuda_skips_overflowing_steps_without_counting_them(tmp_path, linear_dtypes, monkeypatch):
     """The first step's gradients are made infinite: the loss scaler must skip it, and the run must still take
     all its steps, logged once each."""
-    real = step_module.accumulate_gradients
+    real = trainer_module.accumulate_gradients
     calls = []
 
     def overflow_once(accelerator, model, micro_batches, label_smoothing, loss_function):
@@ -97,7 +97,7 @@ def test_fp16_on_cuda_skips_overflowing_steps_without_counting_them(tmp_path, li
             next(model.parameters()).grad.fill_(math.inf)
         return stats
 
-    monkeypatch.setattr(step_module, "accumulate_gradients", overflow_once)
+    monkeypatch.setattr(trainer_module, "accumulate_gradients", overflow_once)
     results = train(parse_args([*SHORT, "--output-dir", str(tmp_path / "fp16"), "--mixed-precision", "fp16"]))
     assert linear_dtypes == {torch.float16} and results["mixed_precision"] == "fp16"
     assert results["step"] == 2 and len(calls) == 3
@@ -148,7 +148,7 @@ def test_bad_attn_implementation_is_rejected_naming_the_option():
 
 def test_a_bf16_run_on_a_cpu_without_native_bf16_warns_in_its_log(tmp_path, monkeypatch, caplog, linear_dtypes):
     """`train` names the slow case (`preflight.slow_bf16`) at the start of the run, with the CPU's flags given."""
-    monkeypatch.setattr("vanilla_transformer.training.loop.cpu_flags", lambda: {"avx2"})
+    monkeypatch.setattr("vanilla_transformer.training.run.cpu_flags", lambda: {"avx2"})
     with caplog.at_level(logging.WARNING):
         train(parse_args([*SHORT, "--output-dir", str(tmp_path / "bf16"), "--mixed-precision", "bf16"]))
     assert any(
@@ -157,7 +157,7 @@ def test_a_bf16_run_on_a_cpu_without_native_bf16_warns_in_its_log(tmp_path, monk
     )
     caplog.clear()
     AcceleratorState._reset_state(reset_partial_state=True)
-    monkeypatch.setattr("vanilla_transformer.training.loop.cpu_flags", lambda: {"avx2", "avx512_bf16"})
+    monkeypatch.setattr("vanilla_transformer.training.run.cpu_flags", lambda: {"avx2", "avx512_bf16"})
     with caplog.at_level(logging.WARNING):
         train(parse_args([*SHORT, "--output-dir", str(tmp_path / "native"), "--mixed-precision", "bf16"]))
     assert not any("without native bf16 instructions" in record.getMessage() for record in caplog.records)
@@ -168,7 +168,7 @@ def test_auto_precision_trains_in_bf16_only_where_the_cpu_computes_it_natively(
     tmp_path, linear_dtypes, monkeypatch, flags, expected
 ):
     """``--mixed-precision auto`` (the multi30k preset's) reads the CPU's flags: bf16 where native, else fp32."""
-    monkeypatch.setattr("vanilla_transformer.training.loop.cpu_flags", lambda: flags)
+    monkeypatch.setattr("vanilla_transformer.training.run.cpu_flags", lambda: flags)
     results = train(parse_args([*SHORT, "--output-dir", str(tmp_path / "auto"), "--mixed-precision", "auto"]))
     assert linear_dtypes == {expected}
     assert results["mixed_precision"] == {torch.float32: "no", torch.bfloat16: "bf16"}[expected]

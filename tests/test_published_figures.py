@@ -135,7 +135,7 @@ def test_the_multi30k_length_penalty_is_the_one_chosen_on_validation():
     """The preset's alpha is the committed validation sweep's choice: of the alphas whose translations all stay
     within the longest reference (a larger alpha lets some run on towards the length limit), the one with the best
     mean validation BLEU over the trained models, and better than section 6.1's 0.6."""
-    from vanilla_transformer.training.options import TrainingConfig
+    from vanilla_transformer.training.config import TrainingConfig
 
     sweep = read_json(MULTI30K / "length-penalty-sweep.json")
     contained = [
@@ -147,15 +147,15 @@ def test_the_multi30k_length_penalty_is_the_one_chosen_on_validation():
         )
     ]
     chosen = max(contained, key=sweep["mean_bleu"].get)
-    assert float(chosen) == TrainingConfig.from_preset("multi30k").length_penalty
+    assert float(chosen) == TrainingConfig.from_preset("multi30k").decoding.length_penalty
     assert sweep["mean_bleu"][chosen] > sweep["mean_bleu"]["0.6"]
     assert all(run["split"] == "valid" for run in sweep["runs"].values())  # chosen on validation, never on test
 
 
 def test_the_docs_state_the_multi30k_presets_alpha_where_they_name_it():
-    from vanilla_transformer.training.options import TrainingConfig
+    from vanilla_transformer.training.config import TrainingConfig
 
-    alpha = TrainingConfig.from_preset("multi30k").length_penalty
+    alpha = TrainingConfig.from_preset("multi30k").decoding.length_penalty
     pattern = r"`multi30k` preset's α is ([0-9.]+)|penalty α = ([0-9.]+) \(chosen on validation|decoding α ([0-9.]+)"
     stated = [float(next(value for value in match if value)) for match in re.findall(pattern, pages_text())]
     assert len(stated) >= 3 and all(value == alpha for value in stated), stated

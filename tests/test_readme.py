@@ -1,7 +1,6 @@
 """The README cannot drift from the code: its file examples are what the data readers read, every command it shows
 parses with that command's own options, its links lead to files, and the documentation site builds strictly."""
 
-import dataclasses
 import importlib
 import importlib.util
 import json
@@ -126,9 +125,9 @@ def test_the_own_files_example_is_what_the_readers_read(tmp_path, monkeypatch):
     config = parse("train", trains[0])
     found = examples()
     expected = list(zip(found["mydata/train.en"].splitlines(), found["mydata/train.de"].splitlines(), strict=True))
-    assert len(expected) == 3 and config.dataset in ("text", "tsv", "jsonl")
+    assert len(expected) == 3 and config.data.dataset in ("text", "tsv", "jsonl")
     for kind in ("text", "tsv", "jsonl"):
-        splits = load_splits(dataclasses.replace(config, dataset=kind))
+        splits = load_splits(config.replace(dataset=kind))
         assert [list(pairs) for pairs in (splits.train, splits.valid, splits.test)] == [expected] * 3, kind
 
 
@@ -138,7 +137,7 @@ def test_the_own_files_round_trip_reads_what_the_run_writes(tmp_path, monkeypatc
     monkeypatch.chdir(tmp_path)
     commands = package_commands()
     config = parse("train", next(arguments for command, arguments in commands if "--dataset" in arguments))
-    run = Path(config.output_dir)
+    run = Path(config.checkpointing.output_dir)
     translate = parse(
         "translate",
         next(
@@ -151,9 +150,9 @@ def test_the_own_files_round_trip_reads_what_the_run_writes(tmp_path, monkeypatc
             arguments for command, arguments in commands if command == "evaluate" and str(run) in " ".join(arguments)
         ),
     )
-    assert Path(translate.model) == run / "model" and Path(translate.input) == run / f"test.{config.src_lang}"
+    assert Path(translate.model) == run / "model" and Path(translate.input) == run / f"test.{config.data.src_lang}"
     assert Path(evaluate.hypotheses) == Path(translate.output)
-    assert Path(evaluate.reference) == run / f"test.{config.tgt_lang}"
+    assert Path(evaluate.reference) == run / f"test.{config.data.tgt_lang}"
 
 
 def test_a_bad_line_is_named_with_its_file_and_line(tmp_path):

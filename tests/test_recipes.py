@@ -29,7 +29,7 @@ def corpus(shared_data: Path, name: str, first_file: str) -> Path:
 def test_multi30k_preset_reads_the_shared_corpus_in_both_directions(shared_data):
     multi30k = corpus(shared_data, "multi30k", "train.en")
     en_de = parse_args(["--preset", "multi30k"])
-    assert en_de.data_dir == str(multi30k)
+    assert en_de.data.data_dir == str(multi30k)
     splits = load_splits(en_de)
     assert [len(splits.train), len(splits.valid), len(splits.test)] == [29_000, 1_014, 1_000]
     first_en = (multi30k / "test_2016_flickr.en").read_text(encoding="utf-8").splitlines()[0].strip()
@@ -38,7 +38,9 @@ def test_multi30k_preset_reads_the_shared_corpus_in_both_directions(shared_data)
     de_en = load_splits(parse_args(["--preset", "multi30k", "--src-lang", "de", "--tgt-lang", "en"]))
     assert tuple(de_en.test[0]) == (first_de, first_en)
     assert (
-        en_de.select_on_valid and en_de.max_train_minutes is not None and en_de.num_beams == 4
+        en_de.checkpointing.select_on_valid
+        and en_de.optimization.max_train_minutes is not None
+        and en_de.decoding.num_beams == 4
     )  # its alpha, chosen on validation, is checked against the committed sweep in test_published_figures.py
 
 
@@ -61,9 +63,13 @@ def test_wmt14_base_preset_starts_checkpoints_and_scores_newstest2014_on_cpu(tmp
              "--num-threads", "1", "--num-samples", "0"]  # fmt: skip
     run = tmp_path / "run"
     config = parse_args(["--preset", "wmt14-base", *files, *smoke, "--output-dir", str(run)])
-    model_config = build_model_config(config)
+    model_config = build_model_config(config.model)
     assert (model_config.d_model, model_config.encoder_layers, model_config.encoder_ffn_dim) == (512, 6, 2048)
-    assert (model_config.vocab_size, config.warmup_steps, config.max_steps) == (37_000, 4000, 25)
+    assert (model_config.vocab_size, config.optimization.warmup_steps, config.optimization.max_steps) == (
+        37_000,
+        4000,
+        25,
+    )
 
     results = train(config)
     assert results["step"] == 25

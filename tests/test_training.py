@@ -44,7 +44,7 @@ from vanilla_transformer.training.checkpoints import (
     load_checkpoint_weights,
     read_training_state,
 )
-from vanilla_transformer.training.options import micro_batch_plan
+from vanilla_transformer.training.config import micro_batch_plan
 from vanilla_transformer.training.preflight import WORKING_CPU_LAUNCH, launch_mismatch
 from vanilla_transformer.training.tracking import read_metrics
 
@@ -91,7 +91,7 @@ def test_noam_schedule_gives_step_s_the_rate_of_step_s():
 def test_logged_learning_rate_and_steps_follow_the_schedule(reference_run):
     rows = [row for row in read_metrics(reference_run / "metrics.jsonl") if "train_loss" in row]
     assert [row["step"] for row in rows] == list(range(1, 9))
-    scale = TrainingConfig.load(reference_run / "training_config.json").lr_scale
+    scale = TrainingConfig.load(reference_run / "training_config.json").optimization.lr_scale
     expected = [scale * 16**-0.5 * min(s**-0.5, s * 4**-1.5) for s in range(1, 9)]  # d_model 16, warmup 4
     assert [row["learning_rate"] for row in rows] == pytest.approx(expected)
 
@@ -134,12 +134,16 @@ def test_accumulated_gradient_is_that_of_the_mean_over_all_target_tokens():
 
 def test_numbers_is_the_default_preset_and_options_override_it():
     config = parse_args([])
-    assert config.preset == "numbers" and config.dataset == "numbers" and config.output_dir == "runs/numbers"
-    model_config = build_model_config(config)  # the size is the configuration's preset of the same name
-    assert (config.model, model_config.d_model, model_config.encoder_layers) == ("numbers", 128, 3)
-    assert config.num_threads == TRAINING_PRESETS["numbers"]["num_threads"]
+    assert (
+        config.preset == "numbers"
+        and config.data.dataset == "numbers"
+        and config.checkpointing.output_dir == "runs/numbers"
+    )
+    model_config = build_model_config(config.model)  # the size is the configuration's preset of the same name
+    assert (config.model.preset, model_config.d_model, model_config.encoder_layers) == ("numbers", 128, 3)
+    assert config.optimization.num_threads == TRAINING_PRESETS["numbers"]["num_threads"]
     overridden = parse_args(["--max-steps", "7", "--dropout", "0.3"])
-    assert overridden.max_steps == 7 and build_model_config(overridden).dropout == 0.3
+    assert overridden.optimization.max_steps == 7 and build_model_config(overridden.model).dropout == 0.3
     with pytest.raises(SystemExit):
         parse_args(["--preset", "wmt15"])
 
@@ -147,17 +151,41 @@ def test_numbers_is_the_default_preset_and_options_override_it():
 def test_wmt14_presets_follow_the_paper():
     base, big = parse_args(["--preset", "wmt14-base"]), parse_args(["--preset", "wmt14-big"])
     for config in (base, big):
-        assert (config.dataset, config.dataset_config, config.test_split) == ("hf:wmt14", "de-en", "test")
-        assert (config.adam_beta1, config.adam_beta2, config.adam_eps) == (0.9, 0.98, 1e-9)
-        assert (config.warmup_steps, config.label_smoothing, config.vocab_size) == (4000, 0.1, 37_000)
-        assert (config.num_beams, config.length_penalty, config.max_length_offset) == (4, 0.6, 50)
+        assert (config.data.dataset, config.data.dataset_config, config.data.test_split) == (
+            "hf:wmt14",
+            "de-en",
+            "test",
+        )
+        assert (config.optimization.adam_beta1, config.optimization.adam_beta2, config.optimization.adam_eps) == (
+            0.9,
+            0.98,
+            1e-9,
+        )
+        assert (config.optimization.warmup_steps, config.optimization.label_smoothing, config.model.vocab_size) == (
+            4000,
+            0.1,
+            37_000,
+        )
+        assert (config.decoding.num_beams, config.decoding.length_penalty, config.decoding.max_length_offset) == (
+            4,
+            0.6,
+            50,
+        )
         # About 25,000 source + 25,000 target tokens per step, whatever the number of processes.
         for processes in (1, 2, 4, 8):  # every count: tests/test_data_cache.py
             max_tokens, grad_accum = micro_batch_plan(config, processes)
             assert grad_accum == gradient_accumulation_steps(config, processes)
             assert 45_000 <= max_tokens * grad_accum * processes <= 55_000
-    assert (base.model, base.max_steps, base.average_checkpoints) == ("base", 100_000, 5)
-    assert (big.model, big.max_steps, big.average_checkpoints) == ("big", 300_000, 20)
+    assert (base.model.preset, base.optimization.max_steps, base.checkpointing.average_checkpoints) == (
+        "base",
+        100_000,
+        5,
+    )
+    assert (big.model.preset, big.optimization.max_steps, big.checkpointing.average_checkpoints) == (
+        "big",
+        300_000,
+        20,
+    )
     assert gradient_accumulation_steps(TrainingConfig.from_preset("wmt14-base", grad_accum=3), 4) == 3
 
 
@@ -299,7 +327,7 @@ def test_a_preset_finds_its_corpus_through_the_data_variable_or_names_both_ways_
     monkeypatch.delenv(DATA_DIR_VARIABLE, raising=False)
     run = tmp_path / "run"
     config = TrainingConfig.from_preset("multi30k", output_dir=str(run), num_threads=1, mixed_precision="no")
-    assert config.data_dir is None
+    assert config.data.data_dir is None
     unset = r"--preset multi30k reads multi30k/ from --data-dir, which is not set: pass --data-dir .*VANILLA_TRANSFORMER_DATA"
     with pytest.raises(ValueError, match=unset):
         load_splits(config)
@@ -308,8 +336,8 @@ def test_a_preset_finds_its_corpus_through_the_data_variable_or_names_both_ways_
     assert not run.exists()  # the run stopped before it wrote anything
 
     monkeypatch.setenv(DATA_DIR_VARIABLE, str(tmp_path / "corpora"))
-    assert parse_args(["--preset", "multi30k"]).data_dir == str(tmp_path / "corpora" / "multi30k")
-    assert parse_args(["--preset", "multi30k", "--data-dir", "mine"]).data_dir == "mine"
+    assert parse_args(["--preset", "multi30k"]).data.data_dir == str(tmp_path / "corpora" / "multi30k")
+    assert parse_args(["--preset", "multi30k", "--data-dir", "mine"]).data.data_dir == "mine"
     for data_dir, message in ((tmp_path / "nowhere", "is not a directory"), (tmp_path, "has no train.en or train.de")):
         config = TrainingConfig.from_preset("multi30k", data_dir=str(data_dir), output_dir=str(run))
         with pytest.raises(FileNotFoundError, match=rf"--data-dir=.*{message}.*pass --data-dir"):
@@ -321,14 +349,14 @@ def test_the_presets_models_are_the_configuration_presets_of_their_documented_si
     about 1.5M parameters, Multi30k's 6.0M, as their comments say), and so does the benchmark."""
     sizes = {}
     for preset in ("numbers", "multi30k"):
-        model_config = build_model_config(TrainingConfig.from_preset(preset))
+        model_config = build_model_config(TrainingConfig.from_preset(preset).model)
         assert (
             model_config.to_dict()
             == VanillaTransformerConfig.from_preset(preset, vocab_size=model_config.vocab_size).to_dict()
         )
         sizes[preset] = VanillaTransformerForConditionalGeneration(model_config).num_parameters()
     assert round(sizes["numbers"] / 1e6, 1) == 1.5 and round(sizes["multi30k"] / 1e6, 1) == 6.0
-    multi30k = build_model_config(TrainingConfig.from_preset("multi30k"))
+    multi30k = build_model_config(TrainingConfig.from_preset("multi30k").model)
     assert (multi30k.d_model, multi30k.encoder_layers, multi30k.encoder_ffn_dim, multi30k.dropout) == (
         256,
         3,
@@ -336,7 +364,7 @@ def test_the_presets_models_are_the_configuration_presets_of_their_documented_si
         0.2,
     )
     # An override still wins over the preset's size.
-    assert build_model_config(TrainingConfig.from_preset("multi30k", d_model=128)).d_model == 128
+    assert build_model_config(TrainingConfig.from_preset("multi30k", d_model=128).model).d_model == 128
 
 
 def test_tokenizer_larger_than_the_model_vocabulary(tmp_path):

@@ -546,11 +546,11 @@ def test_length_penalty_sweep_scores_each_alpha_as_the_evaluate_command_does(tin
 
     from vanilla_transformer.data.spec import load_corpus
     from vanilla_transformer.metrics import compute_bleu
-    from vanilla_transformer.training.options import TrainingConfig
+    from vanilla_transformer.training.config import TrainingConfig
     from vanilla_transformer.training.setup import corpus_spec
 
     config = TrainingConfig.load(tiny_run_dir / "training_config.json")
-    pairs = load_corpus(corpus_spec(config), config.valid_split)[:60]
+    pairs = load_corpus(corpus_spec(config.data), config.data.valid_split)[:60]
     source, reference = tmp_path / "valid.en", tmp_path / "valid.de"
     for path, lines in ((source, [pair[0] for pair in pairs]), (reference, [pair[1] for pair in pairs])):
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")

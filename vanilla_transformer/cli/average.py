@@ -20,7 +20,7 @@ from vanilla_transformer.atomic import write_directory
 from vanilla_transformer.model_dir import is_saved_model_dir
 from vanilla_transformer.training import average_run
 from vanilla_transformer.training.checkpoints import list_checkpoints
-from vanilla_transformer.training.options import TRAINING_CONFIG_NAME
+from vanilla_transformer.training.config import TRAINING_CONFIG_NAME
 from vanilla_transformer.training.run_dir import load_saved_config
 
 
@@ -38,7 +38,7 @@ def default_output(run_dir: Path, last: int | None) -> Path:
     saved = run_dir / TRAINING_CONFIG_NAME
     if not saved.is_file():
         raise FileNotFoundError(f"{run_dir} is not a training run: it has no {TRAINING_CONFIG_NAME}")
-    last = load_saved_config(saved).average_checkpoints if last is None else last
+    last = load_saved_config(saved).checkpointing.average_checkpoints if last is None else last
     return run_dir / f"average-{max(min(last, len(list_checkpoints(run_dir / 'checkpoints'))), 1)}"
 
 

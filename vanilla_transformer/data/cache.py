@@ -166,20 +166,8 @@ def build_token_cache(
                 writer.append(side)
         for writer in writers:
             writer.close()
-        lengths = np.stack(
-            [np.diff(np.fromfile(building / f"{side}.offsets.bin", dtype=np.int64)) for side in SIDES], 1
-        )
-        np.save(building / "lengths.npy", lengths.astype(np.uint16 if lengths.max(initial=0) < 2**16 else np.int32))
         stats = CleaningStats(total=total, kept=kept, dropped_empty=empty, dropped_too_long=too_long)
-        meta = {
-            "version": CACHE_VERSION,
-            "pairs": kept,
-            "dtype": dtype.name,
-            "vocab_size": len(tokenizer),
-            "stats": stats.__dict__,
-            "key": key,
-        }
-        (building / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        _write_meta(building, stats, dtype, len(tokenizer), key)
         logger.info("cleaning: %s", stats)
         try:
             os.rename(building, directory)
@@ -188,6 +176,41 @@ def build_token_cache(
                 raise
     finally:
         shutil.rmtree(building, ignore_errors=True)
+    return TokenCorpus(directory)
+
+
+def _write_meta(
+    building: Path, stats: CleaningStats, dtype: np.dtype, vocab_size: int, key: dict[str, Any] | None
+) -> None:
+    """``lengths.npy`` (from the offsets written) and ``meta.json`` of a cache being built."""
+    lengths = np.stack([np.diff(np.fromfile(building / f"{side}.offsets.bin", dtype=np.int64)) for side in SIDES], 1)
+    np.save(building / "lengths.npy", lengths.astype(np.uint16 if lengths.max(initial=0) < 2**16 else np.int32))
+    meta = {
+        "version": CACHE_VERSION,
+        "pairs": stats.kept,
+        "dtype": dtype.name,
+        "vocab_size": vocab_size,
+        "stats": stats.__dict__,
+        "key": key,
+    }
+    (building / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+
+
+def save_token_cache(
+    examples: Sequence[dict[str, Sequence[int]]], vocab_size: int, directory: str | os.PathLike[str]
+) -> TokenCorpus:
+    """Examples already tokenized (``input_ids`` and ``labels``, as `tokenize_pairs` makes them) as a token cache in
+    the new folder `directory`, kept as they are; opened. For ids that no text gave, e.g. a benchmark's synthetic
+    pairs, which `Trainer` batches as it batches a corpus."""
+    directory = Path(directory)
+    directory.mkdir(parents=True)
+    dtype = np.dtype(np.uint16 if vocab_size <= np.iinfo(np.uint16).max + 1 else np.int32)
+    for side, name in zip(SIDES, ("input_ids", "labels"), strict=True):
+        writer = _SideWriter(directory, side, dtype)
+        writer.append([example[name] for example in examples])
+        writer.close()
+    stats = CleaningStats(total=len(examples), kept=len(examples), dropped_empty=0, dropped_too_long=0)
+    _write_meta(directory, stats, dtype, vocab_size, None)
     return TokenCorpus(directory)
 
 

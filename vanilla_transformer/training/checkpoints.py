@@ -32,8 +32,7 @@ import logging
 import re
 import shutil
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,18 +77,6 @@ def checkpoint_step(path: str | Path) -> int:
     return int(match.group(1))
 
 
-@dataclass
-class TrainingState:
-    """The objects a checkpoint saves and a resumed run restores. `scheduler` and `progress` have ``state_dict`` and
-    ``load_state_dict``; `model` and `optimizer` are as `accelerator.prepare` returned them."""
-
-    accelerator: Accelerator
-    model: torch.nn.Module
-    optimizer: torch.optim.Optimizer
-    scheduler: Any
-    progress: Any
-
-
 def _rng_name(process: int) -> str:
     return f"rng-{process}.safetensors"
 
@@ -102,7 +89,7 @@ def _sha256(file: Path) -> str:
     return digest.hexdigest()
 
 
-def _unique_weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+def unique_weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The model's state dict with each storage once (tied weights under their first name), on the CPU."""
     weights, seen = {}, set()
     for name, tensor in model.state_dict().items():
@@ -112,16 +99,18 @@ def _unique_weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return weights
 
 
-def save_checkpoint(state: TrainingState, directory: str | Path, step: int, keep_last: int) -> Path:
+def save_checkpoint(
+    accelerator: Accelerator, state: Mapping[str, Any] | None, directory: str | Path, step: int, keep_last: int
+) -> Path:
     """Save the training state atomically as ``directory/checkpoint-<step>`` and delete all but the last `keep_last`.
 
-    Every process must call this (each saves its random number generator states). The state goes to a temporary
-    directory first, which the main process renames once all processes have finished writing and it has written
-    the manifest.
+    `state` is the trainer's state (`Trainer.state_dict`), on the main process (None elsewhere): its ``model``
+    weights (`unique_weights`) go to ``model.safetensors``, the rest to ``training_state.safetensors``. Every process
+    must call this (each saves its random number generator states). The state goes to a temporary directory first,
+    which the main process renames once all processes have finished writing and it has written the manifest.
     """
     if keep_last < 1:
         raise ValueError(f"keep_last must be at least 1, got keep_last={keep_last}")
-    accelerator = state.accelerator
     directory = Path(directory)
     final = directory / f"{CHECKPOINT_PREFIX}{step:08d}"
     temporary = directory / f"{_TEMPORARY_PREFIX}{final.name}"
@@ -130,7 +119,7 @@ def save_checkpoint(state: TrainingState, directory: str | Path, step: int, keep
             shutil.rmtree(incomplete)
     accelerator.wait_for_everyone()
     with writing(final, "checkpoint"):
-        _write_pieces(state, temporary)
+        _write_pieces(accelerator, state, temporary)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         with writing(final, "checkpoint"):
@@ -144,23 +133,12 @@ def save_checkpoint(state: TrainingState, directory: str | Path, step: int, keep
     return final
 
 
-def _write_pieces(state: TrainingState, temporary: Path) -> None:
+def _write_pieces(accelerator: Accelerator, state: Mapping[str, Any] | None, temporary: Path) -> None:
     """Each process's pieces of a checkpoint: the main process's weights and training state, every one's generators."""
-    accelerator = state.accelerator
     temporary.mkdir(parents=True, exist_ok=True)
     if accelerator.is_main_process:
-        save_file(
-            _unique_weights(accelerator.unwrap_model(state.model, keep_torch_compile=False)),
-            str(temporary / _WEIGHTS_NAME),
-        )
-        scaler = accelerator.scaler.state_dict() if accelerator.scaler is not None else None
-        training_state = {
-            "optimizer": state.optimizer.state_dict(),
-            "scheduler": state.scheduler.state_dict(),
-            "progress": state.progress.state_dict(),
-            "scaler": scaler,
-        }
-        save_state(training_state, temporary / _STATE_NAME)
+        save_file(state["model"], str(temporary / _WEIGHTS_NAME))
+        save_state({name: part for name, part in state.items() if name != "model"}, temporary / _STATE_NAME)
     save_state(rng_state(), temporary / _rng_name(accelerator.process_index))
 
 
@@ -292,35 +270,28 @@ def read_training_state(path: str | Path) -> dict[str, Any]:
     return load_state(Path(path) / _STATE_NAME)
 
 
-def load_checkpoint(state: TrainingState, path: str | Path) -> None:
-    """Restore `state` from a checkpoint that `check_checkpoint` passed: weights, optimizer, schedule, progress,
-    loss scale, and this process's random number generators.
+def load_checkpoint(
+    accelerator: Accelerator, path: str | Path, load_state_dict: Callable[[dict[str, Any]], None]
+) -> None:
+    """Restore a trainer from a checkpoint that `check_checkpoint` passed: `load_state_dict` (`Trainer.
+    load_state_dict`) receives its state, the ``model`` weights and the training state as saved; then this process's
+    random number generators are restored.
 
     Raises:
-        CheckpointError: If it was written by a different number of processes, or a piece does not load.
+        CheckpointError: If it was written by a different number of processes, or its state does not load.
     """
-    path, accelerator = Path(path), state.accelerator
+    path = Path(path)
     manifest = read_manifest(path)
     if manifest["num_processes"] != accelerator.num_processes:
         raise CheckpointError(
             f"{path} was written by {manifest['num_processes']} process(es), this run has "
             f"{accelerator.num_processes}: resume with as many, or the data order and random numbers would differ"
         )
+    state = {"model": load_checkpoint_weights(path), **read_training_state(path)}
     try:
-        load_weights(accelerator.unwrap_model(state.model, keep_torch_compile=False), load_checkpoint_weights(path))
-    except CheckpointError:
-        raise
-    except ValueError as error:
-        raise CheckpointError(f"{path / _WEIGHTS_NAME}: {error}") from error
-    saved = read_training_state(path)
-    try:
-        state.optimizer.load_state_dict(saved["optimizer"])
-        state.scheduler.load_state_dict(saved["scheduler"])
-        state.progress.load_state_dict(saved["progress"])
-        if accelerator.scaler is not None and saved["scaler"] is not None:
-            accelerator.scaler.load_state_dict(saved["scaler"])
+        load_state_dict(state)
     except (KeyError, ValueError, TypeError) as error:
-        raise CheckpointError(f"{path / _STATE_NAME} does not fit this run: {error}") from error
+        raise CheckpointError(f"{path} does not fit this run: {error}") from error
     set_rng_state(load_state(path / _rng_name(accelerator.process_index)))
 
 

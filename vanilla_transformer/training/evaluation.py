@@ -11,14 +11,10 @@ import torch
 from accelerate import Accelerator
 from accelerate.logging import get_logger
 from accelerate.utils import gather_object
+from transformers import PreTrainedTokenizerBase
 
 from ..atomic import write_file
-from ..data import (
-    IGNORE_INDEX,
-    TokenBatchSampler,
-    TranslationCollator,
-    example_lengths,
-)
+from ..data import IGNORE_INDEX, Pair, TokenBatchSampler, TranslationCollator, example_lengths, tokenize_pairs
 from ..data.numbers import exact_match_by_magnitude
 from ..metrics import bleu_applies, compute_bleu, compute_chrf, exact_match, selection_metric
 from ..modeling_vanilla_transformer import (
@@ -29,8 +25,7 @@ from .checkpoints import (
     average_checkpoints,
     load_weights,
 )
-from .options import TrainingConfig
-from .setup import RunData
+from .config import TrainingConfig
 from .step import teacher_forced_logits, to_device
 from .tracking import read_metrics
 
@@ -61,12 +56,22 @@ def describe_scores(scores: dict[str, Any], prefix: str) -> str:
 class Evaluator:
     """Scores the model a run trains, the work split across the run's processes: validation loss and scores during
     training (`validate`), the choice between candidate weights (`select_on_valid`) and the test set at the end
-    (`score_test_set`). It holds what every score needs, so the training loop passes only a step or candidates."""
+    (`score_test_set`). It holds what every score needs, so the `Trainer` passes only a step or candidates."""
 
-    def __init__(self, accelerator: Accelerator, model, data: RunData, config: TrainingConfig) -> None:
-        self.accelerator, self.model, self.data, self.config = accelerator, model, data, config
-        self.collate = TranslationCollator(data.tokenizer.pad_token_id)
-        references = [tgt for _, tgt in [*data.valid, *data.test]]
+    def __init__(
+        self,
+        accelerator: Accelerator,
+        model,
+        tokenizer: PreTrainedTokenizerBase,
+        valid: Sequence[Pair],
+        test: Sequence[Pair],
+        config: TrainingConfig,
+    ) -> None:
+        self.accelerator, self.model, self.tokenizer, self.config = accelerator, model, tokenizer, config
+        self.valid, self.test = list(valid), list(test)
+        self.valid_examples = tokenize_pairs(self.valid, tokenizer)
+        self.collate = TranslationCollator(tokenizer.pad_token_id)
+        references = [tgt for _, tgt in [*self.valid, *self.test]]
         self.bleu = bleu_applies(references)
         """Whether BLEU is scored: not where it is 0 by construction (number words)."""
         self.metric = selection_metric(references)
@@ -79,15 +84,13 @@ class Evaluator:
     def translate(self, sentences: Sequence[str]) -> list[str]:
         """Translate `sentences` with the run's search, process r taking sentences r, r + P, ...; every process
         returns all translations."""
-        config, rank, world = self.config, self.accelerator.process_index, self.accelerator.num_processes
+        decoding, rank, world = self.config.decoding, self.accelerator.process_index, self.accelerator.num_processes
         mine = translate(
             self.model,
-            self.data.tokenizer,
+            self.tokenizer,
             sentences[rank::world],
-            num_beams=config.num_beams,
-            length_penalty=config.length_penalty,
-            max_length_offset=config.max_length_offset,
-            batch_size=config.translate_batch_size,
+            **decoding.search(),
+            batch_size=decoding.translate_batch_size,
         )
         translations: list[str] = [""] * len(sentences)
         for process, part in enumerate(gather_object([mine])):
@@ -97,9 +100,9 @@ class Evaluator:
     @torch.no_grad()
     def validation_loss(self) -> dict[str, float]:
         """Label-smoothed loss and perplexity per target token, over all validation examples."""
-        accelerator, model, examples = self.accelerator, self.model, self.data.valid_examples
+        accelerator, model, examples = self.accelerator, self.model, self.valid_examples
         lengths = example_lengths(examples)
-        max_tokens = max(self.config.max_tokens, max(src + tgt for src, tgt in lengths))
+        max_tokens = max(self.config.optimization.max_tokens, max(src + tgt for src, tgt in lengths))
         batches = TokenBatchSampler(lengths, max_tokens, shuffle=False).epoch_batches(0)
         totals = torch.zeros(3, dtype=torch.float64, device=accelerator.device)  # smoothed loss, NLL, target tokens
         model.eval()
@@ -108,7 +111,9 @@ class Evaluator:
             logits = teacher_forced_logits(model, batch)  # [B, T, V]
             labels = batch["labels"]
             # num_items_in_batch=1: the summed loss, divided by the token count of all processes below.
-            totals[0] += token_cross_entropy(logits, labels, 1, label_smoothing=self.config.label_smoothing).double()
+            totals[0] += token_cross_entropy(
+                logits, labels, 1, label_smoothing=self.config.optimization.label_smoothing
+            ).double()
             totals[1] += token_cross_entropy(logits, labels, 1).double()
             totals[2] += (labels != IGNORE_INDEX).sum()
         model.train()
@@ -118,7 +123,7 @@ class Evaluator:
     def validate(self, step: int) -> None:
         """Log the validation loss and perplexity, and BLEU, chrF and exact match of beam-search translations."""
         logs = self.validation_loss()
-        pairs = self.data.valid
+        pairs = self.valid
         scores = self.score(self.translate([src for src, _ in pairs]), [tgt for _, tgt in pairs])
         logs.update({f"valid_{name}": value for name, value in scores.items() if name != "bleu_signature"})
         self.accelerator.log(logs, step=step)
@@ -133,12 +138,12 @@ class Evaluator:
         (the caller loads the selected ones).
 
         The first candidate (the average) is kept unless another is better on validation by more than
-        ``config.select_margin`` points, the noise of the score. Returns the validation score of each candidate
+        ``config.checkpointing.select_margin`` points, the noise of the score. Returns the validation score of each candidate
         (``valid_<metric>_<name>``), the ``selected`` name and the test score of the candidates not selected
         (``test_<metric>_<name>``; `score_test_set` scores the selected one), so that the effect of checkpoint
         averaging is measured on both sets.
         """
-        valid, test, metric = self.data.valid, self.data.test, self.metric
+        valid, test, metric = self.valid, self.test, self.metric
         results: dict[str, Any] = {}
         ranks = {}
         for name, paths in candidates.items():
@@ -148,7 +153,9 @@ class Evaluator:
             ranks[name] = (scores[metric], scores["chrf"])
         preferred, best = next(iter(candidates)), max(candidates, key=ranks.__getitem__)
         margin = ranks[best][0] - ranks[preferred][0]
-        better = margin > self.config.select_margin or (margin == 0 and ranks[best][1] > ranks[preferred][1])
+        better = margin > self.config.checkpointing.select_margin or (
+            margin == 0 and ranks[best][1] > ranks[preferred][1]
+        )
         results["selected"] = best if better else preferred
         for name, paths in candidates.items():
             if name != results["selected"] and test:
@@ -166,20 +173,26 @@ class Evaluator:
     def score_test_set(self) -> dict[str, Any]:
         """Translate the test set, write it with its translations into the run directory, print samples; the
         scores (``test_bleu``, ...)."""
-        config, pairs = self.config, self.data.test
+        config, pairs = self.config, self.test
         sources, references = [src for src, _ in pairs], [tgt for _, tgt in pairs]
         hypotheses = self.translate(sources)
         scores = {f"test_{name}": value for name, value in self.score(hypotheses, references).items()}
-        if self.data.corpus.spec.kind == "numbers":
+        if self.config.data.numbers_task:
             scores["test_exact_match_by_magnitude"] = exact_match_by_magnitude(sources, hypotheses, references)
         if self.accelerator.is_main_process:
-            run_dir = Path(config.output_dir)
-            files = {config.src_lang: sources, config.tgt_lang: references, f"hyp.{config.tgt_lang}": hypotheses}
+            run_dir = Path(config.checkpointing.output_dir)
+            files = {
+                config.data.src_lang: sources,
+                config.data.tgt_lang: references,
+                f"hyp.{config.data.tgt_lang}": hypotheses,
+            }
             for suffix, lines in files.items():
                 write_file(run_dir / f"test.{suffix}", "".join(line + "\n" for line in lines))
             samples = "".join(
                 f"\n  {src}\n    -> {hyp}" + ("" if hyp == ref else f"   (reference: {ref})")
-                for src, hyp, ref in list(zip(sources, hypotheses, references, strict=True))[: config.num_samples]
+                for src, hyp, ref in list(zip(sources, hypotheses, references, strict=True))[
+                    : config.decoding.num_samples
+                ]
             )
             logger.info(f"sample test translations:{samples}", main_process_only=True)
             signature = f" ({scores['test_bleu_signature']})" if "test_bleu_signature" in scores else ""

@@ -7,27 +7,27 @@ import os
 from collections.abc import Mapping, Sequence
 
 from ..data import Pair
-from .options import TrainingConfig
+from .config import DataConfig
 
 
-def _training_source(config: TrainingConfig) -> str:
+def _training_source(data: DataConfig) -> str:
     """Where the training pairs come from, as the user gave it."""
-    if config.train_src is not None:
-        return f"--train-src={config.train_src} and --train-tgt={config.train_tgt}"
-    if config.dataset in ("text", "tsv", "jsonl"):
-        return f"split {config.train_split!r} of --dataset={config.dataset} in --data-dir={config.data_dir}"
-    return f"split {config.train_split!r} of --dataset={config.dataset}"
+    if data.train_src is not None:
+        return f"--train-src={data.train_src} and --train-tgt={data.train_tgt}"
+    if data.dataset in ("text", "tsv", "jsonl"):
+        return f"split {data.train_split!r} of --dataset={data.dataset} in --data-dir={data.data_dir}"
+    return f"split {data.train_split!r} of --dataset={data.dataset}"
 
 
-def check_training_pairs(config: TrainingConfig, read: Sequence[Pair], kept: Sequence[Pair] | None = None) -> None:
+def check_training_pairs(data: DataConfig, read: Sequence[Pair], kept: Sequence[Pair] | None = None) -> None:
     """Raise a ValueError if the training data holds no pair (`read`), or none that cleaning and ``--max-length``
     kept (`kept`, when given)."""
     if not read:
-        raise ValueError(f"no training pairs: {_training_source(config)} is empty")
+        raise ValueError(f"no training pairs: {_training_source(data)} is empty")
     if kept is not None and not kept:
         raise ValueError(
-            f"none of the {len(read):,} training pairs of {_training_source(config)} has both sides within "
-            f"--max-length={config.max_length} tokens (or they are empty): raise --max-length"
+            f"none of the {len(read):,} training pairs of {_training_source(data)} has both sides within "
+            f"--max-length={data.max_length} tokens (or they are empty): raise --max-length"
         )
 
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 from typing import Any
 
+from accelerate import Accelerator
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
+from ..atomic import write_file
 from ..data import split_files
-from ..model_dir import save_model_dir
+from ..model_dir import save_model_dir, write_training_summary
 from ..modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
 )
@@ -19,24 +22,35 @@ from .checkpoints import (
     list_checkpoints,
     load_weights,
 )
-from .options import TRAINING_CONFIG_NAME, TrainingConfig
+from .config import TRAINING_CONFIG_NAME, DecodingConfig, TrainingConfig
 from .run_dir import check_run_dir_links, load_saved_config, run_outputs
 from .setup import RunCorpus, build_model_config
+from .tracking import plot_metrics
 
 
 def export_model(
-    model, tokenizer: PreTrainedTokenizerBase, directory: Path, config: TrainingConfig, summary: dict | None = None
+    model, tokenizer: PreTrainedTokenizerBase, directory: Path, decoding: DecodingConfig, max_length: int
 ) -> Path:
     """The final model directory, decoding with the run's beam search settings: its beam size, alpha and maximum
-    output length (input length + ``max_length_offset``), the search its test set was scored with."""
+    output length (input length + ``max_length_offset``, at most `max_length` + that), the search its test set was
+    scored with."""
     generation_config = paper_generation_config(
-        model.config,
-        num_beams=config.num_beams,
-        length_penalty=config.length_penalty,
-        max_length_offset=config.max_length_offset,
-        max_new_tokens=config.max_length + config.max_length_offset,
+        model.config, **decoding.search(), max_new_tokens=max_length + decoding.max_length_offset
     )
-    return save_model_dir(model, tokenizer, directory, generation_config=generation_config, summary=summary)
+    return save_model_dir(model, tokenizer, directory, generation_config=generation_config)
+
+
+def write_results(
+    accelerator: Accelerator, config: TrainingConfig, corpus: RunCorpus, results: dict[str, Any]
+) -> None:
+    """Log the results' figures, and on the main process write ``results.json``, the model's training summary (for
+    its card) and ``metrics.png`` into the run directory."""
+    accelerator.log({name: value for name, value in results.items() if isinstance(value, float)}, step=results["step"])
+    if accelerator.is_main_process:
+        run_dir = Path(config.checkpointing.output_dir)
+        write_file(run_dir / "results.json", json.dumps(results, indent=2) + "\n")
+        write_training_summary(run_dir / "model", training_summary(config, corpus, results))
+        plot_metrics(run_dir / "metrics.jsonl", run_dir / "metrics.png", required=False)
 
 
 LOCAL_KINDS = {"text": "plain-text", "tsv": "TSV", "jsonl": "JSON Lines"}
@@ -82,20 +96,20 @@ def training_summary(config: TrainingConfig, corpus: RunCorpus, results: dict[st
     """The run's figures for the model card, from its ``results.json`` (`results`), in the schema of
     `vanilla_transformer.export.hub.read_training_summary`. A Hugging Face dataset is named by its Hub id; the
     user's own files by their names and folder (`local_data_description`), with no Hub id."""
-    hub_dataset = config.dataset.removeprefix("hf:") if config.dataset.startswith("hf:") else None
+    hub_dataset = config.data.dataset.removeprefix("hf:") if config.data.dataset.startswith("hf:") else None
     local = local_data_description(corpus)
-    notes = None if hub_dataset else f"trained on the {config.dataset!r} data of vanilla-transformer"
+    notes = None if hub_dataset else f"trained on the {config.data.dataset!r} data of vanilla-transformer"
     if local:
         notes = local["notes"]
     return {
         "dataset": hub_dataset,
-        "dataset_name": hub_dataset or (local["dataset_name"] if local else config.dataset),
+        "dataset_name": hub_dataset or (local["dataset_name"] if local else config.data.dataset),
         "local_data": local["local_data"] if local else None,
-        "dataset_config": config.dataset_config if hub_dataset else None,
-        "src_lang": config.src_lang,
-        "tgt_lang": config.tgt_lang,
+        "dataset_config": config.data.dataset_config if hub_dataset else None,
+        "src_lang": config.data.src_lang,
+        "tgt_lang": config.data.tgt_lang,
         "train_pairs": results.get("train_pairs"),
-        "eval_split": config.test_split,
+        "eval_split": config.data.test_split,
         "steps": results["step"],
         "epochs": results.get("epochs"),
         "train_hours": results["train_minutes"] / 60,
@@ -107,13 +121,15 @@ def training_summary(config: TrainingConfig, corpus: RunCorpus, results: dict[st
         "exact_match": results.get("test_exact_match"),
         "recipe": {
             "preset": config.preset,
-            "tokens per micro-batch and process": results.get("tokens_per_micro_batch", config.max_tokens),
-            "warmup steps": config.warmup_steps,
-            "learning-rate scale": config.lr_scale,
-            "label smoothing": config.label_smoothing,
+            "tokens per micro-batch and process": results.get(
+                "tokens_per_micro_batch", config.optimization.max_tokens
+            ),
+            "warmup steps": config.optimization.warmup_steps,
+            "learning-rate scale": config.optimization.lr_scale,
+            "label smoothing": config.optimization.label_smoothing,
             "checkpoints averaged": len(results["averaged_checkpoints"]),
-            "beam size": config.num_beams,
-            "length penalty (GNMT alpha)": config.length_penalty,
+            "beam size": config.decoding.num_beams,
+            "length penalty (GNMT alpha)": config.decoding.length_penalty,
         },
         "notes": notes,
     }
@@ -136,7 +152,7 @@ def average_run(run_dir: str | Path, last: int | None = None, output_dir: str | 
         raise FileNotFoundError(f"{run_dir} is not a training run: it has no {TRAINING_CONFIG_NAME}")
     config = load_saved_config(saved)
     check_run_dir_links(run_dir, run_outputs(config, saved))  # nothing read through a link out of the run
-    last = config.average_checkpoints if last is None else last
+    last = config.checkpointing.average_checkpoints if last is None else last
     if last < 1:
         raise ValueError(f"last must be at least 1, got last={last}")
     checkpoints = list_checkpoints(run_dir / "checkpoints")[-last:]
@@ -146,7 +162,8 @@ def average_run(run_dir: str | Path, last: int | None = None, output_dir: str | 
         warnings.warn(
             f"{run_dir / 'checkpoints'} holds only {len(checkpoints)} checkpoints; averaging those", stacklevel=2
         )
-    model = VanillaTransformerForConditionalGeneration(build_model_config(config))
+    model = VanillaTransformerForConditionalGeneration(build_model_config(config.model))
     load_weights(model, average_checkpoints(checkpoints))
     tokenizer = AutoTokenizer.from_pretrained(run_dir / "tokenizer", trust_remote_code=False)
-    return export_model(model, tokenizer, Path(output_dir or run_dir / f"average-{len(checkpoints)}"), config)
+    directory = Path(output_dir or run_dir / f"average-{len(checkpoints)}")
+    return export_model(model, tokenizer, directory, config.decoding, config.data.max_length)

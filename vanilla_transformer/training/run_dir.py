@@ -35,7 +35,7 @@ from accelerate import Accelerator
 
 from ..atomic import check_links_inside, check_writable_place, write_file
 from .checkpoints import RUN_MARKER, checkpoint_step, find_resumable_checkpoint, list_checkpoints, read_run_id
-from .options import TRAINING_CONFIG_NAME, TrainingConfig
+from .config import TRAINING_CONFIG_NAME, TrainingConfig
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class RunLock:
 
 
 def lock_run_dir(config: TrainingConfig) -> RunLock:
-    """Take the run directory ``config.output_dir`` for this run: no other ``train`` may write there until it ends.
+    """Take the run directory ``config.checkpointing.output_dir`` for this run: no other ``train`` may write there until it ends.
 
     The folder is created if missing (and removed again by `RunLock.release` if the run wrote nothing into it). Of
     the processes of one launch, the first (``RANK`` 0) takes the lock, for all of them.
@@ -67,9 +67,9 @@ def lock_run_dir(config: TrainingConfig) -> RunLock:
     Raises:
         ValueError: If another process holds the folder, naming it; or if ``--output-dir`` is a file.
     """
-    run_dir = Path(config.output_dir)
+    run_dir = Path(config.checkpointing.output_dir)
     if run_dir.exists() and not run_dir.is_dir():
-        raise ValueError(f"--output-dir={config.output_dir} is a file, not a directory")
+        raise ValueError(f"--output-dir={config.checkpointing.output_dir} is a file, not a directory")
     if fcntl is None or os.environ.get("RANK", "0") != "0":
         return RunLock(run_dir, None, created=False)
     created = not run_dir.exists()
@@ -80,7 +80,7 @@ def lock_run_dir(config: TrainingConfig) -> RunLock:
     except BlockingIOError:
         os.close(descriptor)
         raise ValueError(
-            f"--output-dir={config.output_dir} is in use: another train process is writing to it. Wait for it to "
+            f"--output-dir={config.checkpointing.output_dir} is in use: another train process is writing to it. Wait for it to "
             f"end, or choose another --output-dir"
         ) from None
     return RunLock(run_dir, descriptor, created)
@@ -111,7 +111,7 @@ def run_outputs(config: TrainingConfig, source: str | Path = "the settings") -> 
             path separator, is ``..``, ...), naming `source`: deleting it could reach outside the run directory.
     """
     for field in ("src_lang", "tgt_lang"):
-        value = getattr(config, field)
+        value = getattr(config.data, field)
         if not isinstance(value, str) or not _is_plain_name(f"test.{value}") or not value:
             raise ValueError(
                 f"{source}: {field}={value!r} is not a language code (a plain name without / or ..): nothing is "
@@ -138,14 +138,14 @@ def _run_outputs(config: TrainingConfig) -> list[str]:
         "model",
         "results.json",
         "vanilla-transformer",  # the logs of extra trackers (--report-to)
-        f"test.{config.src_lang}",
-        f"test.{config.tgt_lang}",
-        f"test.hyp.{config.tgt_lang}",
+        f"test.{config.data.src_lang}",
+        f"test.{config.data.tgt_lang}",
+        f"test.hyp.{config.data.tgt_lang}",
     ]
 
 
 def inspect_run_dir(config: TrainingConfig) -> Path | None:
-    """Check ``config.output_dir`` against ``resume`` and ``overwrite``, before anything is written.
+    """Check ``config.checkpointing.output_dir`` against ``resume`` and ``overwrite``, before anything is written.
 
     Returns:
         The checkpoint to resume from, if any: the newest complete one (see `find_resumable_checkpoint`).
@@ -154,19 +154,19 @@ def inspect_run_dir(config: TrainingConfig) -> Path | None:
         ValueError: If the folder holds a run and neither ``--resume`` nor ``--overwrite`` is given, if it is not
             empty and holds no run, or if a resumed run's settings differ where they must not.
     """
-    run_dir = Path(config.output_dir)
+    run_dir = Path(config.checkpointing.output_dir)
     if run_dir.exists() and not run_dir.is_dir():
-        raise ValueError(f"--output-dir={config.output_dir} is a file, not a directory")
+        raise ValueError(f"--output-dir={config.checkpointing.output_dir} is a file, not a directory")
     saved = run_dir / TRAINING_CONFIG_NAME
     check_run_dir_links(run_dir, run_outputs(config, "the settings"))
     check_writable_place(run_dir, "--output-dir", run_dir)
     if saved.is_file():
-        if config.overwrite:
+        if config.checkpointing.overwrite:
             load_saved_config(saved)  # what --overwrite will delete: inside the run directory only
             return None
-        if not config.resume:
+        if not config.checkpointing.resume:
             raise ValueError(
-                f"--output-dir={config.output_dir} already holds a run: pass --resume to continue it, --overwrite to "
+                f"--output-dir={config.checkpointing.output_dir} already holds a run: pass --resume to continue it, --overwrite to "
                 f"start it over, or choose another --output-dir"
             )
         previous = load_saved_config(saved)
@@ -175,7 +175,7 @@ def inspect_run_dir(config: TrainingConfig) -> Path | None:
         return find_resumable_checkpoint(run_dir / "checkpoints")
     if run_dir.is_dir() and not (run_dir / RUN_MARKER).is_file() and any(run_dir.iterdir()):
         raise ValueError(
-            f"--output-dir={config.output_dir} is not empty and holds no run of this program: choose a new or empty "
+            f"--output-dir={config.checkpointing.output_dir} is not empty and holds no run of this program: choose a new or empty "
             f"directory (--overwrite deletes only runs this program created)"
         )
     return None
@@ -207,10 +207,10 @@ def prepare_run_dir(accelerator: Accelerator, config: TrainingConfig, resume_fro
     aside the checkpoints newer than `resume_from` (damaged ones, see `find_resumable_checkpoint`). Then create the
     folder and its marker. Every process must call this.
     """
-    run_dir = Path(config.output_dir)
+    run_dir = Path(config.checkpointing.output_dir)
     if accelerator.is_main_process:
         saved = run_dir / TRAINING_CONFIG_NAME
-        if saved.is_file() and config.overwrite:
+        if saved.is_file() and config.checkpointing.overwrite:
             _delete_outputs(run_dir, load_saved_config(saved))
         elif not saved.is_file() and (run_dir / RUN_MARKER).is_file():
             _delete_outputs(run_dir, config)
@@ -224,7 +224,7 @@ def prepare_run_dir(accelerator: Accelerator, config: TrainingConfig, resume_fro
                     os.replace(checkpoint, aside)
         run_dir.mkdir(parents=True, exist_ok=True)
         marker = run_dir / RUN_MARKER
-        if resume_from is not None or (config.resume and read_run_id(run_dir / "checkpoints")):
+        if resume_from is not None or (config.checkpointing.resume and read_run_id(run_dir / "checkpoints")):
             marker.touch()  # the same run goes on: its id stays
         else:
             write_file(marker, uuid.uuid4().hex + "\n")  # a new run: a new id, which its checkpoints record
@@ -234,7 +234,8 @@ def prepare_run_dir(accelerator: Accelerator, config: TrainingConfig, resume_fro
 def mark_run_started(accelerator: Accelerator, config: TrainingConfig) -> None:
     """Write ``training_config.json`` (atomically): from now on the folder holds a run, to resume or overwrite."""
     if accelerator.is_main_process:
-        config.save(Path(config.output_dir) / TRAINING_CONFIG_NAME)  # whole: atomic.write_file
+        saved = Path(config.checkpointing.output_dir) / TRAINING_CONFIG_NAME
+        config.save(saved)  # whole: atomic.write_file
     accelerator.wait_for_everyone()
 
 

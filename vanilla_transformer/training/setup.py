@@ -27,14 +27,14 @@ from ..data import (
     load_corpus,
     load_hf_translation_arrow,
     split_files,
-    tokenize_pairs,
 )
 from ..data import load_splits as load_corpus_splits
 from ..data.cache import TokenCorpus, build_token_cache, cache_key, default_cache_dir, tokenizer_fingerprint
 from ..data.spec import corpus_data_dir
 from ..tokenization import check_tokenizer_matches_config, train_tokenizer
-from .options import PRESET_DATA_FOLDERS, TrainingConfig
+from .config import DataConfig, ModelConfig, TrainingConfig
 from .preflight import check_training_pairs
+from .presets import PRESET_DATA_FOLDERS
 
 logger = get_logger(__name__)
 
@@ -46,21 +46,21 @@ SPLITS = ("train", "valid", "test")
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def corpus_spec(config: TrainingConfig) -> CorpusSpec:
+def corpus_spec(data: DataConfig) -> CorpusSpec:
     """The run's corpus: ``--dataset`` and ``--data-dir``, or the aligned files of ``--train-src`` and the rest."""
-    languages = {"src_lang": config.src_lang, "tgt_lang": config.tgt_lang}
-    if config.train_src is None and config.train_tgt is None:
+    languages = {"src_lang": data.src_lang, "tgt_lang": data.tgt_lang}
+    if data.train_src is None and data.train_tgt is None:
         return CorpusSpec.from_options(
-            dataset=config.dataset,
-            data_dir=config.data_dir,
-            dataset_config=config.dataset_config,
-            numbers=(config.num_train, config.num_valid, config.num_test),
-            max_number=config.max_number,
+            dataset=data.dataset,
+            data_dir=data.data_dir,
+            dataset_config=data.dataset_config,
+            numbers=(data.num_train, data.num_valid, data.num_test),
+            max_number=data.max_number,
             **languages,
         )
     files = {}
     for split in ("train", "valid", "test"):
-        src, tgt = getattr(config, f"{split}_src"), getattr(config, f"{split}_tgt")
+        src, tgt = getattr(data, f"{split}_src"), getattr(data, f"{split}_tgt")
         if src is None or tgt is None:
             raise ValueError(
                 f"aligned files need all of --train-src/--train-tgt, --valid-src/--valid-tgt and --test-src/--test-tgt; "
@@ -79,24 +79,24 @@ class RunCorpus:
     names: dict[str, str]
 
     @classmethod
-    def of(cls, config: TrainingConfig) -> RunCorpus:
-        """The corpus of `config` (`corpus_spec`).
+    def of(cls, data: DataConfig, preset: str | None = None) -> RunCorpus:
+        """The corpus of the data settings of a run of `preset` (`corpus_spec`).
 
         Raises:
             ValueError: If a file corpus has no ``--data-dir``: for a preset's corpus, naming both ``--data-dir`` and
                 the environment variable `DATA_DIR_VARIABLE` that gives its default.
         """
-        spec = corpus_spec(config)
+        spec = corpus_spec(data)
         file_corpus = spec.kind != "numbers" and spec.hub_dataset is None
         if file_corpus and not spec.files and spec.data_dir is None:
-            folder = PRESET_DATA_FOLDERS.get(config.preset or "")
+            folder = PRESET_DATA_FOLDERS.get(preset or "")
             if folder is not None:
                 raise ValueError(
-                    f"--preset {config.preset} reads {folder}/ from --data-dir, which is not set: pass --data-dir "
+                    f"--preset {preset} reads {folder}/ from --data-dir, which is not set: pass --data-dir "
                     f"with its files, or set the environment variable {DATA_DIR_VARIABLE} to the folder that holds "
                     f"{folder}/"
                 )
-        names = {split: split if spec.files else getattr(config, f"{split}_split") for split in SPLITS}
+        names = {split: split if spec.files else getattr(data, f"{split}_split") for split in SPLITS}
         return cls(spec, names)
 
     def load(self, split: str) -> list[Pair]:
@@ -141,7 +141,7 @@ class RunCorpus:
 
 def load_splits(config: TrainingConfig) -> Splits:
     """The train, validation and test pairs of the corpus of `config`, as stored, in lists."""
-    return RunCorpus.of(config).splits()
+    return RunCorpus.of(config.data, config.preset).splits()
 
 
 def _file_identity(path: str | Path) -> list[Any]:
@@ -151,43 +151,30 @@ def _file_identity(path: str | Path) -> list[Any]:
     return [str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns]
 
 
-def build_model_config(config: TrainingConfig) -> VanillaTransformerConfig:
-    """The model configuration: the ``model`` preset of Table 3, with the overrides of `config`."""
+def build_model_config(model: ModelConfig) -> VanillaTransformerConfig:
+    """The model configuration: the ``--model`` preset of Table 3, with the overrides of the model settings."""
     overrides = {
-        "d_model": config.d_model,
-        "encoder_layers": config.layers,
-        "decoder_layers": config.layers,
-        "encoder_attention_heads": config.heads,
-        "decoder_attention_heads": config.heads,
-        "encoder_ffn_dim": config.ffn_dim,
-        "decoder_ffn_dim": config.ffn_dim,
-        "dropout": config.dropout,
+        "d_model": model.d_model,
+        "encoder_layers": model.layers,
+        "decoder_layers": model.layers,
+        "encoder_attention_heads": model.heads,
+        "decoder_attention_heads": model.heads,
+        "encoder_ffn_dim": model.ffn_dim,
+        "decoder_ffn_dim": model.ffn_dim,
+        "dropout": model.dropout,
     }
     given = {name: value for name, value in overrides.items() if value is not None}
-    return VanillaTransformerConfig.from_preset(config.model, vocab_size=config.vocab_size, **given)
-
-
-@dataclass
-class RunData:
-    """The data of a run: its corpus, its tokenizer, the training split (tokenized, memory-mapped) and the evaluation
-    pairs."""
-
-    corpus: RunCorpus
-    tokenizer: PreTrainedTokenizerBase
-    train: TokenCorpus
-    valid: list[Pair]
-    test: list[Pair]
-    valid_examples: list[dict[str, list[int]]]
+    return VanillaTransformerConfig.from_preset(model.preset, vocab_size=model.vocab_size, **given)
 
 
 def prepare_data(
     config: TrainingConfig,
     accelerator: Accelerator,
+    corpus: RunCorpus,
     model_config: VanillaTransformerConfig,
     resumed_tokenizer: Path | None,
-) -> RunData:
-    """The corpus (`RunCorpus`, named once here), the tokenizer, the tokenized training split and the evaluation
-    pairs of a run.
+) -> tuple[PreTrainedTokenizerBase, TokenCorpus, list[Pair], list[Pair]]:
+    """The tokenizer, the tokenized training split and the validation and test pairs of a run's corpus.
 
     The main process goes first and does the work: it trains the tokenizer on a stream of the cleaned pairs (or
     finds it in the data cache), then cleans, tokenizes and filters the training split into the token cache
@@ -198,29 +185,28 @@ def prepare_data(
     Args:
         resumed_tokenizer: The tokenizer directory of the run being resumed, which the run keeps using.
     """
-    corpus = RunCorpus.of(config)  # every process, so that a corpus named wrongly stops them all at once
     corpus.spec.check(list(corpus.names.values()))  # every split's files, before the tokenizer is trained
-    cache_root = Path(config.data_cache_dir) if config.data_cache_dir else default_cache_dir()
+    cache_root = Path(config.data.data_cache_dir) if config.data.data_cache_dir else default_cache_dir()
     # First the main process; then, on each other machine, its local main process (which finds the cache there if
     # the machines share --data-cache-dir, else builds its own); then all the others, which open it.
     with accelerator.main_process_first(), accelerator.local_main_process_first():
         identity, chunks = corpus.train_chunks()
         if not next(iter(chunks()), None):
-            check_training_pairs(config, [])  # an empty training split, named before anything is trained on it
+            check_training_pairs(config.data, [])  # an empty training split, named before anything is trained on it
         tokenizer = _prepare_tokenizer(config, identity, chunks, resumed_tokenizer, cache_root)
         check_tokenizer_matches_config(tokenizer, model_config)
-        key = {"corpus": identity, "tokenizer": tokenizer_fingerprint(tokenizer), "max_length": config.max_length}
+        key = {"corpus": identity, "tokenizer": tokenizer_fingerprint(tokenizer), "max_length": config.data.max_length}
         directory = cache_root / f"tokens-{cache_key(**key)}"
         if (directory / "meta.json").is_file():
             train = TokenCorpus(directory)
         else:
             logger.info(f"tokenizing the training pairs into {directory}", main_process_only=True)
-            train = build_token_cache(chunks(), tokenizer, directory, max_length=config.max_length, key=key)
+            train = build_token_cache(chunks(), tokenizer, directory, max_length=config.data.max_length, key=key)
             release_freed_memory()
         valid, test = corpus.load("valid"), corpus.load("test")
     logger.info(f"training pairs: {train.stats}", main_process_only=True)
-    check_training_pairs(config, range(train.stats.total), range(train.stats.kept))
-    return RunData(corpus, tokenizer, train, valid, test, tokenize_pairs(valid, tokenizer))
+    check_training_pairs(config.data, range(train.stats.total), range(train.stats.kept))
+    return tokenizer, train, valid, test
 
 
 def release_freed_memory() -> None:
@@ -255,23 +241,23 @@ def _prepare_tokenizer(
     resumed_tokenizer: Path | None,
     cache_root: Path,
 ) -> PreTrainedTokenizerBase:
-    """The run's tokenizer: the resumed run's, else ``config.tokenizer``, else the data cache's for this corpus and
+    """The run's tokenizer: the resumed run's, else ``config.data.tokenizer``, else the data cache's for this corpus and
     vocabulary size, else trained on a stream of the cleaned training pairs and saved in the cache."""
     if resumed_tokenizer is not None:
         return AutoTokenizer.from_pretrained(resumed_tokenizer, trust_remote_code=False)
-    if config.tokenizer is not None:
-        if not Path(config.tokenizer).is_dir():
-            raise FileNotFoundError(f"--tokenizer={config.tokenizer} is not a directory")
-        return AutoTokenizer.from_pretrained(config.tokenizer, trust_remote_code=False)
-    limit = config.tokenizer_train_pairs
-    cached = cache_root / f"tokenizer-{cache_key(corpus=identity, vocab_size=config.vocab_size, pairs=limit)}"
+    if config.data.tokenizer is not None:
+        if not Path(config.data.tokenizer).is_dir():
+            raise FileNotFoundError(f"--tokenizer={config.data.tokenizer} is not a directory")
+        return AutoTokenizer.from_pretrained(config.data.tokenizer, trust_remote_code=False)
+    limit = config.data.tokenizer_train_pairs
+    cached = cache_root / f"tokenizer-{cache_key(corpus=identity, vocab_size=config.model.vocab_size, pairs=limit)}"
     if not cached.is_dir():
         logger.info(f"training the tokenizer; it goes to {cached}", main_process_only=True)
         texts = _cleaned_texts(chunks, limit)
         first = next(texts, None)
         if first is None:  # every pair has an empty side
-            check_training_pairs(config, range(sum(len(chunk) for chunk in chunks())), [])
-        trained = train_tokenizer(itertools.chain([first], texts), config.vocab_size)
+            check_training_pairs(config.data, range(sum(len(chunk) for chunk in chunks())), [])
+        trained = train_tokenizer(itertools.chain([first], texts), config.model.vocab_size)
         release_freed_memory()  # the trainer's word and pair counts, freed but still held by malloc
         cached.parent.mkdir(parents=True, exist_ok=True)
         building = tempfile.mkdtemp(prefix=f".{cached.name}.", dir=cached.parent)

@@ -1,31 +1,25 @@
-"""One optimizer step: teacher-forced logits, gradient accumulation over micro-batches and processes, the update.
+"""The pieces of an optimizer step: teacher-forced logits, gradient accumulation over micro-batches and processes,
+and compiling.
 
-`TrainStep` is the step of ``vanilla-transformer train`` (and of ``scripts/benchmark_training.py``, which times
-it). With Accelerate's dynamo plugin on (``--dynamo-backend``, ``accelerate launch --dynamo_backend``, or
-``accelerate config``), `Accelerator.prepare` compiles the model and `TrainStep` compiles the loss with the same
-settings; `compile_count` says how many graphs were compiled, so that recompilation shows in the run's log.
+`Trainer.train_step` takes the step of ``vanilla-transformer train`` from them. With Accelerate's dynamo plugin on
+(``--dynamo-backend``, ``accelerate launch --dynamo_backend``, or ``accelerate config``), `Accelerator.prepare`
+compiles the model and `compiled_loss` the loss with the same settings; `compile_count` says how many graphs were
+compiled, so that recompilation shows in the run's log.
 """
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
 
 import torch
 from accelerate import Accelerator
 from accelerate.logging import get_logger
 from accelerate.utils import DynamoBackend
 
-from ..data import (
-    IGNORE_INDEX,
-)
-from ..modeling_vanilla_transformer import (
-    shift_tokens_right,
-    token_cross_entropy,
-)
+from ..data import IGNORE_INDEX
+from ..modeling_vanilla_transformer import shift_tokens_right, token_cross_entropy
+from .config import OptimizationConfig
 
 LossFunction = Callable[..., torch.Tensor]
 """``(logits [B, T, V], labels [B, T], divisor, label_smoothing=...) -> loss``, as `token_cross_entropy`."""
@@ -105,14 +99,14 @@ def adam_kernels(choice: str, device_type: str) -> dict[str, bool]:
     return {"fused": {"fused": True}, "foreach": {"foreach": True}, "for-loop": {"foreach": False}}[choice]
 
 
-def build_adam(model: torch.nn.Module, config, device_type: str) -> torch.optim.Adam:
-    """Section 5.3's Adam over `model`'s parameters, with the betas, epsilon and kernels of `config` (a
-    `TrainingConfig`); the learning rate is the schedule's."""
+def build_adam(model: torch.nn.Module, optimization: OptimizationConfig, device_type: str) -> torch.optim.Adam:
+    """Section 5.3's Adam over `model`'s parameters, with the betas, epsilon and kernels of the optimization
+    settings; the learning rate is the schedule's."""
     return torch.optim.Adam(
         model.parameters(),
-        betas=(config.adam_beta1, config.adam_beta2),
-        eps=config.adam_eps,
-        **adam_kernels(config.adam_implementation, device_type),
+        betas=(optimization.adam_beta1, optimization.adam_beta2),
+        eps=optimization.adam_eps,
+        **adam_kernels(optimization.adam_implementation, device_type),
     )
 
 
@@ -159,52 +153,3 @@ def compile_count() -> int | None:
     if not isinstance(counters, dict):
         return None
     return int(counters.get("stats", {}).get("unique_graphs", 0))  # no "stats" before the first compilation
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# The step
-# --------------------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class StepResult:
-    """What a step taken reports for the log: this process's summed statistics, the gradient norm (before
-    clipping), and the learning rate the update used. All tensors stay on the device: reading them syncs."""
-
-    stats: dict[str, torch.Tensor]
-    grad_norm: torch.Tensor
-    learning_rate: float
-
-
-@dataclass
-class TrainStep:
-    """One optimizer step of section 5: forward and backward of the micro-batches, clipping (if asked), Adam, the
-    schedule. Also counts the graphs compiled during steps, and the wall time of the steps that compiled."""
-
-    accelerator: Accelerator
-    model: torch.nn.Module  # as `Accelerator.prepare` returned it (DDP-wrapped, compiled)
-    optimizer: torch.optim.Optimizer
-    scheduler: torch.optim.lr_scheduler.LRScheduler
-    label_smoothing: float
-    max_grad_norm: float | None = None
-    loss_function: LossFunction = token_cross_entropy
-    compilations: int = 0
-    compile_seconds: float = 0.0
-
-    def __call__(self, micro_batches: Sequence[dict[str, torch.Tensor]]) -> StepResult | None:
-        """Take the step; None if fp16 loss scaling skipped it (an overflow: the step does not count)."""
-        before, started = compile_count(), time.perf_counter()
-        accelerator = self.accelerator
-        stats = accumulate_gradients(accelerator, self.model, micro_batches, self.label_smoothing, self.loss_function)
-        grad_norm = accelerator.clip_grad_norm_(self.model.parameters(), self.max_grad_norm or math.inf)
-        learning_rate = self.scheduler.get_last_lr()[0]
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        after = compile_count()
-        if before is not None and after is not None and after > before:
-            self.compilations += after - before
-            self.compile_seconds += time.perf_counter() - started
-        if accelerator.optimizer_step_was_skipped:
-            return None
-        self.scheduler.step()
-        return StepResult(stats, grad_norm, learning_rate)
