@@ -290,6 +290,8 @@ def load_checkpoint(
     state = {"model": load_checkpoint_weights(path), **read_training_state(path)}
     try:
         load_state_dict(state)
+    except WeightsMismatch as error:
+        raise CheckpointError(f"{path / _WEIGHTS_NAME} does not fit this run: {error}") from error
     except (KeyError, ValueError, TypeError) as error:
         raise CheckpointError(f"{path} does not fit this run: {error}") from error
     set_rng_state(load_state(path / _rng_name(accelerator.process_index)))
@@ -356,12 +358,17 @@ def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, torch.Tensor]:
     return {name: (tensor / len(paths)).to(dtypes[name]) for name, tensor in total.items()}
 
 
+class WeightsMismatch(ValueError):
+    """Weights that do not fit a model: a name, shape or dtype of another model (`load_weights`)."""
+
+
 @torch.no_grad()
 def load_weights(model: torch.nn.Module, weights: Mapping[str, torch.Tensor]) -> None:
     """Copy `weights` into `model`; parameters tied together need to be given under one of their names only.
 
     Raises:
-        ValueError: If a weight has no parameter of that name, or a parameter (or tied group) has no weight.
+        WeightsMismatch: A ValueError, if a weight has no parameter of that name, a parameter (or tied group) has
+            no weight, or a weight's shape or dtype is not its parameter's.
     """
     groups: dict[int, list[str]] = defaultdict(list)  # the names of each storage: tied parameters share one
     state = model.state_dict()
@@ -370,10 +377,10 @@ def load_weights(model: torch.nn.Module, weights: Mapping[str, torch.Tensor]) ->
     unexpected = sorted(weights.keys() - state.keys())
     missing = [names for names in groups.values() if not any(name in weights for name in names)]
     if unexpected or missing:
-        raise ValueError(f"weights do not fit the model: unexpected {unexpected[:5]}, missing {missing[:5]}")
+        raise WeightsMismatch(f"weights do not fit the model: unexpected {unexpected[:5]}, missing {missing[:5]}")
     for name, tensor in weights.items():  # checked before any is copied: copy_ would cast a dtype silently
         if tensor.shape != state[name].shape or tensor.dtype != state[name].dtype:
-            raise ValueError(
+            raise WeightsMismatch(
                 f"weights do not fit the model: {name} is {tensor.dtype} of shape {tuple(tensor.shape)}, the model's "
                 f"is {state[name].dtype} of shape {tuple(state[name].shape)}"
             )
