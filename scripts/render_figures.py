@@ -111,12 +111,20 @@ def numbers_table(results: Path) -> str:
     )
 
 
+def processor(environment: dict) -> str:
+    """The processor as a run recorded it: its name and the features that decide CPU figures (AVX-512, native bf16)."""
+    name = environment.get("processor") or "processor not recorded"
+    features = environment.get("processor_features")
+    return name if features is None else f"{name} ({', '.join(features) or 'no AVX2'})"
+
+
 def numbers_environment(results: Path) -> str:
     """Where the default job's figures were measured, as the run recorded it."""
     environment = read_json(results, "numbers/results.json")["environment"]
     versions = environment["versions"]
     return (
-        f"`{environment['command']}`, {environment['machine']}, transformers {versions['transformers']}, "
+        f"`{environment['command']}`, {processor(environment)}, "
+        f"{environment['machine']}, transformers {versions['transformers']}, "
         f"torch {versions['torch']}, 1-minute load {environment['load_average_start'][0]:.1f} before and "
         f"{environment['load_average_end'][0]:.1f} after"
     )

@@ -94,3 +94,19 @@ def test_every_committed_schema_reads_back_as_the_records(name, start, end):
     assert (environment["load_average_start"], environment["load_average_end"]) == (result[start], result[end])
     torch_version = (result.get("versions") or {}).get("torch") or result.get("torch")  # the data benchmark's: none
     assert environment["versions"].get("torch") == torch_version
+
+
+def test_the_record_names_the_cpu_features_that_decide_cpu_figures(tmp_path, monkeypatch):
+    """The same model name ("AMD EPYC") covers AVX2-only processors and processors with native bf16: the record
+    keeps which, read from the flags of /proc/cpuinfo, and None where they cannot be read."""
+    from vanilla_transformer import environment
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("model name\t: AMD EPYC\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16 fma\n")
+    real = environment.cpu_flags
+    monkeypatch.setattr(environment, "cpu_flags", lambda: real(cpuinfo))
+    assert environment.run_environment()["processor_features"] == ["avx2", "avx512_bf16", "avx512f"]
+    cpuinfo.write_text("model name\t: AMD EPYC\nflags\t\t: fpu sse2 avx2 fma\n")
+    assert environment.run_environment()["processor_features"] == ["avx2"]
+    monkeypatch.setattr(environment, "cpu_flags", lambda: None)
+    assert environment.run_environment()["processor_features"] is None

@@ -54,6 +54,24 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_flags(cpuinfo: str | os.PathLike[str] = "/proc/cpuinfo") -> set[str] | None:
+    """The CPU's feature flags, from Linux's `cpuinfo`; None where that file cannot be read (other systems)."""
+    try:
+        with open(cpuinfo, encoding="utf-8") as file:
+            for line in file:
+                if line.startswith("flags"):
+                    return set(line.partition(":")[2].split())
+    except OSError:
+        return None
+    return set()
+
+
+SPEED_FEATURES = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+"""The CPU features that decide this package's CPU figures: AVX2 or AVX-512 kernels, and native bf16 (without it
+torch emulates bf16, tens of times slower than fp32); recorded with every figure, as the same model name covers
+both kinds of processor."""
+
+
 def gpu_names() -> list[str]:
     """The names of the CUDA devices torch sees (none on a CPU-only machine)."""
     if not torch.cuda.is_available():
@@ -79,6 +97,7 @@ def run_environment(load_average_start: tuple[float, ...] | None = None) -> dict
         "load_average_end": list(os.getloadavg()),
         "machine": f"{platform.machine()}, {os.cpu_count()} logical CPUs, {platform.system()}",
         "processor": cpu_name(),
+        "processor_features": sorted(set(SPEED_FEATURES) & flags) if (flags := cpu_flags()) is not None else None,
         "gpus": gpu_names(),
         "versions": package_versions(),
     }

@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from ..data import Pair
+from ..environment import cpu_flags
 from .config import DataConfig
 
 
@@ -69,18 +70,6 @@ NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 """CPU flags (Linux ``/proc/cpuinfo``) of instructions that compute bf16 matrix products natively. Without them
 torch emulates bf16 on the CPU, and a bf16 matrix product can be tens of times slower than fp32's (measured on an
 AVX2-only AMD EPYC: 65x for 1024 x 1024)."""
-
-
-def cpu_flags(cpuinfo: str | os.PathLike[str] = "/proc/cpuinfo") -> set[str] | None:
-    """The CPU's feature flags, from Linux's `cpuinfo`; None where that file cannot be read (other systems)."""
-    try:
-        with open(cpuinfo, encoding="utf-8") as file:
-            for line in file:
-                if line.startswith("flags"):
-                    return set(line.partition(":")[2].split())
-    except OSError:
-        return None
-    return set()
 
 
 def slow_bf16(device_type: str, mixed_precision: str, flags: set[str] | None) -> str | None:
