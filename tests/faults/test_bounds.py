@@ -5,12 +5,10 @@ MemoryError instead of filling the machine."""
 
 import os
 import resource
-import subprocess
-import sys
 import threading
 
 import pytest
-from fault_support import REPO
+from fault_support import run_cli_process
 
 CAP = 6 << 30  # bytes of address space: torch and the package load, an unbounded read does not fit
 
@@ -20,14 +18,7 @@ def _capped():
 
 
 def run_capped(*argv, env=None, timeout=300):
-    environment = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "vanilla_transformer", *map(str, argv)],
-        capture_output=True,
-        env=environment,
-        timeout=timeout,
-        preexec_fn=_capped,
-    )
+    return run_cli_process(*argv, env={"OMP_NUM_THREADS": "1", **(env or {})}, timeout=timeout, preexec_fn=_capped)
 
 
 def _feed_forever(fifo, chunk):

@@ -2,19 +2,10 @@
 --dry-run is refused up front, nothing written into it and no model loaded; every output of a command is checked
 before the first of them is written."""
 
-import hashlib
-
 import pytest
+from fault_support import digest
 
 from vanilla_transformer.cli import finetune as finetune_cli
-
-
-def _digest(folder):
-    return {
-        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
-        for path in sorted(folder.rglob("*"))
-        if path.is_file()
-    }
 
 
 @pytest.fixture
@@ -41,10 +32,10 @@ FINETUNE = ["--numbers", "40", "--max-steps", "1", "--eval-steps", "1", "--num-b
 def test_finetune_refuses_a_users_non_empty_folder_before_loading_anything(
     tiny_model_dir, users_folder, run_cli, no_model_loads
 ):
-    before = _digest(users_folder)
+    before = digest(users_folder)
     status, _, err = run_cli("finetune", tiny_model_dir, *FINETUNE, "--output-dir", users_folder)
     assert status == 1 and f"--output-dir={users_folder} is not empty and was not written by finetune" in err, err
-    assert no_model_loads == [] and _digest(users_folder) == before
+    assert no_model_loads == [] and digest(users_folder) == before
 
 
 def test_finetune_merge_folder_is_checked_before_training(tiny_model_dir, tmp_path, run_cli, no_model_loads):

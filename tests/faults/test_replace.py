@@ -1,7 +1,6 @@
 """The commands that replace a folder (issue 25, item 3): ``average --output``, ``export-ctranslate2 --force`` and
 ``train-tokenizer --output-dir`` write atomically, and refuse to replace what they did not write."""
 
-import hashlib
 import json
 import os
 import shutil
@@ -10,16 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from fault_support import REPO
-
-
-def _digest(folder):
-    """The bytes of every file of a folder, to tell that it is whole and unchanged."""
-    return {
-        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
-        for path in sorted(folder.rglob("*"))
-        if path.is_file()
-    }
+from fault_support import REPO, digest
 
 
 @pytest.fixture
@@ -46,9 +36,9 @@ def test_average_refuses_a_non_empty_folder_it_did_not_write(run_copy, run_cli, 
     assert [path.name for path in mine.iterdir()] == ["notes.txt"]
     # nor the run directory itself, nor its checkpoints
     for folder in (run_copy, run_copy / "checkpoints"):
-        before = _digest(folder)
+        before = digest(folder)
         status, _, err = run_cli("average", run_copy, "--output", folder)
-        assert status == 1 and "not written by this program" in err and _digest(folder) == before
+        assert status == 1 and "not written by this program" in err and digest(folder) == before
 
 
 @pytest.mark.parametrize("point", ["started", "written", "exchanged", "removing"])
@@ -56,7 +46,7 @@ def test_average_killed_at_any_point_leaves_a_whole_model(run_copy, point):
     from vanilla_transformer.atomic import PAUSE_ENV
 
     model = run_copy / "model"
-    before = _digest(model)
+    before = digest(model)
     env = {**os.environ, "PYTHONPATH": str(REPO), PAUSE_ENV: point}
     process = subprocess.Popen(
         [sys.executable, "-m", "vanilla_transformer", "average", str(run_copy), "--last", "1", "--output", str(model)],
@@ -73,7 +63,7 @@ def test_average_killed_at_any_point_leaves_a_whole_model(run_copy, point):
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait()
-    after = _digest(model)
+    after = digest(model)
     if point in ("started", "written"):
         assert after == before
     else:
@@ -87,11 +77,11 @@ def test_average_killed_at_any_point_leaves_a_whole_model(run_copy, point):
 def test_export_ctranslate2_never_replaces_its_own_input(tiny_model_dir, tmp_path, run_cli):
     pytest.importorskip("ctranslate2")
     model = shutil.copytree(tiny_model_dir, tmp_path / "model")
-    before = _digest(model)
+    before = digest(model)
     for output in (model, tmp_path, model / "ct2"):
         status, _, err = run_cli("export-ctranslate2", model, output, "--force")
         assert status == 1 and "would replace or hold the model being converted" in err, err
-        assert _digest(model) == before
+        assert digest(model) == before
 
 
 @pytest.mark.filterwarnings("ignore:CTranslate2 runs int8")
@@ -121,22 +111,22 @@ def test_train_tokenizer_refuses_a_models_folder_before_training(tiny_model_dir,
     from vanilla_transformer.cli import train_tokenizer
 
     model = shutil.copytree(tiny_model_dir, tmp_path / "model")
-    before = _digest(model)
+    before = digest(model)
     trained = []
     monkeypatch.setattr(train_tokenizer, "train_tokenizer", lambda *a, **k: trained.append(a))
     status, _, err = run_cli("train-tokenizer", _corpus(tmp_path), "--vocab-size", 300, "--output-dir", model)
     assert status == 1 and "holds a trained model" in err and "--replace-model-tokenizer" in err
-    assert trained == [] and _digest(model) == before
+    assert trained == [] and digest(model) == before
 
 
 def test_train_tokenizer_replaces_a_models_tokenizer_only_when_asked(tiny_model_dir, tmp_path, run_cli):
     model = shutil.copytree(tiny_model_dir, tmp_path / "model")
-    weights = _digest(model)["model.safetensors"]
+    weights = digest(model)["model.safetensors"]
     argv = ["train-tokenizer", _corpus(tmp_path), "--vocab-size", 300, "--min-frequency", 1, "--output-dir", model]
     status, _, err = run_cli(*argv, "--replace-model-tokenizer")
     assert status == 0, err
     vocabulary = json.loads((model / "tokenizer.json").read_text())["model"]["vocab"]
-    assert "Ġfive" in vocabulary and _digest(model)["model.safetensors"] == weights
+    assert "Ġfive" in vocabulary and digest(model)["model.safetensors"] == weights
     assert not [path for path in model.iterdir() if path.name.startswith(".")]
 
 
