@@ -16,6 +16,7 @@ from without_package import run_without_package
 import vanilla_transformer.export.hub as hub
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.data import clean_pairs, make_numbers_task
+from vanilla_transformer.model_summary import read_training_summary
 from vanilla_transformer.training import parse_args, train
 from vanilla_transformer.training.results import local_data_description
 from vanilla_transformer.training.setup import RunCorpus
@@ -248,7 +249,7 @@ def test_bad_templates_summaries_and_model_dirs_raise(summarised_model_dir, tmp_
     summary = tmp_path / "training_summary.json"
     summary.write_text(json.dumps({"bleu": "high"}))
     with pytest.raises(ValueError, match=r"bleu must be int or float, got bleu='high'"):
-        hub.read_training_summary(summary)
+        read_training_summary(summary)
 
     no_tokenizer = tmp_path / "no-tokenizer"
     shutil.copytree(summarised_model_dir, no_tokenizer, ignore=shutil.ignore_patterns("tokenizer*"))

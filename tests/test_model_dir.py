@@ -10,7 +10,8 @@ from tiny_model import SPLITS, tiny_config
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
-from vanilla_transformer.model_dir import SUMMARY_FILE, load_model_dir, save_model_dir
+from vanilla_transformer.model_dir import load_model_dir, save_model_dir
+from vanilla_transformer.model_summary import SUMMARY_FILE
 from vanilla_transformer.translation import paper_generation_config
 
 

@@ -166,8 +166,7 @@ def test_lora_finetune_raises_exact_match_and_writes_an_adapter_folder(lora_run,
 
 
 def test_adapter_round_trips_through_save_and_load(tiny_model_dir, tmp_path):
-    from vanilla_transformer.export.hub import save_adapter_dir
-    from vanilla_transformer.model_dir import load_model_dir
+    from vanilla_transformer.model_dir import load_model_dir, save_adapter_dir
     from vanilla_transformer.training.lora import add_lora
 
     base, tokenizer = load_model_dir(tiny_model_dir)

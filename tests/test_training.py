@@ -20,7 +20,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
 from vanilla_transformer.data import DATA_DIR_VARIABLE, TranslationCollator
 from vanilla_transformer.data.numbers import english_number
-from vanilla_transformer.export.hub import read_training_summary
+from vanilla_transformer.model_summary import read_training_summary
 from vanilla_transformer.tokenization import train_tokenizer
 from vanilla_transformer.training import (
     TRAINING_PRESETS,

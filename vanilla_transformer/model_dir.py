@@ -4,7 +4,7 @@ write, and what translate, evaluate, attention, finetune and push read.
 A model directory holds ``config.json`` (with ``auto_map`` for remote code and ``custom_pipelines`` for the
 translation pipelines), ``model.safetensors``, the modeling, configuration and pipeline code files,
 ``generation_config.json``, the tokenizer (whose ``model_max_length`` is the model's ``max_position_embeddings``)
-and, from a training run, ``training_summary.json``::
+and, from a training run, ``training_summary.json`` (`vanilla_transformer.model_summary`)::
 
     save_model_dir(model, tokenizer, "runs/numbers/model", generation_config=paper_generation_config(model.config))
     model, tokenizer = load_model_dir("runs/numbers/model")
@@ -12,8 +12,9 @@ and, from a training run, ``training_summary.json``::
 `load_model_dir` also loads a LoRA adapter folder (``adapter_config.json``, ``adapter_model.safetensors``, as
 ``vanilla-transformer finetune --lora`` and peft's ``save_pretrained`` write it): its base model is the one named by
 ``base_model_name_or_path`` in ``adapter_config.json``, loaded as a model directory, and the adapter is applied with
-peft, as ``AutoPeftModelForSeq2SeqLM`` would; the model returned is the ``PeftModel``. Loading never runs code from
-the directory (``trust_remote_code=False``: the package's own classes serve the model).
+peft, as ``AutoPeftModelForSeq2SeqLM`` would; the model returned is the ``PeftModel``; `save_adapter_dir` writes
+one. Loading never runs code from the directory (``trust_remote_code=False``: the package's own classes serve the
+model).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +46,8 @@ from .model_checks import (
     remote_code_refusal,
     safetensors_header,
 )
+from .model_summary import build_summary, write_training_summary
 from .tokenization import check_tokenizer_matches_config
-
-SUMMARY_FILE = "training_summary.json"
-"""The run summary that training and fine-tuning write into the model directory; the model card reads it."""
 
 ADAPTER_CONFIG_FILE = "adapter_config.json"
 """What marks a directory as a peft adapter folder; its ``base_model_name_or_path`` names the base model."""
@@ -110,7 +110,7 @@ def save_model_dir(
         directory: Where to write; created if needed.
         generation_config: Replaces the model's generation config (for example
             `vanilla_transformer.translation.paper_generation_config`); by default the model's own is saved.
-        summary: The run's figures, written as `SUMMARY_FILE` (see `vanilla_transformer.export.hub`).
+        summary: The run's figures, written as its summary (see `vanilla_transformer.model_summary`).
     """
     directory = Path(directory)
     if generation_config is not None:
@@ -125,11 +125,45 @@ def save_model_dir(
     return directory
 
 
-def write_training_summary(directory: str | os.PathLike[str], summary: dict[str, Any]) -> Path:
-    """Write the run's figures into a model directory as `SUMMARY_FILE`; None values are left out."""
-    path = Path(directory) / SUMMARY_FILE
-    kept = {key: value for key, value in summary.items() if value is not None}
-    return write_file(path, json.dumps(kept, indent=2, ensure_ascii=False) + "\n")
+def save_adapter_dir(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase | None,
+    directory: str | os.PathLike[str],
+    *,
+    summary: Mapping[str, Any] | None = None,
+    base_model: str | None = None,
+    repo_id: str | None = None,
+) -> Path:
+    """Write an adapter folder, which `load_model_dir` loads: the adapter (safetensors), the tokenizer, `summary` as
+    ``training_summary.json``, and README.md, the card of `vanilla_transformer.export.hub.build_adapter_card`.
+
+    Args:
+        model: A ``PeftModel`` (see `add_lora`).
+        tokenizer: Its tokenizer (``model_max_length`` set to ``max_position_embeddings``); None leaves it out.
+        directory: Where to write; created if needed.
+        summary: The run's figures (see `vanilla_transformer.model_summary`).
+        base_model: Recorded as ``base_model_name_or_path`` (e.g. the base's Hub id); by default the model's own.
+        repo_id: Where the card says the adapter is (default: `directory`).
+
+    Raises:
+        ValueError: If `model` is not a ``PeftModel``.
+    """
+    from .export.hub import build_adapter_card  # the Hub's card; imported here, as export.hub imports this module
+
+    if not is_peft_model(model):
+        raise ValueError(f"save_adapter_dir saves a peft PeftModel, got {type(model).__name__}")
+    directory = Path(directory)
+    if base_model is not None:
+        model.peft_config[model.active_adapter].base_model_name_or_path = base_model
+    model.save_pretrained(directory, safe_serialization=True)
+    if tokenizer is not None:
+        tokenizer.model_max_length = model.config.max_position_embeddings
+        tokenizer.save_pretrained(directory)
+    summary = build_summary(**(summary or {}))
+    if summary:
+        write_training_summary(directory, {**summary, "base_model": base_model_of(model)})
+    build_adapter_card(model, summary, repo_id or str(directory)).save(directory / "README.md")
+    return directory
 
 
 def load_model_dir(
@@ -422,7 +456,6 @@ __all__ = [
     "LOAD_FIX",
     "ADAPTER_WEIGHTS_FILE",
     "PIPELINE_TASKS",
-    "SUMMARY_FILE",
     "adapter_base_model",
     "add_pipeline_support",
     "base_model_of",
@@ -437,6 +470,6 @@ __all__ = [
     "load_model_dir",
     "load_tokenizer",
     "lora_settings",
+    "save_adapter_dir",
     "save_model_dir",
-    "write_training_summary",
 ]

@@ -82,8 +82,7 @@ def test_resume_refuses_a_checkpoint_weight_of_another_dtype(tiny_run_dir, tmp_p
 def test_a_lora_adapter_for_a_base_of_another_size_is_one_line_naming_both_sizes(tiny_model_dir, tmp_path, run_cli):
     from tiny_model import new_tiny_model
 
-    from vanilla_transformer.export.hub import save_adapter_dir
-    from vanilla_transformer.model_dir import load_tokenizer
+    from vanilla_transformer.model_dir import load_tokenizer, save_adapter_dir
     from vanilla_transformer.training.lora import add_lora
 
     other = new_tiny_model(vocab_size=400, d_model=48, encoder_ffn_dim=96, decoder_ffn_dim=96)

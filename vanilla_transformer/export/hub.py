@@ -9,8 +9,9 @@ it. The folder loads where this package is not installed::
 
 The model card (README.md) is built by `build_model_card` with huggingface_hub's `ModelCard`, `ModelCardData` and
 `EvalResult` (which write the metadata header and its model-index), from the Jinja template `TEMPLATE` and the
-figures of the run's `SUMMARY_FILE`, which training and fine-tuning write next to the model from what the run
-measured (see `read_training_summary` for its keys).
+figures of the run's summary (`SUMMARY_FILE`), which training and fine-tuning write next to the model from what
+the run measured; `vanilla_transformer.model_summary` owns its fields, reader and writer. An adapter folder is saved
+by `vanilla_transformer.model_dir.save_adapter_dir`, with the card of `build_adapter_card`.
 """
 
 from __future__ import annotations
@@ -26,23 +27,22 @@ from typing import Any
 
 from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
 from huggingface_hub.utils import HFValidationError, validate_repo_id
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel
 
 from ..atomic import check_output_dir, write_directory, write_file
 from ..model_dir import (
     ADAPTER_CONFIG_FILE,
-    SUMMARY_FILE,
     adapter_base_model,
     base_model_of,
     check_model_dir,
     is_adapter_dir,
     is_local_path,
-    is_peft_model,
     load_model_dir,
     lora_settings,
+    save_adapter_dir,
     save_model_dir,
-    write_training_summary,
 )
+from ..model_summary import SUMMARY_FIELDS, SUMMARY_FILE, read_training_summary
 from ..translation import paper_generation_config
 
 logger = logging.getLogger(__name__)
@@ -50,87 +50,6 @@ logger = logging.getLogger(__name__)
 TEMPLATE = Path(__file__).resolve().parent / "model_card.md"
 """The packaged model card template, a copy of the repository's top-level ``model_card.md`` (its source; a test
 checks that the two are equal)."""
-
-# --------------------------------------------------------------------------- training summary
-
-_NUMBER = (int, float)
-SUMMARY_KEYS: dict[str, tuple[type, ...]] = {
-    "dataset": (str,),
-    "dataset_name": (str,),
-    "dataset_config": (str,),
-    "local_data": (str,),
-    "src_lang": (str,),
-    "tgt_lang": (str,),
-    "train_pairs": (int,),
-    "eval_split": (str,),
-    "steps": (int,),
-    "epochs": _NUMBER,
-    "train_hours": _NUMBER,
-    "hardware": (str,),
-    "num_processes": (int,),
-    "tokens_per_step": (int,),
-    "bleu": _NUMBER,
-    "signature": (str,),
-    "chrf": _NUMBER,
-    "chrf_signature": (str,),
-    "exact_match": _NUMBER,
-    "recipe": (dict,),
-    "base_model": (str,),
-    "notes": (str,),
-}
-"""The keys of `SUMMARY_FILE` that the model card reads, with their JSON types; see `read_training_summary`."""
-
-
-def read_training_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a run summary, a JSON object whose keys are all optional:
-
-    ========================  ======================================================================================
-    ``dataset``               Hub id of the training corpus, e.g. ``"wmt14"`` (absent for local files)
-    ``dataset_name``          name of the training corpus, e.g. ``"numbers"``, ``"wmt14"``
-    ``dataset_config``        its configuration, e.g. ``"de-en"``
-    ``local_data``            the user's own files the corpus was read from, by name and folder name, e.g.
-                              ``"train.tsv (training) and test.tsv (test) in the folder my-corpus"`` (no Hub id)
-    ``src_lang``/``tgt_lang`` language codes, e.g. ``"en"``, ``"de"``
-    ``train_pairs``           number of training sentence pairs, after cleaning
-    ``eval_split``            the split or test set the scores are measured on, e.g. ``"newstest2014"``
-    ``steps``                 optimizer steps
-    ``epochs``                passes over the training data
-    ``train_hours``           wall-clock time of the training loop (evaluations and checkpoints included)
-    ``hardware``              e.g. ``"8 x NVIDIA P100"``
-    ``num_processes``         processes that trained together
-    ``tokens_per_step``       padded source + target tokens per optimizer step, over all processes
-    ``bleu``, ``signature``   sacreBLEU BLEU (0-100) on ``eval_split`` and its signature
-    ``chrf``                  sacreBLEU chrF (0-100), with ``chrf_signature``
-    ``exact_match``           percentage of translations identical to their reference
-    ``recipe``                object of hyperparameters (optimizer, warmup, label smoothing, batch size, beam ...)
-    ``base_model``            the model fine-tuned, absent when trained from scratch
-    ``notes``                 free text, added to the card's limitations
-    ========================  ======================================================================================
-
-    ``null`` values count as absent, and other keys are ignored.
-
-    Raises:
-        ValueError: If the file is not a JSON object or a key has the wrong type.
-    """
-    path = Path(path)
-    try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not valid JSON: {error}") from error
-    if not isinstance(summary, dict):
-        raise ValueError(f"{path} must hold a JSON object, found {type(summary).__name__}")
-    checked = {}
-    for key, value in summary.items():
-        if key not in SUMMARY_KEYS:
-            logger.info("%s: ignoring key %r, which the model card does not use", path, key)
-        elif value is not None:
-            types = SUMMARY_KEYS[key]
-            if isinstance(value, bool) or not isinstance(value, types):
-                expected = " or ".join(t.__name__ for t in types)
-                raise ValueError(f"{path}: {key} must be {expected}, got {key}={value!r}")
-            checked[key] = value
-    return checked
-
 
 # --------------------------------------------------------------------------- model card
 
@@ -187,7 +106,8 @@ def build_model_card(
     repo_id: str,
     template: str | os.PathLike[str] | None = None,
 ) -> ModelCard:
-    """The model card of `model` for `repo_id`, filled with the figures of `summary` (see `read_training_summary`).
+    """The model card of `model` for `repo_id`, filled with the figures of `summary`
+    (`vanilla_transformer.model_summary`).
 
     `template` (default `TEMPLATE`) is a Jinja template rendered by `ModelCard.from_template`; it sees the summary's
     keys (absent ones as undefined), ``card_data`` (the YAML of `model_card_data`), ``model_name``, ``repo_id``, the
@@ -200,7 +120,7 @@ def build_model_card(
     """
     config, generation = model.config, model.generation_config
     model_name = repo_id.rsplit("/", 1)[-1]
-    values = {key: value for key, value in summary.items() if key in SUMMARY_KEYS}
+    values = {key: value for key, value in summary.items() if key in SUMMARY_FIELDS}
     values.update(
         model_name=model_name,
         repo_id=repo_id,
@@ -356,7 +276,7 @@ def build_adapter_card(
 ) -> ModelCard:
     """The model card of a ``PeftModel``'s adapter: metadata with ``base_model`` (`base_model`, by default the
     adapter's ``base_model_name_or_path``), ``library_name: peft``, the languages and the scores of `summary`
-    (see `read_training_summary`), and the adapter's settings and sizes."""
+    (`vanilla_transformer.model_summary`), and the adapter's settings and sizes."""
     base_model = base_model or base_model_of(model)
     model_name = repo_id.rstrip("/").rsplit("/", 1)[-1]
     data = model_card_data(summary, model_name)
@@ -366,45 +286,6 @@ def build_adapter_card(
     values = {**summary, **lora_settings(model), "base_model": base_model, "repo_id": repo_id}
     values["base_model_url"] = hub_url(base_model)
     return ModelCard.from_template(data, template_str=ADAPTER_CARD, model_name=model_name, **values)
-
-
-def save_adapter_dir(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase | None,
-    directory: str | os.PathLike[str],
-    *,
-    summary: Mapping[str, Any] | None = None,
-    base_model: str | None = None,
-    repo_id: str | None = None,
-) -> Path:
-    """Write an adapter folder, which `load_model_dir` loads: the adapter (safetensors), the tokenizer, `summary` as
-    ``training_summary.json``, and README.md, the card of `build_adapter_card`.
-
-    Args:
-        model: A ``PeftModel`` (see `add_lora`).
-        tokenizer: Its tokenizer (``model_max_length`` set to ``max_position_embeddings``); None leaves it out.
-        directory: Where to write; created if needed.
-        summary: The run's figures (see `read_training_summary`).
-        base_model: Recorded as ``base_model_name_or_path`` (e.g. the base's Hub id); by default the model's own.
-        repo_id: Where the card says the adapter is (default: `directory`).
-
-    Raises:
-        ValueError: If `model` is not a ``PeftModel``.
-    """
-    if not is_peft_model(model):
-        raise ValueError(f"save_adapter_dir saves a peft PeftModel, got {type(model).__name__}")
-    directory = Path(directory)
-    if base_model is not None:
-        model.peft_config[model.active_adapter].base_model_name_or_path = base_model
-    model.save_pretrained(directory, safe_serialization=True)
-    if tokenizer is not None:
-        tokenizer.model_max_length = model.config.max_position_embeddings
-        tokenizer.save_pretrained(directory)
-    summary = {key: value for key, value in (summary or {}).items() if value is not None}
-    if summary:
-        write_training_summary(directory, {**summary, "base_model": base_model_of(model)})
-    build_adapter_card(model, summary, repo_id or str(directory)).save(directory / "README.md")
-    return directory
 
 
 def _prepare_adapter_folder(
@@ -495,7 +376,6 @@ def push_to_hub(
 
 __all__ = [
     "ADAPTER_CARD",
-    "SUMMARY_KEYS",
     "TEMPLATE",
     "build_adapter_card",
     "build_model_card",
@@ -503,6 +383,4 @@ __all__ = [
     "model_card_data",
     "prepare_upload_folder",
     "push_to_hub",
-    "read_training_summary",
-    "save_adapter_dir",
 ]

@@ -10,7 +10,7 @@ the best BLEU::
     result.metrics["bleu"], result.output_dir                         # the best checkpoint, saved for `from_pretrained`
 
 A model with a LoRA adapter (`vanilla_transformer.training.lora.add_lora`) trains the adapter only, and the output
-directory is an adapter folder (`vanilla_transformer.export.hub.save_adapter_dir`); ``merge=True`` also writes
+directory is an adapter folder (`vanilla_transformer.model_dir.save_adapter_dir`); ``merge=True`` also writes
 the merged, plain model directory to ``<output_dir>/merged``::
 
     model = add_lora(model, r=8, alpha=16, target_modules=["q_proj", "v_proj"])
@@ -55,9 +55,9 @@ from transformers.integrations import get_available_reporting_integrations
 
 from ..atomic import check_output_dir, write_directory, write_file
 from ..data import Pair, clean_pairs, tokenize_pairs
-from ..export.hub import save_adapter_dir
 from ..metrics import bleu_applies, compute_bleu, compute_chrf, exact_match, selection_metric
-from ..model_dir import is_peft_model, is_saved_model_dir, lora_settings, save_model_dir
+from ..model_dir import is_peft_model, is_saved_model_dir, lora_settings, save_adapter_dir, save_model_dir
+from ..model_summary import build_summary
 from ..translation import LENGTH_PENALTY, MAX_LENGTH_OFFSET, NUM_BEAMS, check_search_settings, translate
 
 logger = logging.getLogger(__name__)
@@ -324,14 +324,16 @@ def finetune(
     """Fine-tune, then save the checkpoint with the best evaluation BLEU to ``args.output_dir``.
 
     The output directory then holds, next to the Trainer's ``checkpoint-*`` folders, a model directory written by
-    `save_model_dir` like the one the main training job exports, with `SUMMARY_FILE`, the run summary that
-    `vanilla_transformer.export.hub` turns into a model card. A model with a LoRA adapter (a peft ``PeftModel``)
-    trains its adapter only and is saved as an adapter folder by `save_adapter_dir`.
+    `save_model_dir` like the one the main training job exports, with `SUMMARY_FILE`, the run summary
+    (`vanilla_transformer.model_summary`) that `vanilla_transformer.export.hub` turns into a model card. A model
+    with a LoRA adapter (a peft ``PeftModel``) trains its adapter only and is saved as an adapter folder by
+    `save_adapter_dir`.
 
     Args:
         model, tokenizer, train_pairs, eval_pairs, args, max_length, callbacks, search: As for `build_trainer`.
         description: Recorded in the summary: ``base_model`` (the model fine-tuned), ``dataset`` (a Hub id),
-            ``dataset_name``, ``dataset_config``, ``src_lang``, ``tgt_lang``, ``eval_split``.
+            ``dataset_name``, ``dataset_config``, ``src_lang``, ``tgt_lang``, ``eval_split``, or any other field of
+            `vanilla_transformer.model_summary.SUMMARY_FIELDS`; checked before training.
         resume_from_checkpoint: A checkpoint folder to continue from, or True for the last one in
             ``args.output_dir`` (default: ``args.resume_from_checkpoint``).
         merge: With a LoRA adapter, also write the merged model (``merge_and_unload``) as a plain model directory
@@ -341,8 +343,10 @@ def finetune(
         The output directory, the final evaluation metrics, the summary and the Trainer's log.
 
     Raises:
-        ValueError: If `merge` is set for a model without an adapter.
+        ValueError: If `merge` is set for a model without an adapter, or `description` has a value of the wrong type.
+        TypeError: If `description` has a key that is not a summary field.
     """
+    description = build_summary(**(description or {}))  # before training, not after it
     if merge and not is_peft_model(model):
         raise ValueError("merge=True merges a LoRA adapter: give a model with one (add_lora)")
     output_dir = Path(args.output_dir)
@@ -361,7 +365,7 @@ def finetune(
     try:
         evaluation = trainer.evaluate()  # of the best checkpoint, loaded by load_best_model_at_end
         metrics = {key.removeprefix("eval_"): value for key, value in evaluation.items()}
-        summary = _summary(trainer, train_output.metrics, metrics, description or {})
+        summary = _summary(trainer, train_output.metrics, metrics, description)
     except (ValueError, RuntimeError, KeyError, TypeError) as error:  # the trained weights are not lost with it
         if trainer.is_world_process_zero():
             _save(trainer.model, tokenizer, output_dir, None, generation_config=generation_config, summary=None)
@@ -407,21 +411,21 @@ def _save(
 def _summary(
     trainer: Seq2SeqTrainer, train_metrics: Mapping[str, float], metrics: Mapping[str, float], description: Mapping
 ) -> dict[str, Any]:
-    """The fine-tuning run's figures, in the schema of `vanilla_transformer.export.hub.read_training_summary`."""
+    """The fine-tuning run's figures, `description` first (`vanilla_transformer.model_summary.build_summary`)."""
     args, signatures = trainer.args, trainer.signatures
-    summary = {
-        **{key: value for key, value in description.items() if value is not None},
-        "train_pairs": len(trainer.train_dataset),
-        "steps": trainer.state.global_step,
-        "epochs": trainer.state.epoch,
-        "train_hours": train_metrics["train_runtime"] / 3600,
-        "num_processes": args.world_size,
-        "bleu": metrics.get("bleu"),
-        "signature": signatures.get("bleu"),
-        "chrf": metrics.get("chrf"),
-        "chrf_signature": signatures.get("chrf"),
-        "exact_match": metrics.get("exact_match"),
-        "recipe": {
+    summary = build_summary(**description)
+    measured = build_summary(
+        train_pairs=len(trainer.train_dataset),
+        steps=trainer.state.global_step,
+        epochs=trainer.state.epoch,
+        train_hours=train_metrics["train_runtime"] / 3600,
+        num_processes=args.world_size,
+        bleu=metrics.get("bleu"),
+        signature=signatures.get("bleu"),
+        chrf=metrics.get("chrf"),
+        chrf_signature=signatures.get("chrf"),
+        exact_match=metrics.get("exact_match"),
+        recipe={
             "method": "fine-tuning with transformers' Seq2SeqTrainer",
             "optimizer": f"{args.optim.value}, betas ({args.adam_beta1}, {args.adam_beta2}), eps {args.adam_epsilon}",
             "learning_rate": args.learning_rate,
@@ -434,11 +438,12 @@ def _summary(
             "selected by": f"evaluation {args.metric_for_best_model.removeprefix('eval_')}",
             "evaluation search": ", ".join(f"{key} {value}" for key, value in trainer.search.items()),
         },
-    }
+    )
+    summary.update(measured)  # a field of both keeps the description's place, as in {**description, **measured}
     if is_peft_model(trainer.model):
         summary["recipe"]["method"] = "LoRA fine-tuning (peft) with transformers' Seq2SeqTrainer"
         summary["recipe"].update(lora_settings(trainer.model))
-    return {key: value for key, value in summary.items() if value is not None}
+    return summary
 
 
 __all__ = [

@@ -12,7 +12,8 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from ..atomic import write_file
 from ..data import split_files
-from ..model_dir import save_model_dir, write_training_summary
+from ..model_dir import save_model_dir
+from ..model_summary import build_summary, write_training_summary
 from ..modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
 )
@@ -93,33 +94,33 @@ def local_data_description(corpus: RunCorpus) -> dict[str, str] | None:
 
 
 def training_summary(config: TrainingConfig, corpus: RunCorpus, results: dict[str, Any]) -> dict[str, Any]:
-    """The run's figures for the model card, from its ``results.json`` (`results`), in the schema of
-    `vanilla_transformer.export.hub.read_training_summary`. A Hugging Face dataset is named by its Hub id; the
-    user's own files by their names and folder (`local_data_description`), with no Hub id."""
+    """The run's figures for the model card, from its ``results.json`` (`results`), built by
+    `vanilla_transformer.model_summary.build_summary`. A Hugging Face dataset is named by its Hub id; the user's own
+    files by their names and folder (`local_data_description`), with no Hub id."""
     hub_dataset = config.data.dataset.removeprefix("hf:") if config.data.dataset.startswith("hf:") else None
     local = local_data_description(corpus)
     notes = None if hub_dataset else f"trained on the {config.data.dataset!r} data of vanilla-transformer"
     if local:
         notes = local["notes"]
-    return {
-        "dataset": hub_dataset,
-        "dataset_name": hub_dataset or (local["dataset_name"] if local else config.data.dataset),
-        "local_data": local["local_data"] if local else None,
-        "dataset_config": config.data.dataset_config if hub_dataset else None,
-        "src_lang": config.data.src_lang,
-        "tgt_lang": config.data.tgt_lang,
-        "train_pairs": results.get("train_pairs"),
-        "eval_split": config.data.test_split,
-        "steps": results["step"],
-        "epochs": results.get("epochs"),
-        "train_hours": results["train_minutes"] / 60,
-        "num_processes": results.get("num_processes"),
-        "tokens_per_step": results.get("tokens_per_step"),
-        "bleu": results.get("test_bleu"),
-        "signature": results.get("test_bleu_signature"),
-        "chrf": results.get("test_chrf"),
-        "exact_match": results.get("test_exact_match"),
-        "recipe": {
+    return build_summary(
+        dataset=hub_dataset,
+        dataset_name=hub_dataset or (local["dataset_name"] if local else config.data.dataset),
+        local_data=local["local_data"] if local else None,
+        dataset_config=config.data.dataset_config if hub_dataset else None,
+        src_lang=config.data.src_lang,
+        tgt_lang=config.data.tgt_lang,
+        train_pairs=results.get("train_pairs"),
+        eval_split=config.data.test_split,
+        steps=results["step"],
+        epochs=results.get("epochs"),
+        train_hours=results["train_minutes"] / 60,
+        num_processes=results.get("num_processes"),
+        tokens_per_step=results.get("tokens_per_step"),
+        bleu=results.get("test_bleu"),
+        signature=results.get("test_bleu_signature"),
+        chrf=results.get("test_chrf"),
+        exact_match=results.get("test_exact_match"),
+        recipe={
             "preset": config.preset,
             "tokens per micro-batch and process": results.get(
                 "tokens_per_micro_batch", config.optimization.max_tokens
@@ -131,8 +132,8 @@ def training_summary(config: TrainingConfig, corpus: RunCorpus, results: dict[st
             "beam size": config.decoding.num_beams,
             "length penalty (GNMT alpha)": config.decoding.length_penalty,
         },
-        "notes": notes,
-    }
+        notes=notes,
+    )
 
 
 def average_run(run_dir: str | Path, last: int | None = None, output_dir: str | Path | None = None) -> Path:
