@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError, safe_open
 from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
 WEIGHTS_FILE = "model.safetensors"
@@ -84,21 +84,17 @@ SAFETENSORS_DTYPES = {
 
 
 def safetensors_header(path: str | os.PathLike[str]) -> dict[str, tuple[str, list[int]]]:
-    """The (dtype, shape) of each tensor a safetensors file declares, from its header alone (nothing else is read).
+    """The (dtype, shape) of each tensor a safetensors file declares, from its header (no weight is read): the one
+    reader of a safetensors header, safetensors' own, which also checks that the header covers the whole file.
 
     Raises:
-        ValueError: If the header is cut or not the JSON object of a safetensors file, naming the file.
+        ValueError: If the file is empty, cut, or not a safetensors file, naming the file.
     """
     try:
-        with open(path, "rb") as file:
-            (length,) = struct.unpack("<Q", file.read(8))
-            if length > os.fstat(file.fileno()).st_size:
-                raise ValueError(f"a header of {length} bytes is longer than the file")
-            header = json.loads(file.read(length))
-        return {
-            name: (entry["dtype"], list(entry["shape"])) for name, entry in header.items() if name != "__metadata__"
-        }
-    except (struct.error, ValueError, KeyError, TypeError, AttributeError) as error:
+        with safe_open(str(path), framework="pt") as handle:
+            slices = {name: handle.get_slice(name) for name in handle.keys()}
+            return {name: (part.get_dtype(), list(part.get_shape())) for name, part in slices.items()}
+    except SafetensorError as error:  # an empty, truncated or foreign file
         raise ValueError(
             f"{path} is not a complete safetensors file ({error}): the file is damaged: {LOAD_FIX}"
         ) from error
