@@ -205,6 +205,15 @@ def test_local_files_given_one_by_one_are_named_by_folder_and_file():
     assert card.datasets == ["wmt14"] and card.eval_results[0].dataset_type == "wmt14"
 
 
+def test_a_hub_id_is_org_and_name_and_never_a_local_path(tmp_path, monkeypatch):
+    """The one Hub-id test, of the card's base model and links and of an adapter's base at upload."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs" / "model").mkdir(parents=True)
+    assert hub.is_hub_id("org/name") and hub.hub_url("org/name") == "https://huggingface.co/org/name"
+    for name in ("name", "runs/model", "../base", "./base", "/runs/x", "a/b/c", "org--x/name", "org/na me", ""):
+        assert not hub.is_hub_id(name) and hub.hub_url(name) is None, name
+
+
 def test_fine_tuned_model_card_names_its_base_model_and_dataset(summarised_model_dir, tmp_path):
     summary = {
         "base_model": "org/base",

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -55,13 +54,24 @@ checks that the two are equal)."""
 
 _TAGS = ["translation", "transformer", "attention-is-all-you-need", "vanilla-transformer"]
 _METRICS = {"bleu": "BLEU (sacreBLEU)", "chrf": "chrF (sacreBLEU)", "exact_match": "Exact match (%)"}
-_HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
+
+
+def is_hub_id(name: str) -> bool:
+    """Whether `name` is a Hub model id, ``org/name``, that others can load: not a local path (`is_local_path`), one
+    "/", and valid by the Hub's rules (``validate_repo_id``)."""
+    if is_local_path(name) or name.count("/") != 1:
+        return False
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
 
 
 def hub_url(name: str) -> str | None:
     """The absolute address of a Hub model id (``org/name``): cards are read on the Hub and elsewhere, where a
     relative link would point into the card's own repository; None for a local path or a plain name."""
-    return f"https://huggingface.co/{name}" if _HUB_ID.fullmatch(name) else None
+    return f"https://huggingface.co/{name}" if is_hub_id(name) else None
 
 
 def model_card_data(summary: Mapping[str, Any], model_name: str) -> ModelCardData:
@@ -94,7 +104,7 @@ def model_card_data(summary: Mapping[str, Any], model_name: str) -> ModelCardDat
         pipeline_tag="translation",
         tags=_TAGS,
         datasets=[summary["dataset"]] if summary.get("dataset") else None,
-        base_model=base_model if base_model and _HUB_ID.fullmatch(base_model) else None,
+        base_model=base_model if base_model and is_hub_id(base_model) else None,
         model_name=model_name,
         eval_results=eval_results or None,
     )
@@ -306,7 +316,7 @@ def _prepare_adapter_folder(
         FileNotFoundError: If the base model is not found.
     """
     hub_base = base_model or adapter_base_model(adapter_dir)
-    if not _is_hub_id(hub_base):
+    if not is_hub_id(hub_base):
         raise ValueError(
             f"the base model of {adapter_dir} is {hub_base!r}, not a Hub id that others can load: push the base model "
             "first, then give its Hub id (vanilla-transformer push --base-model ORG/NAME)"
@@ -322,16 +332,6 @@ def _prepare_adapter_folder(
         what="folder",
     )
     return Path(folder)
-
-
-def _is_hub_id(name: str) -> bool:
-    if is_local_path(name):
-        return False
-    try:
-        validate_repo_id(name)
-    except HFValidationError:
-        return False
-    return True
 
 
 # --------------------------------------------------------------------------- upload
@@ -380,6 +380,7 @@ __all__ = [
     "build_adapter_card",
     "build_model_card",
     "hub_url",
+    "is_hub_id",
     "model_card_data",
     "prepare_upload_folder",
     "push_to_hub",
