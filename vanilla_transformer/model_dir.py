@@ -145,12 +145,14 @@ def save_adapter_dir(
         repo_id: Where the card says the adapter is (default: `directory`).
 
     Raises:
-        ValueError: If `model` is not a ``PeftModel``.
+        ValueError: If `model` is not a ``PeftModel``, or a value of `summary` has the wrong type.
+        TypeError: If `summary` has a key that is not a summary field.
     """
     from .export.hub import build_adapter_card  # the Hub's card; imported here, as export.hub imports this module
 
     if not is_peft_model(model):
         raise ValueError(f"save_adapter_dir saves a peft PeftModel, got {type(model).__name__}")
+    summary = build_summary(**(summary or {}))  # checked before anything is written
     directory = Path(directory)
     if base_model is not None:
         model.peft_config[model.active_adapter].base_model_name_or_path = base_model
@@ -158,7 +160,6 @@ def save_adapter_dir(
     if tokenizer is not None:
         tokenizer.model_max_length = model.config.max_position_embeddings
         tokenizer.save_pretrained(directory)
-    summary = build_summary(**(summary or {}))
     if summary:
         write_training_summary(directory, {**summary, "base_model": base_model_of(model)})
     build_adapter_card(model, summary, repo_id or str(directory)).save(directory / "README.md")
