@@ -20,13 +20,13 @@ from transformers import GenerationConfig
 
 from vanilla_transformer.generation_vanilla_transformer import gnmt_length_penalty
 from vanilla_transformer.model_dir import save_model_dir
-from vanilla_transformer.tokenization import EOS_ID, train_tokenizer
-from vanilla_transformer.translation import (
+from vanilla_transformer.serving.search import (
     paper_generation_config,
     trace_beam_search,
     translate,
     translate_ids,
 )
+from vanilla_transformer.tokenization import EOS_ID, train_tokenizer
 
 
 def test_gnmt_length_penalty_values():
@@ -195,7 +195,7 @@ def test_a_marian_model_searches_through_the_adapter_as_transformers_at_alpha_ze
 ):
     """Any Hugging Face encoder-decoder with a cache runs the same search (`decoding.CachedStepDecoder`): at
     alpha 0, transformers' own beam search on MarianMT; and translate() gives our model's translations."""
-    from vanilla_transformer.decoding import CachedStepDecoder
+    from vanilla_transformer.serving.step_decoders import CachedStepDecoder
 
     steps = []
     step = CachedStepDecoder.step
@@ -223,7 +223,7 @@ def test_a_marian_model_searches_through_the_adapter_as_the_oracle(padded_batch,
 def test_the_adapter_copies_the_encoder_output_only_when_sentences_leave(marian, copy_model, padded_batch):
     """Reordering the beams of each sentence leaves its rows' encoder output as it was (the rows of a sentence hold
     the same one), so no copy is made; when a sentence finishes, its rows go and the others keep theirs."""
-    from vanilla_transformer.decoding import CachedStepDecoder
+    from vanilla_transformer.serving.step_decoders import CachedStepDecoder
 
     input_ids, attention_mask = padded_batch(marian_sources(copy_model)[:2], marian.config.pad_token_id)
     decoder = CachedStepDecoder(marian, input_ids, attention_mask, beams=3)

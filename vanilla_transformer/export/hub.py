@@ -43,7 +43,7 @@ from ..model_dir import (
     save_model_dir,
     write_training_summary,
 )
-from ..translation import paper_generation_config
+from ..serving.search import paper_generation_config
 
 logger = logging.getLogger(__name__)
 

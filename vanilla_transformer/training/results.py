@@ -16,7 +16,7 @@ from ..model_dir import save_model_dir, write_training_summary
 from ..modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
 )
-from ..translation import paper_generation_config
+from ..serving.search import paper_generation_config
 from .checkpoints import (
     average_checkpoints,
     list_checkpoints,
