@@ -193,8 +193,8 @@ def marian_sources(copy_model) -> list[list[int]]:
 def test_a_marian_model_searches_through_the_adapter_as_transformers_at_alpha_zero(
     marian, copy_model, padded_batch, monkeypatch
 ):
-    """Any Hugging Face encoder-decoder with a cache runs the same search (`decoding.CachedStepDecoder`): at
-    alpha 0, transformers' own beam search on MarianMT; and translate() gives our model's translations."""
+    """Any Hugging Face encoder-decoder with a cache runs the same search (`serving.step_decoders.CachedStepDecoder`):
+    at alpha 0, transformers' own beam search on MarianMT; and translate() gives our model's translations."""
     from vanilla_transformer.serving.step_decoders import CachedStepDecoder
 
     steps = []
