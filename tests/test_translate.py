@@ -236,6 +236,33 @@ def test_the_adapter_copies_the_encoder_output_only_when_sentences_leave(marian,
     assert torch.equal(decoder.memory_mask, attention_mask[[1, 1, 1]])
 
 
+def test_the_search_and_generate_pick_the_fast_decoder_by_one_rule(make_tiny_model, padded_batch, decoder_steps):
+    """The search's router (`serving.step_decoders.step_decoder`) and generate() ask the same question
+    (`decoder_vanilla_transformer.incremental_decoder_problem`): in eval mode, or in training mode without dropout,
+    both decode on the fast decoder; in training mode with dropout, or with a forward hook on the decoder, neither
+    does."""
+    import warnings
+
+    from vanilla_transformer.serving.step_decoders import step_decoder
+
+    input_ids, attention_mask = padded_batch([[5, 6, 7, EOS_ID], [8, EOS_ID]])
+    hooked = make_tiny_model(0)
+    hooked.model.decoder.layers[0].fc1.register_forward_hook(lambda module, inputs, output: output)
+    cases = {
+        "eval mode": (make_tiny_model(0, dropout=0.1), True),
+        "training mode with dropout": (make_tiny_model(0, dropout=0.1).train(), False),
+        "training mode, dropping nothing": (make_tiny_model(0).train(), True),  # it computes what eval mode does
+        "a forward hook": (hooked, False),
+    }
+    for name, (model, fast) in cases.items():
+        picked = type(step_decoder(model, input_ids, attention_mask, 2, 5)).__name__
+        decoder_steps.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a fall-back's warning
+            model.generate(input_ids=input_ids, attention_mask=attention_mask, num_beams=2, max_new_tokens=3)
+        assert (picked == "IncrementalDecoder", bool(decoder_steps)) == (fast, fast), name
+
+
 def test_a_trace_through_the_adapter_is_translate(marian, copy_model):
     tokenizer = copy_model[1]
     for sentence in copy_task.sentences(3, seed=8):
