@@ -28,7 +28,7 @@ from bench import Record, interleave
 from vanilla_transformer.data import DATA_DIR_VARIABLE, CorpusSpec, shared_data_dir, split_files
 from vanilla_transformer.metrics import compute_bleu
 from vanilla_transformer.model_dir import load_model_dir
-from vanilla_transformer.translation import translate
+from vanilla_transformer.serving.search import translate
 
 MULTI30K = shared_data_dir("multi30k")
 """Where ``--source`` and ``--reference`` default to Multi30k's 2016 test set: ``$VANILLA_TRANSFORMER_DATA``, if set."""

@@ -38,8 +38,8 @@ from vanilla_transformer.export.marian import marian_permutation, vanilla_to_mar
 from vanilla_transformer.extras import import_optional
 from vanilla_transformer.metrics import exact_match
 from vanilla_transformer.model_dir import load_model_dir
+from vanilla_transformer.serving.search import translate
 from vanilla_transformer.training.lora import add_lora
-from vanilla_transformer.translation import translate
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

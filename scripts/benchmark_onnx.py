@@ -50,11 +50,13 @@ from bench import Record, interleave
 from benchmarking import model_config
 
 from vanilla_transformer.data import CorpusSpec, load_corpus, shared_data_dir
-from vanilla_transformer.export.ctranslate2 import export_ctranslate2, load_translator
-from vanilla_transformer.export.onnx import export_onnx, load_onnx
+from vanilla_transformer.export.ctranslate2 import export_ctranslate2
+from vanilla_transformer.export.onnx import export_onnx
 from vanilla_transformer.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+from vanilla_transformer.serving.search import LENGTH_PENALTY, MAX_LENGTH_OFFSET, translate, translate_ids
+from vanilla_transformer.serving.with_ctranslate2 import load_translator
+from vanilla_transformer.serving.with_onnxruntime import load_onnx
 from vanilla_transformer.tokenization import train_tokenizer
-from vanilla_transformer.translation import LENGTH_PENALTY, MAX_LENGTH_OFFSET, translate, translate_ids
 
 CONTESTANTS = ("torch", "ort_fp32", "ort_int8", "ct2_fp32", "ct2_int8")
 
@@ -217,7 +219,7 @@ def bench_quality(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _translate_ct2(translator, tokenizer, sources: list[str]) -> list[str]:
-    from vanilla_transformer.export.ctranslate2 import translate_ctranslate2
+    from vanilla_transformer.serving.with_ctranslate2 import translate_ctranslate2
 
     longest = max((len(ids) for ids in tokenizer(sources)["input_ids"]), default=0)
     return translate_ctranslate2(

@@ -60,11 +60,11 @@ def worker(name: str, data: Path, threads: int) -> None:
 
     from vanilla_transformer import VanillaTransformerForConditionalGeneration
     from vanilla_transformer.data.cache import TokenCorpus
+    from vanilla_transformer.serving.search import translate
     from vanilla_transformer.training import Trainer, build_model_config
     from vanilla_transformer.training.checkpoints import load_weights
     from vanilla_transformer.training.run import accelerator_options
     from vanilla_transformer.training.step import to_device
-    from vanilla_transformer.translation import translate
 
     out = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")  # the protocol; anything else printed: stderr
     os.dup2(2, 1)

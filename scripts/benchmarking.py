@@ -409,7 +409,8 @@ def _ctranslate2_translators(model, corpus: Corpus, settings: Settings) -> dict[
         import ctranslate2
     except ImportError:
         return {}
-    from vanilla_transformer.export.ctranslate2 import export_ctranslate2, load_translator
+    from vanilla_transformer.export.ctranslate2 import export_ctranslate2
+    from vanilla_transformer.serving.with_ctranslate2 import load_translator
 
     device = settings.torch_device
     if device.type == "cuda" and ctranslate2.get_cuda_device_count() == 0:

@@ -30,9 +30,9 @@ from bench import Record
 from vanilla_transformer.data.spec import load_corpus
 from vanilla_transformer.metrics import compute_bleu, compute_chrf
 from vanilla_transformer.model_dir import load_model_dir
+from vanilla_transformer.serving.search import translate
 from vanilla_transformer.training.config import TRAINING_CONFIG_NAME, TrainingConfig
 from vanilla_transformer.training.setup import corpus_spec
-from vanilla_transformer.translation import translate
 
 ALPHAS = (0.0, 0.6, 0.8, 1.0, 1.2, 1.5, 2.0)
 

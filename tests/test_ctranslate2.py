@@ -22,11 +22,10 @@ from copy_task import sentences  # noqa: E402
 from tiny_model import load_script  # noqa: E402
 
 from vanilla_transformer import sinusoidal_table  # noqa: E402
-from vanilla_transformer.export.ctranslate2 import (  # noqa: E402
+from vanilla_transformer.export.ctranslate2 import export_ctranslate2, model_spec  # noqa: E402
+from vanilla_transformer.serving.with_ctranslate2 import (  # noqa: E402
     cpu_backend,
-    export_ctranslate2,
     load_translator,
-    model_spec,
     translate_ctranslate2,
 )
 
@@ -153,7 +152,7 @@ def test_int8_bleu_with_ctranslate2s_default_backend(exported, tmp_path):
         import json, sys
         import sacrebleu
         from transformers import AutoTokenizer
-        from vanilla_transformer.export.ctranslate2 import cpu_backend, translate_ctranslate2
+        from vanilla_transformer.serving.with_ctranslate2 import cpu_backend, translate_ctranslate2
         references = open({str(tmp_path / "references.txt")!r}, encoding="utf-8").read().splitlines()
         tokenizer = AutoTokenizer.from_pretrained({str(root / "model")!r})
         bleu = {{}}

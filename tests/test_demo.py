@@ -20,7 +20,7 @@ from huggingface_hub import metadata_load
 from vanilla_transformer.demo import Session, positions, show_attention, show_beam, translate_with_attention
 from vanilla_transformer.demo.render import beam_verdict
 from vanilla_transformer.demo.space import MODEL_VARIABLE, write_space
-from vanilla_transformer.translation import BeamStep, BeamTrace, translate
+from vanilla_transformer.serving.search import BeamStep, BeamTrace, translate
 
 SENTENCE = "red dog eats small fish"
 

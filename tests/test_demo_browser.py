@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vanilla_transformer.translation import translate
+from vanilla_transformer.serving.search import translate
 
 gradio = pytest.importorskip("gradio", reason="the demo extra (gradio) is not installed")
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the dev extra)")

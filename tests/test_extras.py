@@ -31,7 +31,7 @@ def run_core_work(exported_model_dir, block: list[str]) -> dict:
         from transformers import pipeline
         import vanilla_transformer
         from vanilla_transformer.model_dir import load_model_dir
-        from vanilla_transformer.translation import translate
+        from vanilla_transformer.serving.search import translate
 
         model, tokenizer = load_model_dir({str(exported_model_dir)!r})
         inputs = tokenizer({SOURCES!r}, padding=True, return_tensors="pt")

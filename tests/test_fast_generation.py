@@ -11,9 +11,9 @@ from transformers.cache_utils import DynamicCache, EncoderDecoderCache, StaticCa
 
 from vanilla_transformer.cache_vanilla_transformer import cache_field
 from vanilla_transformer.generation_vanilla_transformer import _top
+from vanilla_transformer.serving.search import paper_generation_config, translate
 from vanilla_transformer.tokenization import EOS_ID
 from vanilla_transformer.training.step import compile_count
-from vanilla_transformer.translation import paper_generation_config, translate
 
 SOURCES = [[5, 6, 7, 8, 9, 10, EOS_ID], [11, 4, 5, EOS_ID], [7, EOS_ID], [4, 4, 9, 10, 6, EOS_ID]]
 

@@ -15,8 +15,8 @@ from torch.nn import functional as F
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig, TrainerCallback
 
 from vanilla_transformer.model_dir import load_model_dir
+from vanilla_transformer.serving.search import translate
 from vanilla_transformer.training.finetune import build_trainer, finetune, training_arguments
-from vanilla_transformer.translation import translate
 
 # Two short targets, then two long ones: with batches of 2 in order, the two micro-batches of one step hold very
 # different numbers of target tokens, so a mean of per-micro-batch means differs from the mean over all tokens.

@@ -1,6 +1,7 @@
 """The layout rules of docs/development.md that the code itself can show: no test module imports another test
-module (shared helpers live in conftest.py or a helper module), and no module imports another's private names
-(those of the package; a private name of torch or transformers is tested against each supported version where used)."""
+module (shared helpers live in conftest.py or a helper module), no module imports another's private names
+(those of the package; a private name of torch or transformers is tested against each supported version where used),
+and export/ writes folders while serving/ runs them."""
 
 import ast
 from pathlib import Path
@@ -44,3 +45,52 @@ def test_no_module_imports_a_private_name_of_another():
         if name.startswith("_") and not name.startswith("__")
     ]
     assert not offenders, offenders
+
+
+SERVING_NAMES = {
+    "InferenceSession",  # onnxruntime: what runs a graph
+    "Translator",  # ctranslate2: what runs a converted model
+    "translate_batch",  # ctranslate2's search
+    "step_decoder",  # the package's search, and what it runs on
+    "translate",
+    "translate_ids",
+    "trace_beam_search",
+    "OnnxSeq2SeqModel",
+    "OnnxStepDecoder",
+    "load_onnx",
+    "load_translator",
+    "translate_ctranslate2",
+}
+"""What runs a model or an exported folder: serving/'s, which no module under export/ defines, imports or calls."""
+
+
+def _names(path: Path) -> set[str]:
+    """Every name `path` defines, imports, reads or takes as an attribute."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, ast.alias):
+            names.add(node.name.rsplit(".", 1)[-1])
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+    return names
+
+
+def test_export_writes_folders_and_serving_runs_them():
+    package = REPOSITORY / "vanilla_transformer"
+    serving_in_export = [
+        f"{path.relative_to(REPOSITORY)}: {', '.join(sorted(_names(path) & SERVING_NAMES))}"
+        for path in sorted((package / "export").rglob("*.py"))
+        if _names(path) & SERVING_NAMES
+    ]
+    assert not serving_in_export, serving_in_export
+    writers = {"write_directory", "write_file", "replace_file", "save_pretrained", "save_model_dir"}
+    writing_in_serving = [
+        f"{path.relative_to(REPOSITORY)}: {', '.join(sorted(_names(path) & writers))}"
+        for path in sorted((package / "serving").rglob("*.py"))
+        if _names(path) & writers
+    ]
+    assert not writing_in_serving, writing_in_serving

@@ -12,7 +12,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.model_dir import load_model_dir, save_model_dir
 from vanilla_transformer.model_summary import SUMMARY_FILE
-from vanilla_transformer.translation import paper_generation_config
+from vanilla_transformer.serving.search import paper_generation_config
 
 
 @pytest.fixture(scope="module")

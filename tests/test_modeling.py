@@ -643,7 +643,7 @@ def test_remote_code_loads_without_the_package(make_tiny_model, tmp_path):
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-2:] == [str(expected), str(paper_output)]
-    from vanilla_transformer.translation import translate_ids
+    from vanilla_transformer.serving.search import translate_ids
 
     reference = translate_ids(
         model, torch.tensor(sources), torch.tensor(masks), num_beams=3, length_penalty=0.6, max_length_offset=4

@@ -15,18 +15,18 @@ import onnx
 from copy_task import sentences
 
 from vanilla_transformer.cli import main as cli_main
-from vanilla_transformer.export.onnx import (
+from vanilla_transformer.decoder_vanilla_transformer import unsupported_modules
+from vanilla_transformer.export.onnx import export_onnx
+from vanilla_transformer.model_dir import save_model_dir
+from vanilla_transformer.serving.search import paper_generation_config, translate, translate_ids
+from vanilla_transformer.serving.with_onnxruntime import (
     DECODER_FILE,
     ENCODER_FILE,
     OnnxStepDecoder,
     cache_names,
-    export_onnx,
     load_onnx,
     quantized_name,
 )
-from vanilla_transformer.export.onnx_graphs import untraceable
-from vanilla_transformer.model_dir import save_model_dir
-from vanilla_transformer.translation import paper_generation_config, translate, translate_ids
 
 SOURCES = sentences(12, seed=5)
 
@@ -184,7 +184,10 @@ def test_a_model_with_an_adapter_or_a_hook_is_refused_by_name(copy_model, tmp_pa
     recorded = copy.deepcopy(model)  # transformers' own output recording leaves hooks that change no output
     batch = tokenizer(["red dog"], return_tensors="pt")
     recorded(**batch, decoder_input_ids=batch["input_ids"][:, :1], output_hidden_states=True)
-    assert any(module._forward_hooks for module in recorded.modules()) and untraceable(recorded) == ""
+    assert (
+        any(module._forward_hooks for module in recorded.modules())
+        and unsupported_modules(recorded, traced=True) == ""
+    )
     hooked = copy.deepcopy(model)
     hooked.model.decoder.layers[0].fc1.register_forward_hook(lambda module, inputs, output: output * 2)
     with pytest.raises(ValueError, match="forward hook on model.decoder.layers.0.fc1"):

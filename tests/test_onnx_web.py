@@ -27,7 +27,7 @@ from copy_task import sentences
 
 from vanilla_transformer.export.onnx import export_onnx
 from vanilla_transformer.export.web import TRANSFORMERS_JS_ENV
-from vanilla_transformer.translation import paper_generation_config
+from vanilla_transformer.serving.search import paper_generation_config
 
 CHECKOUT_PACKAGE = (
     Path(__file__).resolve().parents[1] / ".cache/transformers-js/node_modules/@huggingface/transformers"

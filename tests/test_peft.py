@@ -194,7 +194,7 @@ def test_merged_and_unmerged_decode_the_same(lora_run, tiny_model_dir):
     from safetensors.torch import load_file
 
     from vanilla_transformer.model_dir import load_model_dir
-    from vanilla_transformer.translation import translate
+    from vanilla_transformer.serving.search import translate
 
     merged_dir = lora_run / "merged"
     assert load_file(merged_dir / "model.safetensors").keys() == load_file(tiny_model_dir / "model.safetensors").keys()
@@ -226,7 +226,7 @@ def test_translate_and_evaluate_use_the_adapter_folder(lora_run, tiny_model_dir,
         write_lines(tmp_path / "src.en", sources),
         write_lines(tmp_path / "ref.de", references),
     )
-    from vanilla_transformer.translation import translate
+    from vanilla_transformer.serving.search import translate
 
     peft_model = PeftModel.from_pretrained(AutoModelForSeq2SeqLM.from_pretrained(tiny_model_dir), lora_run).eval()
     # the commands' search (the paper's, width 1 here, which is not greedy: a sentence that ends stays a candidate

@@ -87,7 +87,7 @@ def test_pipeline_needs_trust_remote_code_and_the_shipped_code(pipeline_model_di
 def test_translation_pipeline_runs_the_papers_search_from_the_exported_config(pipeline_model_dir, tmp_path):
     """A model exported with `paper_generation_config` (GNMT alpha 0.6, input length + 50, exact stop): the
     pipeline translates exactly as `translate` does (remote code: `test_remote_code_loads_without_the_package`)."""
-    from vanilla_transformer.translation import paper_generation_config, translate
+    from vanilla_transformer.serving.search import paper_generation_config, translate
 
     paper_dir = tmp_path / "paper"
     shutil.copytree(pipeline_model_dir, paper_dir)

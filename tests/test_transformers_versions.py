@@ -17,7 +17,7 @@ from transformers import GenerationMixin
 import vanilla_transformer.generation_vanilla_transformer as fast
 from vanilla_transformer.cache_vanilla_transformer import UnsupportedCacheError, cache_field
 from vanilla_transformer.export.marian import vanilla_to_marian
-from vanilla_transformer.translation import translate
+from vanilla_transformer.serving.search import translate
 
 
 def test_the_copy_model_copies(copy_model, copy_batch):

@@ -20,13 +20,13 @@ from transformers import GenerationConfig
 
 from vanilla_transformer.generation_vanilla_transformer import gnmt_length_penalty
 from vanilla_transformer.model_dir import save_model_dir
-from vanilla_transformer.tokenization import EOS_ID, train_tokenizer
-from vanilla_transformer.translation import (
+from vanilla_transformer.serving.search import (
     paper_generation_config,
     trace_beam_search,
     translate,
     translate_ids,
 )
+from vanilla_transformer.tokenization import EOS_ID, train_tokenizer
 
 
 def test_gnmt_length_penalty_values():
@@ -193,9 +193,9 @@ def marian_sources(copy_model) -> list[list[int]]:
 def test_a_marian_model_searches_through_the_adapter_as_transformers_at_alpha_zero(
     marian, copy_model, padded_batch, monkeypatch
 ):
-    """Any Hugging Face encoder-decoder with a cache runs the same search (`decoding.CachedStepDecoder`): at
-    alpha 0, transformers' own beam search on MarianMT; and translate() gives our model's translations."""
-    from vanilla_transformer.decoding import CachedStepDecoder
+    """Any Hugging Face encoder-decoder with a cache runs the same search (`serving.step_decoders.CachedStepDecoder`):
+    at alpha 0, transformers' own beam search on MarianMT; and translate() gives our model's translations."""
+    from vanilla_transformer.serving.step_decoders import CachedStepDecoder
 
     steps = []
     step = CachedStepDecoder.step
@@ -223,7 +223,7 @@ def test_a_marian_model_searches_through_the_adapter_as_the_oracle(padded_batch,
 def test_the_adapter_copies_the_encoder_output_only_when_sentences_leave(marian, copy_model, padded_batch):
     """Reordering the beams of each sentence leaves its rows' encoder output as it was (the rows of a sentence hold
     the same one), so no copy is made; when a sentence finishes, its rows go and the others keep theirs."""
-    from vanilla_transformer.decoding import CachedStepDecoder
+    from vanilla_transformer.serving.step_decoders import CachedStepDecoder
 
     input_ids, attention_mask = padded_batch(marian_sources(copy_model)[:2], marian.config.pad_token_id)
     decoder = CachedStepDecoder(marian, input_ids, attention_mask, beams=3)
@@ -234,6 +234,33 @@ def test_the_adapter_copies_the_encoder_output_only_when_sentences_leave(marian,
     decoder.select(torch.tensor([3, 4, 4]))  # sentence 0 finished
     torch.testing.assert_close(decoder.encoded, encoded[[3, 4, 4]], rtol=0, atol=0)
     assert torch.equal(decoder.memory_mask, attention_mask[[1, 1, 1]])
+
+
+def test_the_search_and_generate_pick_the_fast_decoder_by_one_rule(make_tiny_model, padded_batch, decoder_steps):
+    """The search's router (`serving.step_decoders.step_decoder`) and generate() ask the same question
+    (`decoder_vanilla_transformer.incremental_decoder_problem`): in eval mode, or in training mode without dropout,
+    both decode on the fast decoder; in training mode with dropout, or with a forward hook on the decoder, neither
+    does."""
+    import warnings
+
+    from vanilla_transformer.serving.step_decoders import step_decoder
+
+    input_ids, attention_mask = padded_batch([[5, 6, 7, EOS_ID], [8, EOS_ID]])
+    hooked = make_tiny_model(0)
+    hooked.model.decoder.layers[0].fc1.register_forward_hook(lambda module, inputs, output: output)
+    cases = {
+        "eval mode": (make_tiny_model(0, dropout=0.1), True),
+        "training mode with dropout": (make_tiny_model(0, dropout=0.1).train(), False),
+        "training mode, dropping nothing": (make_tiny_model(0).train(), True),  # it computes what eval mode does
+        "a forward hook": (hooked, False),
+    }
+    for name, (model, fast) in cases.items():
+        picked = type(step_decoder(model, input_ids, attention_mask, 2, 5)).__name__
+        decoder_steps.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a fall-back's warning
+            model.generate(input_ids=input_ids, attention_mask=attention_mask, num_beams=2, max_new_tokens=3)
+        assert (picked == "IncrementalDecoder", bool(decoder_steps)) == (fast, fast), name
 
 
 def test_a_trace_through_the_adapter_is_translate(marian, copy_model):

@@ -38,12 +38,57 @@ have exactly: a subclass (a PEFT layer, a quantized linear layer) computes somet
 ``.weight``. The one exception is a LoRA layer over a plain ``nn.Linear`` (`lora_problem`), which is folded in."""
 
 
-def unsupported_modules(model) -> str:
-    """Why the decoder's copied weights would not compute what the model's modules do (``""`` when they would):
-    every module `DecoderWeights` copies is exactly ``nn.Linear``, ``nn.LayerNorm`` or ``nn.Embedding`` (or a plain
-    LoRA layer over an ``nn.Linear``, which it folds in: `lora_problem`), and no module of the decoder or the output
-    projection has a forward hook, a pre-hook or an Accelerate hook."""
-    decoder, head = model.get_decoder(), model.get_output_embeddings()
+def incremental_decoder_problem(model) -> str:
+    """Why `IncrementalDecoder` would not compute what `model` computes (``""`` when it would): the one rule of both
+    ways to it, ``generate()`` (`generation_vanilla_transformer.FastGenerationMixin`) and the package's search
+    (``vanilla_transformer.serving.step_decoders.step_decoder``). The model must be this package's (a
+    ``FastGenerationMixin``, also when loaded as remote code), drop nothing (no dropout in training mode), and have
+    the plain modules the decoder copies (`unsupported_modules`)."""
+    if not any(cls.__name__ == "FastGenerationMixin" for cls in type(model).__mro__):
+        return f"a {type(model).__name__}, not this package's model"
+    if model.training and _has_dropout(model):
+        return "the model in training mode, with dropout"
+    return unsupported_modules(model)
+
+
+def _has_dropout(model) -> bool:
+    """Whether a forward pass in training mode drops anything: attention dropout is a rate the attention function
+    applies, not an ``nn.Dropout`` module, so the configuration's rates are what tell."""
+    config = model.config
+    rates = (getattr(config, name, 0.0) for name in ("dropout", "attention_dropout", "activation_dropout"))
+    return any(rate > 0 for rate in rates) or any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules())
+
+
+def unsupported_modules(model, *, traced: bool = False) -> str:
+    """Why a computation built from the model's modules, not its forward pass, would differ from what the modules
+    compute (``""`` when it would not): the one refusal of adapters and hooks, for the two such computations.
+
+    * ``traced=False``: the weights `DecoderWeights` copies for `IncrementalDecoder`. Every module it copies is
+      exactly ``nn.Linear``, ``nn.LayerNorm`` or ``nn.Embedding`` (or a plain LoRA layer over an ``nn.Linear``,
+      which it folds in: `lora_problem`), and no module of the decoder or the output projection has a hook.
+    * ``traced=True``: the ONNX graphs (``export/onnx_graphs.py``), traced from the model's layers as plain ones: no
+      module of the model is a PEFT layer (an adapter not merged into the weights) or has a hook.
+
+    A hook is a forward hook, a pre-hook or an Accelerate hook (`hooked`); global module hooks are refused too."""
+    if traced:
+        scope, whole = list(model.named_modules()), "the model"
+        problem = next((_peft_problem(name or whole, module) for name, module in scope if _is_peft(module)), "")
+    else:
+        decoder, head = model.get_decoder(), model.get_output_embeddings()
+        scope, whole = [*decoder.named_modules(), ("lm_head", head)], "the decoder"
+        problem = _copied_modules_problem(decoder, head)
+    if problem:
+        return problem
+    with_hooks = [name for name, module in scope if hooked(module)]
+    if with_hooks:
+        return f"a forward hook on {with_hooks[0] or whole}"
+    if any(getattr(torch.nn.modules.module, f"_global_forward_{kind}hooks", None) for kind in ("", "pre_")):
+        return "global module hooks"
+    return ""
+
+
+def _copied_modules_problem(decoder, head) -> str:
+    """Why a module `DecoderWeights` copies is not the plain one it copies (``""`` when each is)."""
     copied = [("embed_tokens", torch.nn.Embedding, decoder.embed_tokens), ("lm_head", torch.nn.Linear, head)]
     for name, module in decoder.layers.named_modules():
         if name.rpartition(".")[2] in _PLAIN:
@@ -55,12 +100,15 @@ def unsupported_modules(model) -> str:
                 return f"{name}: {problem}"
         elif type(module) is not kind:
             return f"{name} is a {type(module).__name__}, not a plain {kind.__name__} (an adapter?)"
-    with_hooks = [name for name, module in [*decoder.named_modules(), ("lm_head", head)] if hooked(module)]
-    if with_hooks:
-        return f"a hook on {with_hooks[0] or 'the decoder'}"
-    if any(getattr(torch.nn.modules.module, f"_global_forward_{kind}hooks", None) for kind in ("", "pre_")):
-        return "global module hooks"
     return ""
+
+
+def _is_peft(module) -> bool:
+    return type(module).__module__.startswith("peft.")
+
+
+def _peft_problem(name: str, module) -> str:
+    return f"{name} is a PEFT {type(module).__name__} (merge the adapter first: merge_and_unload())"
 
 
 _OUTPUT_RECORDING = "transformers.utils.output_capturing"
@@ -290,4 +338,11 @@ def _add_norm(x: torch.Tensor, sublayer: torch.Tensor, norm: tuple) -> torch.Ten
     return F.layer_norm(sublayer.add_(x), *norm)
 
 
-__all__ = ["DecoderWeights", "IncrementalDecoder", "hooked", "lora_problem", "unsupported_modules"]
+__all__ = [
+    "DecoderWeights",
+    "IncrementalDecoder",
+    "hooked",
+    "incremental_decoder_problem",
+    "lora_problem",
+    "unsupported_modules",
+]

@@ -6,7 +6,7 @@ length during inference to input length + 50, but terminate early when possible.
 (Wu et al., 2016): a finished hypothesis Y scores ``log P(Y | X) / ((5 + |Y|) / 6) ** alpha``.
 
 transformers' own beam search divides by ``|Y| ** alpha`` and has one maximum length per batch. Two generation
-config fields, which transformers keeps as they are (`vanilla_transformer.translation.paper_generation_config`
+config fields, which transformers keeps as they are (`vanilla_transformer.serving.search.paper_generation_config`
 writes both), select the paper's search:
 
 * ``length_penalty_type="gnmt"``: GNMT's ``((5 + |Y|) / 6) ** length_penalty`` in place of ``|Y| ** length_penalty``;
@@ -27,13 +27,14 @@ the k best that end finish, the k best others live on; the same early-stopping r
 overhead. The tests check both against transformers and against a plain search written for reading.
 
 The searches need only a `StepDecoder` (one step's logits, selecting rows): the incremental decoder here, and for
-any other encoder-decoder the adapter ``vanilla_transformer.decoding``, on which ``translate()`` runs `beam_search`.
+any other encoder-decoder the adapter ``vanilla_transformer.serving.step_decoders``, on which ``translate()`` runs
+`beam_search`.
 
 ``_sample`` and ``_beam_search`` are private to transformers, and may change in any release: the override serves
 calls only where their signatures are the ones it was written for (`hook_signatures_match`), and passes every other
 call through untouched. It also leaves to transformers' loop any model whose decoder computes something its plain
 weights do not (a forward hook, a PEFT method other than plain LoRA, which it folds into the weights:
-`decoder_vanilla_transformer.unsupported_modules`).
+`decoder_vanilla_transformer.incremental_decoder_problem`, the rule the package's search follows too).
 
 The generation cache's name: ``cache_vanilla_transformer.py``; the decoder, and why it is faster:
 ``decoder_vanilla_transformer.py``.
@@ -58,7 +59,7 @@ from transformers.cache_utils import Cache, DynamicCache
 from transformers.generation.stopping_criteria import EosTokenCriteria, MaxLengthCriteria
 
 from .cache_vanilla_transformer import cache_field
-from .decoder_vanilla_transformer import DecoderWeights, IncrementalDecoder, unsupported_modules
+from .decoder_vanilla_transformer import DecoderWeights, IncrementalDecoder, incremental_decoder_problem
 
 LENGTH_PENALTY_TYPE = "length_penalty_type"
 """Generation config field: ``"gnmt"`` for ``((5 + |Y|) / 6) ** alpha``; absent or ``"length"``: ``|Y| ** alpha``."""
@@ -121,7 +122,8 @@ def _top(scores: torch.Tensor, n: int, chunk: int = 64) -> tuple[torch.Tensor, t
 
 class StepDecoder(Protocol):
     """What the searches need of a decoder: rows are hypotheses, `beams` consecutive rows per sentence. Implemented by
-    `IncrementalDecoder` and, for any Hugging Face encoder-decoder, ``vanilla_transformer.decoding.CachedStepDecoder``."""
+    `IncrementalDecoder` and, for any Hugging Face encoder-decoder,
+    ``vanilla_transformer.serving.step_decoders.CachedStepDecoder``."""
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits ``[rows, V]`` of the next token after `tokens` ``[rows]``, the last token of each hypothesis."""
@@ -353,7 +355,6 @@ def _unserved(model, input_ids, logits_processor, stopping_criteria, config, syn
         (kwargs.get("encoder_outputs") is None, "no encoder output"),
         (config._eos_token_tensor is None, "no eos_token_id"),
         (beams > 1 and config._eos_token_tensor.numel() != 1, "several eos_token_id with beam search"),
-        (model.training and _has_dropout(model), "the model in training mode, with dropout"),
         (
             getattr(config, MAX_LENGTH_OFFSET, None) is None
             and config.max_length - 1 > model.config.max_position_embeddings,
@@ -361,15 +362,7 @@ def _unserved(model, input_ids, logits_processor, stopping_criteria, config, syn
         ),
     )
     reason = next((reason for failed, reason in checks if failed), "")
-    return reason or unsupported_modules(model)
-
-
-def _has_dropout(model) -> bool:
-    """Whether a forward pass in training mode drops anything: attention dropout is a rate the attention function
-    applies, not an ``nn.Dropout`` module, so the configuration's rates are what tell."""
-    config = model.config
-    rates = (getattr(config, name, 0.0) for name in ("dropout", "attention_dropout", "activation_dropout"))
-    return any(rate > 0 for rate in rates) or any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules())
+    return reason or incremental_decoder_problem(model)
 
 
 def _max_lengths(model, config, attention_mask, memory: torch.Tensor) -> torch.Tensor:

@@ -108,7 +108,7 @@ def save_model_dir(
             ``truncation=True`` cuts inputs to what the model accepts. None saves the model alone.
         directory: Where to write; created if needed.
         generation_config: Replaces the model's generation config (for example
-            `vanilla_transformer.translation.paper_generation_config`); by default the model's own is saved.
+            `vanilla_transformer.serving.search.paper_generation_config`); by default the model's own is saved.
         summary: The run's figures, written as its summary (see `vanilla_transformer.model_summary`).
     """
     directory = Path(directory)

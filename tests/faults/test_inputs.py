@@ -14,7 +14,7 @@ from tiny_model import load_script, tiny_config
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.data import read_lines, read_parallel_text
 from vanilla_transformer.model_dir import load_model_dir
-from vanilla_transformer.translation import paper_generation_config, translate, translate_ids
+from vanilla_transformer.serving.search import paper_generation_config, translate, translate_ids
 
 BREAKS = ["\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e"]
 """Characters `str.splitlines` splits on besides \\n and \\r: inside a sentence they are text, not line ends."""
@@ -198,7 +198,7 @@ def test_an_over_long_line_is_named_before_any_translation(model_and_tokenizer, 
     model, tokenizer = model_and_tokenizer
     long_line = " ".join(["seven"] * 200)  # more tokens than max_position_embeddings=64
     calls = []
-    monkeypatch.setattr("vanilla_transformer.translation.translate_ids", lambda *a, **k: calls.append(1))
+    monkeypatch.setattr("vanilla_transformer.serving.search.translate_ids", lambda *a, **k: calls.append(1))
     with pytest.raises(
         ValueError, match=r"sentence 2 has \d+ tokens, more than the model's max_position_embeddings=64"
     ):

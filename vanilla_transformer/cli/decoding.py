@@ -19,17 +19,17 @@ import torch
 from transformers import GenerationConfig
 
 from ..data import read_text_lines
-from ..export.onnx import is_onnx_dir, load_onnx
 from ..generation_vanilla_transformer import LENGTH_PENALTY_TYPE
 from ..generation_vanilla_transformer import MAX_LENGTH_OFFSET as MAX_LENGTH_OFFSET_FIELD
 from ..model_dir import load_model_dir
-from ..translation import (
+from ..serving.search import (
     LENGTH_PENALTY,
     MAX_LENGTH_OFFSET,
     NUM_BEAMS,
     check_search_settings,
     translate,
 )
+from ..serving.with_onnxruntime import is_onnx_dir, load_onnx
 
 STDIN = "-"
 """The file name that stands for standard input."""

@@ -3,7 +3,7 @@
     vanilla-transformer export-ctranslate2 runs/multi30k runs/multi30k-ct2                    # float32
     vanilla-transformer export-ctranslate2 runs/multi30k runs/multi30k-ct2-int8 --quantization int8
 
-Translate with `vanilla_transformer.export.ctranslate2.translate_ctranslate2`. Needs ``pip install ctranslate2``.
+Translate with `vanilla_transformer.serving.with_ctranslate2.translate_ctranslate2`. Needs ``pip install ctranslate2``.
 """
 
 from __future__ import annotations

@@ -43,6 +43,7 @@ from vanilla_transformer.cli import configure_logging
 from vanilla_transformer.data import CorpusSpec, Pair, load_corpus
 from vanilla_transformer.extras import require
 from vanilla_transformer.model_dir import is_adapter_dir, load_model_dir
+from vanilla_transformer.serving.search import check_search_settings
 from vanilla_transformer.training.finetune import (
     FINETUNE_DEFAULTS,
     SEARCH_DEFAULTS,
@@ -51,7 +52,6 @@ from vanilla_transformer.training.finetune import (
     finetune,
 )
 from vanilla_transformer.training.lora import LORA_DEFAULTS, add_lora, check_lora_settings
-from vanilla_transformer.translation import check_search_settings
 
 logger = logging.getLogger("finetune")
 

@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     sentences = read_input_lines(args.input or STDIN, args.input_option)
     if args.ctranslate2:
-        from vanilla_transformer.export.ctranslate2 import translate_ctranslate2
+        from vanilla_transformer.serving.with_ctranslate2 import translate_ctranslate2
 
         check_model_dir(args.model)
         resolve_engine(args)

@@ -17,7 +17,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from ..extras import import_optional
 from ..model_dir import load_model_dir
 from ..model_summary import SUMMARY_FILE, read_training_summary
-from ..translation import LENGTH_PENALTY, NUM_BEAMS
+from ..serving.search import LENGTH_PENALTY, NUM_BEAMS
 from .core import Translation, positions, translate_with_attention
 from .render import attention_html, beam_html, heatmap_image
 

@@ -10,7 +10,7 @@ import numpy as np
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ..modeling_vanilla_transformer import sinusoidal_table
-from ..translation import LENGTH_PENALTY, NUM_BEAMS, BeamTrace, trace_beam_search
+from ..serving.search import LENGTH_PENALTY, NUM_BEAMS, BeamTrace, trace_beam_search
 from ..visualization import Attention, compute_attention, display_tokens
 
 

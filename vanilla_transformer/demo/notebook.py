@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from ..translation import LENGTH_PENALTY, NUM_BEAMS
+from ..serving.search import LENGTH_PENALTY, NUM_BEAMS
 from ..visualization import KINDS
 from .core import Translation, translate_with_attention
 from .render import attention_html, beam_html

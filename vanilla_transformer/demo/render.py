@@ -16,7 +16,7 @@ import numpy as np
 from transformers import PreTrainedTokenizerBase
 
 from ..generation_vanilla_transformer import gnmt_length_penalty
-from ..translation import BeamTrace
+from ..serving.search import BeamTrace
 from ..visualization import KINDS, Attention, display_tokens
 
 STYLE = """<style>

@@ -1,2 +1,23 @@
-"""A trained model leaving the package: the Hub with its model card (`hub`), a CTranslate2 model (`ctranslate2`) and a
-plain MarianMT directory (`marian`). Saving and loading a model directory is `vanilla_transformer.model_dir`."""
+"""A trained model leaving the package: the Hub with its model card (`hub`), a CTranslate2 model (`ctranslate2`), an
+ONNX folder (`onnx`, its graphs `onnx_graphs`, its web page `web`) and a plain MarianMT directory (`marian`). These
+write folders; what runs them is `vanilla_transformer.serving`. Saving and loading a model directory is
+`vanilla_transformer.model_dir`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from ..atomic import check_output_dir
+
+
+def check_export_dir(output_dir: Path, force: bool, replaceable: Callable[[Path], bool], kind: str) -> None:
+    """Before any work, the output folder of an export that ``--force`` may replace: a non-empty `output_dir` needs
+    `force`, and then must be `kind` (`replaceable`); a link, a file or an unwritable place is refused
+    (`atomic.check_output_dir`, the package's one rule)."""
+    if output_dir.is_dir() and not output_dir.is_symlink() and any(output_dir.iterdir()) and not force:
+        raise ValueError(f"{output_dir} exists and is not empty: pass force=True (--force) to replace {kind}")
+    check_output_dir(output_dir, "output_dir", replaceable=replaceable)
+
+
+__all__ = ["check_export_dir"]

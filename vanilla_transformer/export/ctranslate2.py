@@ -1,4 +1,5 @@
-"""Export to CTranslate2, a C++ inference engine for Transformer translation models, and translate with it.
+"""Export to CTranslate2, a C++ inference engine for Transformer translation models; serving the folder is
+``serving.with_ctranslate2``.
 
 CTranslate2 runs the same encoder-decoder (post-norm, ReLU FFN, sqrt(d_model)-scaled shared embeddings) with fused
 kernels, optional int8 weights and a beam search written in C++; on a CPU it decodes several times faster than
@@ -11,7 +12,6 @@ kernels, optional int8 weights and a beam search written in C++; on a CPU it dec
   all cosines (like Marian), the paper interleaves them.
 
 >>> export_ctranslate2("runs/base", "runs/base-ct2", quantization="int8")
->>> translate_ctranslate2("runs/base-ct2", tokenizer, ["A man rides a bike."], beam_size=4)
 
 ``ctranslate2`` is an optional dependency (``pip install vanilla-transformer[serve]``), imported when used.
 """
@@ -27,35 +27,18 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..atomic import check_links_inside, check_output_dir, write_directory
+from ..atomic import write_directory
 from ..configuration_vanilla_transformer import VanillaTransformerConfig
 from ..model_dir import check_model_dir
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+from ..serving.with_ctranslate2 import cpu_backend, import_ctranslate2, is_ctranslate2_dir
+from . import check_export_dir
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16", "int8_float16", "int8_bfloat16")
 """Weight types CTranslate2 can store; ``None`` keeps the model's own (float32)."""
-
-
-def cpu_backend() -> str:
-    """The CPU backend CTranslate2 picks for its matrix products: ``"mkl"`` or ``"onednn"``.
-
-    Its rule: ``CT2_USE_MKL`` when set (read when ctranslate2 is imported), else MKL on Intel CPUs, oneDNN on others.
-    """
-    flag = os.environ.get("CT2_USE_MKL")
-    if flag is not None and flag.strip():
-        return "mkl" if flag.strip().lower() in ("1", "true", "on", "yes") else "onednn"
-    vendor = ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            vendor = next((line.split(":")[1].strip() for line in cpuinfo if line.startswith("vendor_id")), "")
-    except OSError:  # not Linux: read the platform's own description
-        import platform
-
-        vendor = "GenuineIntel" if "intel" in platform.processor().lower() else ""
-    return "mkl" if vendor == "GenuineIntel" else "onednn"
 
 
 ONEDNN_INT8_WARNING = (
@@ -65,22 +48,12 @@ ONEDNN_INT8_WARNING = (
 )
 
 
-def _ctranslate2():
-    try:
-        import ctranslate2
-    except ImportError as error:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "CTranslate2 is not installed: pip install ctranslate2 (or vanilla-transformer[serve])"
-        ) from error
-    return ctranslate2
-
-
 def _loader_class():
     """Our loader, defined on first use (it subclasses CTranslate2's BART loader) and registered for our config."""
     global _LOADER
     if _LOADER is not None:
         return _LOADER
-    _ctranslate2()
+    import_ctranslate2()
     from ctranslate2.converters import transformers as ct2_transformers
     from ctranslate2.specs import transformer_spec
 
@@ -214,7 +187,7 @@ def export_ctranslate2(
         raise ValueError(f"quantization={quantization!r}; choose one of {QUANTIZATIONS} or None")
     if quantization is not None and quantization.startswith("int8") and cpu_backend() == "onednn":
         warnings.warn(ONEDNN_INT8_WARNING, stacklevel=2)
-    ct2 = _ctranslate2()
+    ct2 = import_ctranslate2()
     _loader_class()
     if isinstance(model, (str, os.PathLike)):
         if tokenizer is not None or vocabulary is not None:
@@ -222,7 +195,7 @@ def export_ctranslate2(
                 "a saved model directory is converted with its own tokenizer: pass neither tokenizer nor vocabulary"
             )
         _check_not_onto_input(Path(model), Path(output_dir))
-        _check_output(Path(output_dir), force)
+        check_export_dir(Path(output_dir), force, is_ctranslate2_dir, "a CTranslate2 model")
         check_model_dir(model)
         converter = ct2.converters.TransformersConverter(str(model))
     else:
@@ -234,7 +207,7 @@ def export_ctranslate2(
 
         converter = _SpecConverter()
     output_dir = Path(output_dir)
-    _check_output(output_dir, force)
+    check_export_dir(output_dir, force, is_ctranslate2_dir, "a CTranslate2 model")
     write_directory(
         output_dir,
         lambda folder: converter.convert(str(folder), quantization=quantization, force=True),
@@ -242,24 +215,6 @@ def export_ctranslate2(
         what="output_dir",
     )
     return output_dir
-
-
-def _check_output(output_dir: Path, force: bool) -> None:
-    """Before the model is read: a non-empty `output_dir` needs `force`; a link, a file or another folder is refused."""
-    if output_dir.is_dir() and not output_dir.is_symlink() and any(output_dir.iterdir()) and not force:
-        raise ValueError(
-            f"{output_dir} exists and is not empty: pass force=True (--force) to replace a CTranslate2 model"
-        )
-    check_output_dir(output_dir, "output_dir", replaceable=is_ctranslate2_dir)
-
-
-def is_ctranslate2_dir(directory: str | os.PathLike) -> bool:
-    """Whether `directory` holds a CTranslate2 model (``model.bin``) and no Hugging Face model: what `--force` may
-    replace."""
-    directory = Path(directory)
-    return (directory / "model.bin").is_file() and not any(
-        (directory / name).is_file() for name in ("model.safetensors", "pytorch_model.bin", "tokenizer_config.json")
-    )
 
 
 def _check_not_onto_input(model_dir: Path, output_dir: Path) -> None:
@@ -273,70 +228,4 @@ def _check_not_onto_input(model_dir: Path, output_dir: Path) -> None:
         )
 
 
-def load_translator(
-    model_dir: str | os.PathLike, *, device: str = "cpu", compute_type: str = "default", threads: int = 0
-):
-    """A `ctranslate2.Translator`; ``threads`` sets its intra-op threads (0: CTranslate2's default). A folder holding a
-    link out of itself is refused (`check_links_inside`)."""
-    check_links_inside(model_dir, "CTranslate2 folder")
-    ct2 = _ctranslate2()
-    return ct2.Translator(str(model_dir), device=device, compute_type=compute_type, intra_threads=threads)
-
-
-def translate_ctranslate2(
-    model_dir,
-    tokenizer: PreTrainedTokenizerBase,
-    sentences: Sequence[str],
-    *,
-    beam_size: int = 4,
-    max_decoding_length: int = 256,
-    length_penalty: float = 1.0,
-    batch_size: int = 32,
-    device: str = "cpu",
-    compute_type: str = "default",
-    threads: int = 0,
-) -> list[str]:
-    """Translate `sentences` with an exported model: tokenize, decode with CTranslate2's beam search, detokenize.
-
-    Args:
-        model_dir: A directory written by :func:`export_ctranslate2`, or a loaded `ctranslate2.Translator`.
-        tokenizer: The model's tokenizer (it appends ``</s>`` to each source, as in training).
-        sentences: Source sentences.
-        beam_size: 1 for greedy decoding.
-        max_decoding_length: Most tokens generated per sentence, ``</s>`` excluded.
-        length_penalty: Beam scores are divided by ``length ** length_penalty``.
-        batch_size: Sentences per CTranslate2 batch.
-        device, compute_type, threads: Passed to `ctranslate2.Translator` when `model_dir` is a path.
-
-    Returns:
-        One translation per sentence, special tokens removed.
-    """
-    translator = model_dir
-    if isinstance(model_dir, (str, os.PathLike)):
-        translator = load_translator(model_dir, device=device, compute_type=compute_type, threads=threads)
-    if not sentences:
-        return []
-    sources = [tokenizer.convert_ids_to_tokens(ids) for ids in tokenizer(list(sentences))["input_ids"]]
-    results = translator.translate_batch(
-        sources,
-        beam_size=beam_size,
-        max_batch_size=batch_size,
-        max_decoding_length=max_decoding_length,
-        length_penalty=length_penalty,
-    )
-    outputs = []
-    for result in results:
-        ids = tokenizer.convert_tokens_to_ids(result.hypotheses[0])
-        outputs.append(tokenizer.decode(ids, skip_special_tokens=True))
-    return outputs
-
-
-__all__ = [
-    "ONEDNN_INT8_WARNING",
-    "QUANTIZATIONS",
-    "cpu_backend",
-    "export_ctranslate2",
-    "load_translator",
-    "model_spec",
-    "translate_ctranslate2",
-]
+__all__ = ["ONEDNN_INT8_WARNING", "QUANTIZATIONS", "export_ctranslate2", "model_spec"]

@@ -42,7 +42,7 @@ from ..model_dir import (
     save_model_dir,
 )
 from ..model_summary import SUMMARY_FIELDS, SUMMARY_FILE, read_training_summary
-from ..translation import paper_generation_config
+from ..serving.search import paper_generation_config
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,8 @@ The graphs are traced (``torch.onnx.export(..., dynamo=True)``) from the model's
 projections, LayerNorms and feed-forward layers are called as they are, and attention is the model's
 ``eager_attention_forward`` with explicit masks, so that the graph holds no transformers cache object. What the
 modules compute beyond their weights (a PEFT adapter not merged, a hook) would not be traced faithfully: the
-exporter refuses such a model (`untraceable`).
+exporter refuses such a model, by the package's one refusal of adapters and hooks
+(``decoder_vanilla_transformer.unsupported_modules(model, traced=True)``).
 
 The merged decoder's inputs and outputs are named as Optimum names them, and it branches as Optimum's does (one
 ``If`` node, traced from ``torch.cond``): on the first step (``use_cache_branch`` false, every cache empty) the
@@ -18,26 +19,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..decoder_vanilla_transformer import hooked
 from ..modeling_vanilla_transformer import eager_attention_forward
-
-CACHE_KINDS = ("decoder.key", "decoder.value", "encoder.key", "encoder.value")
-"""The four cache tensors of each decoder layer, in Optimum's order."""
-
-
-def untraceable(model) -> str:
-    """Why the traced graphs would not compute what `model` computes (``""`` when they would): a PEFT layer (an
-    adapter not merged into the weights), or a forward hook or pre-hook on any module (transformers' own output
-    recording aside: it changes no output), or global module hooks."""
-    for name, module in model.named_modules():
-        kind = type(module)
-        if kind.__module__.startswith("peft."):
-            return f"{name or 'the model'} is a PEFT {kind.__name__} (merge the adapter first: merge_and_unload())"
-        if hooked(module):
-            return f"a forward hook on {name or 'the model'}"
-    if any(getattr(torch.nn.modules.module, f"_global_forward_{kind}hooks", None) for kind in ("", "pre_")):
-        return "global module hooks"
-    return ""
 
 
 def _heads(x: torch.Tensor, attention) -> torch.Tensor:
@@ -85,7 +67,7 @@ def _cached(encoder_hidden_states: torch.Tensor, *memory: torch.Tensor) -> tuple
 
 class DecoderGraph(nn.Module):
     """One decoder pass over `input_ids` ``[B, T]`` after the cached tokens: logits ``[B, T, V]`` and each layer's
-    cache (`CACHE_KINDS`) with the new tokens' keys and values added."""
+    cache (``serving.with_onnxruntime.CACHE_KINDS``) with the new tokens' keys and values added."""
 
     def __init__(self, model):
         super().__init__()
@@ -135,4 +117,4 @@ class DecoderGraph(nn.Module):
         return tuple(projected)
 
 
-__all__ = ["CACHE_KINDS", "DecoderGraph", "EncoderGraph", "untraceable"]
+__all__ = ["DecoderGraph", "EncoderGraph"]

@@ -22,7 +22,7 @@ from ..atomic import write_file
 from ..configuration_vanilla_transformer import PRESETS as MODEL_PRESETS
 from ..data.spec import DATA_DIR_VARIABLE, shared_data_dir
 from ..data.spec import KINDS as DATASET_KINDS
-from ..translation import check_generation_settings
+from ..serving.search import check_generation_settings
 from .presets import PRESET_DATA_FOLDERS, TRAINING_PRESETS
 
 TRAINING_CONFIG_NAME = "training_config.json"

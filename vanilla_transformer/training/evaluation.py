@@ -20,7 +20,7 @@ from ..metrics import bleu_applies, compute_bleu, compute_chrf, exact_match, sel
 from ..modeling_vanilla_transformer import (
     token_cross_entropy,
 )
-from ..translation import translate
+from ..serving.search import translate
 from .checkpoints import (
     average_checkpoints,
     load_weights,

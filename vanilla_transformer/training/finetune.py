@@ -58,7 +58,7 @@ from ..data import Pair, clean_pairs, tokenize_pairs
 from ..metrics import bleu_applies, compute_bleu, compute_chrf, exact_match, selection_metric
 from ..model_dir import is_peft_model, is_saved_model_dir, lora_settings, save_adapter_dir, save_model_dir
 from ..model_summary import build_summary
-from ..translation import LENGTH_PENALTY, MAX_LENGTH_OFFSET, NUM_BEAMS, check_search_settings, translate
+from ..serving.search import LENGTH_PENALTY, MAX_LENGTH_OFFSET, NUM_BEAMS, check_search_settings, translate
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ def training_arguments(output_dir: str | os.PathLike[str], **overrides: Any) -> 
 
 class TranslationTrainer(Seq2SeqTrainer):
     """A `Seq2SeqTrainer` that evaluates as the package does: the validation loss, then the evaluation pairs
-    translated with the package's one beam search (`vanilla_transformer.translation.translate`, the paper's GNMT
+    translated with the package's one beam search (`vanilla_transformer.serving.search.translate`, the paper's GNMT
     penalty and input + 50 tokens, not ``generate()`` with labels), scored with chrF, exact match and, where it
     applies (`bleu_applies`), sacreBLEU's BLEU. The signatures of the last scores are kept in `signatures`."""
 

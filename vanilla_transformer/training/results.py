@@ -17,7 +17,7 @@ from ..model_summary import build_summary, write_training_summary
 from ..modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
 )
-from ..translation import paper_generation_config
+from ..serving.search import paper_generation_config
 from .checkpoints import (
     average_checkpoints,
     list_checkpoints,

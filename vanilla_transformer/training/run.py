@@ -9,7 +9,7 @@ The recipe, and where each piece lives:
   `noam_learning_rate`: a linear warmup over 4,000 steps, then decay with the inverse square root of the step.
 * Regularization (5.4): dropout (from the model configuration) and label smoothing of 0.1.
 * Checkpoints (6.1): the final model averages the last 5 (base) or 20 (big) checkpoints; it translates with beam
-  search, beam 4 and length penalty 0.6 (`vanilla_transformer.translation`).
+  search, beam 4 and length penalty 0.6 (`vanilla_transformer.serving.search`).
 
 The loss of an optimizer step is the sum of the label-smoothed cross-entropy of all its target tokens divided by
 their number, over all micro-batches and processes, so that neither gradient accumulation nor the number of

@@ -1,4 +1,4 @@
-"""Translation with the paper's beam search, by role: its settings, their checks, `translate` and its trace.
+"""The package's search API: the paper's beam search settings, their checks, `translate` and its trace.
 
 Section 6.1: "we used beam search with a beam size of 4 and length penalty alpha = 0.6 ... We set the maximum output
 length during inference to input length + 50, but terminate early when possible."
@@ -9,9 +9,9 @@ scores ``log P(Y | X) / lp(Y)`` with ``lp(Y) = ((5 + |Y|) / 6) ** alpha``, where
 
 There is one beam search, ``generation_vanilla_transformer.beam_search`` (its docstring says how it prunes and when
 it stops: exactly, once no live hypothesis can beat the k finished ones even at its maximum length). It runs on a
-step decoder (``decoding.step_decoder``): this package's fast incremental decoder, or one forward pass with the
-cache per step of any other Hugging Face encoder-decoder (MarianMT, ...). `translate` and `translate_ids` run it for
-every model; ``model.generate`` runs it for this package's model with `paper_generation_config`. At alpha = 0, where
+step decoder (``serving.step_decoders.step_decoder``): this package's fast incremental decoder, an ONNX folder's on
+onnxruntime, or one forward pass with the cache per step of any other Hugging Face encoder-decoder (MarianMT, ...).
+`translate` and `translate_ids` run it for every model; ``model.generate`` runs it for this package's model with `paper_generation_config`. At alpha = 0, where
 both penalties are 1, it returns what transformers' own
 ``model.generate(num_beams=k, length_penalty=0.0, early_stopping="never", max_new_tokens=input length + 50)``
 returns for each sentence; ``tests/beam_oracle.py``, a plain search written for reading, checks it at other alpha.
@@ -29,8 +29,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import GenerationConfig, PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
-from .decoding import step_decoder
-from .generation_vanilla_transformer import (
+from ..generation_vanilla_transformer import (
     LENGTH_PENALTY_TYPE,
     MASKED,
     Beams,
@@ -38,7 +37,8 @@ from .generation_vanilla_transformer import (
     gnmt_length_penalty,
     output_limits,
 )
-from .generation_vanilla_transformer import MAX_LENGTH_OFFSET as MAX_LENGTH_OFFSET_FIELD
+from ..generation_vanilla_transformer import MAX_LENGTH_OFFSET as MAX_LENGTH_OFFSET_FIELD
+from .step_decoders import step_decoder
 
 NUM_BEAMS = 4
 """Beam size of section 6.1."""
@@ -96,7 +96,7 @@ def check_generation_settings(*, flag: bool = False, **search: object) -> None:
     """Refuse, before any work, search settings that `check_search_settings` refuses or that would give a generation
     config transformers refuses to save (`paper_generation_config`): what a training run exports at its end."""
     check_search_settings(flag=flag, **search)
-    from .configuration_vanilla_transformer import VanillaTransformerConfig
+    from ..configuration_vanilla_transformer import VanillaTransformerConfig
 
     given = {name: value for name, value in search.items() if value is not None}
     paper_generation_config(VanillaTransformerConfig(), **given)
@@ -163,7 +163,8 @@ def translate_ids(
 ) -> torch.Tensor:
     """The best translation of each source sentence under the GNMT-penalised score (see the module docstring): the
     one beam search, ``generation_vanilla_transformer.beam_search``, on the model's step decoder
-    (``decoding.step_decoder``: this package's incremental decoder, or one forward pass per step of any other).
+    (``serving.step_decoders.step_decoder``: this package's incremental decoder, or one forward pass per step of any
+    other).
 
     Args:
         model: An encoder-decoder with ``config.decoder_start_token_id``, ``eos_token_id`` and ``pad_token_id``,
@@ -219,7 +220,7 @@ def translate(
     """Translate sentences with the paper's beam search, in batches of similar length, on the model's device.
 
     Every model runs the same search (`translate_ids`): this package's model on its fast incremental decoder,
-    other encoder-decoders one forward pass per step (``decoding.step_decoder``).
+    other encoder-decoders one forward pass per step (``serving.step_decoders.step_decoder``).
 
     Defaults are the paper's: beam 4, GNMT length penalty alpha = 0.6, at most input length + 50 output tokens.
     The model is put in eval mode for the call and given back in the mode it came in.

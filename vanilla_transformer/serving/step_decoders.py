@@ -1,26 +1,22 @@
-"""The decoders the one beam search runs on (`generation_vanilla_transformer.StepDecoder`: one step of logits, and
-selecting rows), for any encoder-decoder.
+"""The step decoders the package's search runs on, and `step_decoder`, the router that picks one for a model (a
+`generation_vanilla_transformer.StepDecoder`: one step of logits, and selecting rows).
 
-This package's model decodes on its fast `IncrementalDecoder` wherever that computes what the model computes; any
-other Hugging Face encoder-decoder with a generation cache (MarianMT, BART, T5, a PEFT-wrapped model, ours with a
-hook or in training mode) on `CachedStepDecoder`, one forward pass of the model per step. Either way the search is
-the same code: ``generation_vanilla_transformer.beam_search``.
+This package's model decodes on its fast `IncrementalDecoder` wherever that computes what the model computes, by
+the rule ``generate()`` follows too (`decoder_vanilla_transformer.incremental_decoder_problem`, in the remote-code
+files); an ONNX folder on its own decoder (``serving.with_onnxruntime.OnnxStepDecoder``); any other Hugging Face
+encoder-decoder with a generation cache (MarianMT, BART, T5, a PEFT-wrapped model, ours with a hook or dropping out
+in training mode) on `CachedStepDecoder`, one forward pass of the model per step. Either way the search is the same
+code: ``generation_vanilla_transformer.beam_search``.
 """
 
 from __future__ import annotations
 
 import torch
-from transformers import PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutput
 
-from .cache_vanilla_transformer import cache_field
-from .decoder_vanilla_transformer import DecoderWeights, IncrementalDecoder, unsupported_modules
-from .generation_vanilla_transformer import StepDecoder
-
-
-def has_fast_generation(model: PreTrainedModel) -> bool:
-    """Whether ``model.generate`` serves the paper's search itself (this package's model, also as remote code)."""
-    return any(cls.__name__ == "FastGenerationMixin" for cls in type(model).__mro__)
+from ..cache_vanilla_transformer import cache_field
+from ..decoder_vanilla_transformer import DecoderWeights, IncrementalDecoder, incremental_decoder_problem
+from ..generation_vanilla_transformer import StepDecoder
 
 
 class CachedStepDecoder:
@@ -71,14 +67,15 @@ def step_decoder(
 ) -> StepDecoder:
     """The decoder of one search over the right-padded sources `input_ids`, `beams` rows per sentence: the model's
     own where it brings one (a ``step_decoder`` method: an ONNX folder served by onnxruntime,
-    ``export.onnx.OnnxSeq2SeqModel``); this package's `IncrementalDecoder` where its copied weights compute what the
-    model does (our model in eval mode, without hooks or adapters other than plain LoRA); else `CachedStepDecoder`."""
+    ``serving.with_onnxruntime.OnnxSeq2SeqModel``); this package's `IncrementalDecoder` where it computes what the
+    model does (`incremental_decoder_problem`: our model, dropping nothing, without hooks or adapters other than
+    plain LoRA); else `CachedStepDecoder`."""
     if callable(getattr(model, "step_decoder", None)):
         return model.step_decoder(input_ids, attention_mask, beams, max_steps)
-    if has_fast_generation(model) and not model.training and not unsupported_modules(model):
+    if not incremental_decoder_problem(model):
         memory = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         return IncrementalDecoder(DecoderWeights.of(model), memory, attention_mask, beams, max_steps)
     return CachedStepDecoder(model, input_ids, attention_mask, beams)
 
 
-__all__ = ["CachedStepDecoder", "has_fast_generation", "step_decoder"]
+__all__ = ["CachedStepDecoder", "step_decoder"]
