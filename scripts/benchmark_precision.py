@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 from bench import Record, interleave
+from bench.figures import read_json
 
 from vanilla_transformer.data import clean_pairs, split_files, tokenize_pairs
 from vanilla_transformer.data.cache import save_token_cache
@@ -56,6 +57,7 @@ def worker(name: str, data: Path, threads: int) -> None:
     """One contestant's `Trainer`, driven over stdin/stdout (JSON lines): ``step`` (with the step's dropout seed)
     takes a step and answers its non-padding tokens; ``translate`` answers the translations of ``sources``."""
     from accelerate import Accelerator
+    from bench.serving import translate
     from transformers import AutoTokenizer
 
     from vanilla_transformer import VanillaTransformerForConditionalGeneration
@@ -64,7 +66,6 @@ def worker(name: str, data: Path, threads: int) -> None:
     from vanilla_transformer.training.checkpoints import load_weights
     from vanilla_transformer.training.run import accelerator_options
     from vanilla_transformer.training.step import to_device
-    from vanilla_transformer.translation import translate
 
     out = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")  # the protocol; anything else printed: stderr
     os.dup2(2, 1)
@@ -182,6 +183,27 @@ def main(argv: list[str] | None = None) -> int:
     )
     record.write(result, args.output)
     return 0
+
+
+# Figures: name -> function of the results folder that returns the Markdown between a page's markers
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def precision_figures(results: Path) -> str:
+    """bf16 training against fp32 (scripts/benchmark_precision.py)."""
+    run = read_json(results, "precision_multi30k.json")
+    return (
+        f"fp32 with SDPA attention {run['fp32_tokens_per_s']:,.0f} tokens/s; bf16 autocast with SDPA "
+        f"{run['bf16_sdpa_tokens_per_s']:,.0f} ({run['speedup_bf16_sdpa']:.2f}×); bf16 autocast with eager attention "
+        f"{run['bf16_tokens_per_s']:,.0f} ({run['speedup']:.2f}×); test BLEU after {run['steps']} steps "
+        f"{run['fp32_bleu']:.2f}, {run['bf16_sdpa_bleu']:.2f} and {run['bf16_bleu']:.2f} "
+        f"({run['test_sentences']} sentences)"
+    )
+
+
+FIGURES = {
+    "precision": precision_figures,
+}
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ Method:
 * The kit's interleaved timer (`bench.interleave`) drives them: warm-up first (``--warmup-steps`` steps, compilation
   included), one worker after the other: its seconds are reported apart. Then ``--rounds`` rounds of
   ``--steps-per-round`` steps per contestant, in an order that reverses every round (A B C D, D C B A, ...), so that
-  a drift of the machine's load hits all alike. Each worker times its own steps (the device synchronised).
+  a drift of the machine's load hits all alike. The timer times each command's steps: a worker answers once they
+  are done (the device synchronised).
 * The Trainer runs its own loop (``trainer.train()``, its data loading included): a callback reports the time of
   every K steps at ``on_step_end`` and then blocks on its stdin until the next round.
 * Throughput: non-padding tokens (source + target) over seconds, summed over rounds; the per-round median, min
@@ -60,6 +61,8 @@ from typing import Any
 
 import numpy as np
 import torch
+from bench import Record, interleave, marian_twin, matmul_rate, training_flops
+from bench.figures import load, minutes, read_json, table
 
 SPEC_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
     "ours": {
@@ -259,9 +262,10 @@ class Channel:
         return json.loads(line) if line else {"command": "stop"}
 
 
-class Meter:
-    """What a worker measures over a command's steps: seconds, non-padding and padded tokens, data seconds, and the
-    graphs compiled meanwhile."""
+class Tally:
+    """What a worker counts over a command's steps: non-padding and padded tokens, model FLOPs, the seconds spent
+    building our batches, the graphs compiled meanwhile and the peak memory. The steps' time is the coordinator's
+    timer's (`bench.interleave`): a worker answers once its steps are done."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
@@ -270,7 +274,7 @@ class Meter:
     def reset(self) -> None:
         from vanilla_transformer.training.step import compile_count
 
-        self.started, self.steps, self.data_seconds = time.perf_counter(), 0, 0.0
+        self.steps, self.data_seconds = 0, 0.0
         self.tokens = torch.zeros((), dtype=torch.float64, device=self.device)
         self.positions, self.flops = 0, 0.0
         self.compiled_before = compile_count()
@@ -283,18 +287,16 @@ class Meter:
         self.positions, self.steps, self.flops = self.positions + positions, self.steps + steps, self.flops + flops
 
     def report(self) -> dict[str, Any]:
-        """The figures since `reset` (the device synchronised first, so that the time covers the work)."""
+        """The figures since `reset`, the device synchronised first: the answer comes once the work is done."""
         from vanilla_transformer.training.step import compile_count
 
         tokens = float(self.tokens.item())  # syncs the device
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        seconds = time.perf_counter() - self.started
         after = compile_count()
         compiled = after - self.compiled_before if after is not None and self.compiled_before is not None else None
         return {
             "steps": self.steps,
-            "seconds": seconds,
             "tokens": tokens,
             "positions": self.positions,
             "data_seconds": self.data_seconds,
@@ -302,16 +304,6 @@ class Meter:
             "flops": self.flops,
             "peak_memory_bytes": torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else None,
         }
-
-
-def batch_flops(config, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor) -> float:
-    """Training FLOPs (forward and backward: 3 forward passes) of a batch's real tokens (`benchmarking.forward_flops`:
-    the matrix products only)."""
-    from benchmarking import forward_flops
-
-    sources = attention_mask.sum(1).tolist()
-    targets = (labels != IGNORE_INDEX).sum(1).tolist()
-    return 3 * forward_flops(config, sources, targets)
 
 
 def initial_model(args: argparse.Namespace, spec: Spec):
@@ -353,7 +345,7 @@ def ours_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> None:
     tokenizer = AutoTokenizer.from_pretrained(args.data / "tokenizer")
     accelerator = Accelerator(cpu=args.device == "cpu", **accelerator_options(config.optimization))
     trainer = Trainer(config, accelerator, initial_model(args, spec), tokenizer, TokenCorpus(args.data / "tokens"))
-    batches, meter, model_config = trainer.batches(), Meter(accelerator.device), trainer.unwrapped.config
+    batches, meter, model_config = trainer.batches(), Tally(accelerator.device), trainer.unwrapped.config
     channel.send(event="ready", device=str(accelerator.device))
     while (command := channel.receive())["command"] != "stop":
         meter.reset()
@@ -364,30 +356,27 @@ def ours_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> None:
             taken = trainer.train_step(micro_batches)
             stats = taken.stats if taken is not None else {"tokens": torch.zeros(())}
             positions = sum(b["input_ids"].numel() + b["labels"].numel() for b in micro_batches)
-            flops = sum(
-                batch_flops(model_config, b["input_ids"], b["attention_mask"], b["labels"]) for b in micro_batches
-            )
+            flops = sum(training_flops(model_config, batch) for batch in micro_batches)
             meter.add(stats["tokens"], positions, flops)
         channel.send(event="done", **meter.report())
 
 
 def trainer_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> None:
     """MarianMT (our initial weights) in `Seq2SeqTrainer`'s own loop, paused by a callback every command's steps."""
-    from bench import marian_twin
     from transformers import AutoTokenizer, DataCollatorForSeq2Seq, Seq2SeqTrainer, TrainerCallback
 
     examples = json.loads((args.data / "examples.json").read_text(encoding="utf-8"))
     tokenizer = AutoTokenizer.from_pretrained(args.data / "tokenizer")
     model = marian_twin(initial_model(args, spec))
     device = torch.device(args.device)
-    meter, config = Meter(device), model.config
+    meter, config = Tally(device), model.config
 
     class CountingTrainer(Seq2SeqTrainer):
         """Counts the non-padding tokens of every batch the Trainer's loop trains on."""
 
         def training_step(self, model, inputs, *rest, **options):
             tokens = inputs["attention_mask"].sum() + (inputs["labels"] != IGNORE_INDEX).sum()
-            flops = batch_flops(config, inputs["input_ids"], inputs["attention_mask"], inputs["labels"])
+            flops = training_flops(config, inputs)
             meter.add(tokens, inputs["input_ids"].numel() + inputs["labels"].numel(), flops, steps=0)
             return super().training_step(model, inputs, *rest, **options)
 
@@ -514,9 +503,7 @@ class Worker:
 
 def run_contestants(args, specs: list[Spec], data: Path, batch_size: int) -> tuple[dict[str, Any], list]:
     """Start the workers, then the kit's interleaved timer: each warmed up alone, then the rounds; each one's
-    figures (as its worker measured them) and the order run."""
-    from bench import interleave
-
+    figures (the seconds of each command by the timer, the rest as its worker counted them) and the order run."""
     workers = {spec.name: Worker(spec, args, data, batch_size) for spec in specs}
     results: dict[str, Any] = {}
     try:
@@ -536,8 +523,12 @@ def run_contestants(args, specs: list[Spec], data: Path, batch_size: int) -> tup
     finally:
         for worker in workers.values():
             worker.stop()
-    for name in workers:
-        results[name].update(warmup=timings.warmup_returned[name], rounds=timings.returned[name])
+    for name in workers:  # the time of each command, by the timer; the rest, as its worker counted it
+        warmup = {**timings.warmup_returned[name], "seconds": timings.warmup_seconds[name]}
+        rounds = [
+            {**row, "seconds": timings.seconds[name][index][0]} for index, row in enumerate(timings.returned[name])
+        ]
+        results[name].update(warmup=warmup, rounds=rounds)
     return results, timings.order
 
 
@@ -573,8 +564,6 @@ def summarise(spec: Spec, figures: dict[str, Any]) -> dict[str, Any]:
 def add_mfu(summaries: dict[str, dict[str, Any]], device: torch.device) -> dict[str, float]:
     """Each contestant's model-FLOPs utilisation: its model FLOP/s over the device's matmul rate in its precision
     (bf16 or fp32; `bench.matmul_rate`, measured here once the workers are gone); the rates measured."""
-    from bench import matmul_rate
-
     dtypes = {"bf16": torch.bfloat16, "no": torch.float32}
     rates = {p: matmul_rate(device, dtypes[p]) for p in sorted({row["precision"] for row in summaries.values()})}
     for row in summaries.values():
@@ -652,8 +641,6 @@ def select_contestants(args: argparse.Namespace) -> tuple[list[Spec], dict[str, 
 
 
 def coordinator_main(args: argparse.Namespace) -> int:
-    from bench import Record
-
     from vanilla_transformer.data import example_lengths
     from vanilla_transformer.data.cache import save_token_cache
 
@@ -762,6 +749,95 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         return worker_main(args)
     return coordinator_main(args)
+
+
+# Figures: name -> function of the results folder that returns the Markdown between a page's markers
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def _contestant(spec: str) -> str:
+    """``ours:precision=no,compile=inductor,adam=fused,attn=sdpa`` as "ours: fp32, inductor, fused Adam, SDPA"."""
+    kind, _, settings = spec.partition(":")
+    values = dict(item.split("=") for item in settings.split(","))
+    words = ["fp32" if values["precision"] == "no" else values["precision"]]
+    words.append("compiled (inductor)" if values["compile"] == "inductor" else "eager")
+    if "adam" in values:
+        words.append({"default": "Adam", "foreach": "foreach Adam", "fused": "fused Adam"}[values["adam"]])
+    else:
+        words.append({"adamw_torch_fused": "fused AdamW", "adamw_torch": "AdamW"}[values["optim"]])
+    words.append({"sdpa": "SDPA", "eager": "eager attention"}[values["attn"]])
+    return f"{'ours' if kind == 'ours' else 'MarianMT + Seq2SeqTrainer'}: {', '.join(words)}"
+
+
+def training_table(results: Path) -> str:
+    """Our training step against MarianMT with Seq2SeqTrainer (scripts/benchmark_training.py)."""
+    run = read_json(results, "training_vs_trainer.json")
+    rows = []
+    for spec, figures in run["contestants"].items():
+        spread = figures["round_tokens_per_second"]
+        best = " (best)" if spec in (run["ours_best"], run["trainer_best"]) else ""
+        rows.append([
+            _contestant(spec) + best,
+            f"{figures['tokens_per_second']:,.0f}",
+            f"{spread['median']:,.0f} [{spread['min']:,.0f}–{spread['max']:,.0f}]",
+            f"{figures['vs_baseline']:.2f}x",
+            f"{figures['vs_trainer_best']:.2f}x",
+            f"{figures['tokens_per_step']:,.0f} / {figures['padded_tokens_per_step']:,.0f}",
+            f"{figures['warmup_seconds']:.0f} s ({figures['warmup_compilations']})",
+        ])  # fmt: skip
+    header = ["contestant", "real tokens/s", "per round: median [min–max]", "vs its fp32 eager",
+              "vs the Trainer's best", "real / padded tokens per step", "warm-up (graphs compiled)"]  # fmt: skip
+    return table(header, ["l", "r", "r", "r", "r", "r", "r"], rows)
+
+
+def training_summary(results: Path) -> str:
+    """The training benchmark's findings: the ratio, padding, the step per padded token, the levers."""
+    run = read_json(results, "training_vs_trainer.json")
+    contestants = run["contestants"]
+    ours, trainer = contestants[run["ours_best"]], contestants[run["trainer_best"]]
+
+    def padding(figures: dict) -> float:
+        return 1 - figures["tokens_per_step"] / figures["padded_tokens_per_step"]
+
+    def per_padded(figures: dict) -> float:
+        return figures["tokens_per_second"] / figures["tokens_per_step"] * figures["padded_tokens_per_step"]
+
+    levers = {
+        "compiled": [f for spec, f in contestants.items() if "compile=inductor" in spec and "precision=no" in spec],
+        "fused": [f for spec, f in contestants.items() if spec.startswith("ours:") and "adam=fused" in spec
+                  and "compile=no" in spec],
+    }  # fmt: skip
+    compiled = ", ".join(f"{figures['vs_baseline']:.2f}x" for figures in levers["compiled"])
+    fused = ", ".join(f"{figures['vs_baseline']:.2f}x" for figures in levers["fused"])
+    data_share = ours["data_seconds"] / ours["seconds"]
+    return (
+        f"ours {run['ratio']:.2f}x the Trainer's best in real tokens/s; padding {padding(ours):.1%} of our padded "
+        f"tokens and {padding(trainer):.1%} of the Trainer's; per padded token, ours "
+        f"{per_padded(ours) / per_padded(trainer):.2f}x; compiled against eager in fp32: {compiled} (ours, the "
+        f"Trainer); fused Adam against the default: {fused}; building our batches: {data_share:.1%} of the step time"
+    )
+
+
+def training_environment(results: Path) -> str:
+    """Where the training benchmark ran, and what it left out."""
+    run = read_json(results, "training_vs_trainer.json")
+    settings, versions = run["settings"], run["versions"]
+    flags = [flag for flag, present in run["cpu"]["flags"].items() if present]
+    return (
+        f"{run['cpu']['model']} ({', '.join(flags)}; no native bf16), {settings['threads']} threads, "
+        f"{settings['rounds']} rounds of {settings['steps_per_round']} steps per contestant after "
+        f"{settings['warmup_steps']} warm-up steps, {minutes(run['wall_seconds'])} in all, 1-minute load "
+        f"{load((run['load_average_start'], run['load_average_end']))}; torch {versions['torch']}, transformers "
+        f"{versions['transformers']}, accelerate {versions['accelerate']}; {len(run['skipped'])} bf16 contestants "
+        f"left out (emulated bf16)"
+    )
+
+
+FIGURES = {
+    "training-table": training_table,
+    "training-environment": training_environment,
+    "training-summary": training_summary,
+}
 
 
 if __name__ == "__main__":
