@@ -13,8 +13,8 @@ slows both alike, so the ratios are what to read; absolute figures describe this
 
 Sections (:func:`run` takes any subset):
 
-* ``train``: forward, backward and Adam step (`bench.train_step`: the package's Adam, fused, the same for both), in real
-  (non-padding) target tokens per second, on batches of randomly drawn sentence pairs (unsorted, as many users
+* ``train``: forward, backward and Adam step (`bench.train_step`: the package's Adam, fused, the same for both), in
+  real (non-padding) target tokens per second, on batches of randomly drawn sentence pairs (unsorted, as many users
   batch; about 45% padding) and on token-bucketed batches (`TokenBatchSampler`); and the model-FLOPs utilisation
   (MFU): FLOPs of the model's matrix products on the real tokens (`bench.training_flops`) per second, over the
   matmul rate of this device in the same dtype, measured in the same run (a square matmul, as a third contestant).
@@ -435,79 +435,47 @@ def _device_name(device: torch.device) -> str:
 # --------------------------------------------------------------------------------------------------------------------
 
 
+OPTIONS = {  # Settings field -> help; every field is an option (``--vocab-size``), ``ctranslate2`` as --no-ctranslate2
+    "size": "model sizes to run, one report each",
+    "device": "cpu or cuda",
+    "dtype": "fp32, or bf16: mixed-precision training and bf16 generate() (for GPUs)",
+    "threads": "torch CPU threads, fixed for each report; one report per size and count",
+    "batch_size": "pairs per random training batch",
+    "max_tokens": "padded tokens per token-bucketed batch (default None: as many real tokens as a random batch)",
+    "num_batches": "batches per measurement",
+    "repeats": "timed runs per batch and contestant",
+    "data_dir": "Multi30k directory; synthetic pairs when absent",
+}
+CHOICES = {"size": SIZES, "dtype": tuple(DTYPES), "attn_implementation": ("sdpa", "eager")}
+TEXT = ("size", "device", "dtype", "attn_implementation", "data_dir")
+MANY = ("size", "threads", "num_beams", "scaling_lengths")
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    defaults = Settings()
+    """The options: one per `Settings` field (several values for `MANY`), ``--sections`` and ``--json``."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--size",
-        nargs="+",
-        default=[defaults.size],
-        choices=sorted(SIZES),
-        help="model sizes to run, one report each (default: %(default)s)",
-    )
+    for field in dataclasses.fields(Settings):
+        if field.name == "ctranslate2":
+            parser.add_argument("--no-ctranslate2", action="store_true", help="skip CTranslate2 even if installed")
+            continue
+        many, default = field.name in MANY, field.default
+        parser.add_argument(
+            "--" + field.name.replace("_", "-"),
+            type=str if field.name in TEXT else int,
+            nargs="+" if many else None,
+            default=list(default) if isinstance(default, tuple) else [default] if many else default,
+            choices=CHOICES.get(field.name),
+            help=f"{OPTIONS.get(field.name, '')} (default: %(default)s)",
+        )
     parser.add_argument("--sections", nargs="+", default=list(SECTIONS), choices=SECTIONS)
-    parser.add_argument("--device", default=defaults.device, help="cpu or cuda (default: %(default)s)")
-    parser.add_argument(
-        "--dtype",
-        default=defaults.dtype,
-        choices=sorted(DTYPES),
-        help="fp32, or bf16: mixed-precision training and bf16 generate() (for GPUs)",
-    )
-    parser.add_argument(
-        "--threads",
-        type=int,
-        nargs="+",
-        default=[defaults.threads],
-        help="torch CPU threads, fixed for each report; one report per size and count (default: %(default)s)",
-    )
-    parser.add_argument("--attn-implementation", default=defaults.attn_implementation, choices=["sdpa", "eager"])
-    parser.add_argument("--vocab-size", type=int, default=defaults.vocab_size)
-    parser.add_argument("--batch-size", type=int, default=defaults.batch_size, help="pairs per random training batch")
-    parser.add_argument(
-        "--max-tokens",
-        type=int,
-        default=None,
-        help="padded tokens per token-bucketed batch (default: as many real tokens as a random batch)",
-    )
-    parser.add_argument("--num-batches", type=int, default=defaults.num_batches, help="batches per measurement")
-    parser.add_argument("--gen-batch-size", type=int, default=defaults.gen_batch_size)
-    parser.add_argument("--max-new-tokens", type=int, default=defaults.max_new_tokens)
-    parser.add_argument("--num-beams", type=int, nargs="+", default=list(defaults.num_beams))
-    parser.add_argument("--repeats", type=int, default=defaults.repeats, help="timed runs per batch and contestant")
-    parser.add_argument("--scaling-lengths", type=int, nargs="+", default=list(defaults.scaling_lengths))
-    parser.add_argument("--scaling-batch-size", type=int, default=defaults.scaling_batch_size)
-    parser.add_argument(
-        "--data-dir",
-        default=defaults.data_dir,
-        help="Multi30k directory; synthetic pairs when absent (default: %(default)s)",
-    )
-    parser.add_argument("--no-ctranslate2", action="store_true", help="skip CTranslate2 even if installed")
-    parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--json", default=None, help="also write every figure to this JSON file")
     return parser.parse_args(argv)
 
 
 def settings_for(args: argparse.Namespace, size: str, threads: int) -> Settings:
-    return Settings(
-        size=size,
-        vocab_size=args.vocab_size,
-        device=args.device,
-        dtype=args.dtype,
-        threads=threads,
-        attn_implementation=args.attn_implementation,
-        batch_size=args.batch_size,
-        max_tokens=args.max_tokens,
-        num_batches=args.num_batches,
-        gen_batch_size=args.gen_batch_size,
-        max_new_tokens=args.max_new_tokens,
-        num_beams=tuple(args.num_beams),
-        repeats=args.repeats,
-        scaling_lengths=tuple(args.scaling_lengths),
-        scaling_batch_size=args.scaling_batch_size,
-        data_dir=args.data_dir,
-        ctranslate2=not args.no_ctranslate2,
-        seed=args.seed,
-    )
+    values = {field.name: getattr(args, field.name, None) for field in dataclasses.fields(Settings)}
+    values = {name: tuple(value) if isinstance(value, list) else value for name, value in values.items()}
+    return Settings(**{**values, "size": size, "threads": threads, "ctranslate2": not args.no_ctranslate2})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -546,21 +514,9 @@ def decoding_cpu_table(results: Path) -> str:
                     environment_load(report),
                 ]
             )
-    return table(
-        [
-            "size",
-            "threads",
-            "search",
-            "ours / MarianMT",
-            "CTranslate2 fp32 / ours",
-            "CTranslate2 int8 / ours",
-            "same tokens as MarianMT",
-            "as CT2 fp32",
-            "load",
-        ],
-        ["l", "r", "l", "r", "r", "r", "l", "l", "l"],
-        rows,
-    )
+    header = ["size", "threads", "search", "ours / MarianMT", "CTranslate2 fp32 / ours",
+              "CTranslate2 int8 / ours", "same tokens as MarianMT", "as CT2 fp32", "load"]  # fmt: skip
+    return table(header, ["l", "r", "l", "r", "r", "r", "l", "l", "l"], rows)
 
 
 def decoding_cpu_versions(results: Path) -> str:
@@ -586,19 +542,9 @@ def decoding_gpu_table(results: Path) -> str:
                         yes(row["outputs_equal_marian"]),
                     ]
                 )
-    return table(
-        [
-            "size",
-            "batch",
-            "search",
-            "ours / MarianMT",
-            "ours, tokens/s",
-            "MarianMT, tokens/s",
-            "same tokens as MarianMT",
-        ],
-        ["l", "r", "l", "r", "r", "r", "l"],
-        rows,
-    )
+    header = ["size", "batch", "search", "ours / MarianMT", "ours, tokens/s", "MarianMT, tokens/s",
+              "same tokens as MarianMT"]  # fmt: skip
+    return table(header, ["l", "r", "l", "r", "r", "r", "l"], rows)
 
 
 def gpu_device(results: Path) -> str:

@@ -3,9 +3,9 @@
 Two copies of one saved model train side by side on the same batches of the built-in numbers task, on a fixed
 number of CPU threads: ``full`` (every weight trainable) and ``lora`` (a LoRA adapter, `add_lora`, the rest frozen).
 Each step is the model's loss, its backward pass and an Adam step (`bench.train_step`: the package's Adam, the
-paper's betas) over the trainable parameters. The contestants run interleaved (`bench.interleave`: A, B on one batch, B, A on the next), the first
-``--warmup`` batches are not timed, and the median time per step is reported, so that load from other processes slows both alike: read the
-ratios, not the absolute figures.
+paper's betas) over the trainable parameters. The contestants run interleaved (`bench.interleave`: A, B on one
+batch, B, A on the next), the first ``--warmup`` batches are not timed, and the median time per step is reported, so
+that load from other processes slows both alike: read the ratios, not the absolute figures.
 
 Then ``generate()`` (greedy and beam ``--num-beams``) of the same sentences, interleaved the same way: ``plain``
 (the model without adapter), ``adapter`` (the trained LoRA model, a peft ``PeftModel``), ``merged`` (its
@@ -15,7 +15,7 @@ transformers' search semantics (the |Y|^alpha length penalty, ``max_new_tokens``
 adapter's, the merged model's and the Marian twin's translations must be the same.
 
 Usage (the model of ``vanilla-transformer train``; ``--json`` writes the figures with the command, the wall time,
-the load average before and after, and the package versions)::
+the load average before and after, and the package versions, and the same is printed)::
 
     python scripts/benchmark_lora.py --model runs/numbers/model --threads 2 --json docs/results/lora.json
 """
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -254,25 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "training": training,
         "generate": generation,
     }
-    record.write(results, args.json)
-    steps = training["seconds_per_step"]
-    print(
-        f"LORA step full={steps['full']['median_s'] * 1e3:.1f}ms lora={steps['lora']['median_s'] * 1e3:.1f}ms "
-        f"ratio={training['lora_over_full_median']:.2f} trainable full={training['parameters']['full']['trainable']:,} "
-        f"lora={training['parameters']['lora']['trainable']:,}"
-    )
-    print("LORA exact match " + " ".join(f"{k}={v:.1f}%" for k, v in training["score"]["exact_match"].items()))
-    for label in ("greedy", f"beam{args.num_beams}"):
-        speeds = " ".join(
-            f"{name}={generation[label][name]['tokens_per_s']:.0f}"
-            for name in ("plain", "adapter", "merged", "marian_adapter")
-        )
-        figures = generation[label]
-        print(
-            f"LORA generate {label} tokens/s {speeds} adapter/marian={figures['adapter_over_marian']:.2f}x "
-            f"adapter_equals_merged={figures['adapter_equals_merged']} "
-            f"adapter_equals_marian={figures['adapter_equals_marian']}"
-        )
+    print(json.dumps(record.write(results, args.json), indent=1))
     print(f"wrote {args.json}")
     return 0
 

@@ -51,7 +51,6 @@ import os
 import re
 import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -63,6 +62,7 @@ import numpy as np
 import torch
 from bench import Record, interleave, marian_twin, matmul_rate, training_flops
 from bench.figures import load, minutes, read_json, table
+from bench.processes import Channel, Worker, build_trainer, prepare_data
 
 SPEC_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
     "ours": {
@@ -172,6 +172,7 @@ def synthetic_data(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     """``--synthetic-pairs`` pairs of random token ids with WMT14's lengths (`SYNTHETIC_LENGTHS`), for a machine
     without the corpus (a GPU machine): a step's speed depends on the lengths, not on the words. The tokenizer
     saved beside them serves for padding only."""
+    from vanilla_transformer.data.cache import save_token_cache
     from vanilla_transformer.tokenization import EOS_ID, train_tokenizer
 
     rng = np.random.default_rng(args.seed)
@@ -187,29 +188,20 @@ def synthetic_data(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     ]
     tokenizer = train_tokenizer(["a few words for the special tokens"], 300)
     tokenizer.save_pretrained(folder / "tokenizer")
+    save_token_cache(examples, args.vocab_size, folder / "tokens")
     (folder / "examples.json").write_text(json.dumps(examples), encoding="utf-8")
     return {"pairs": len(examples), "tokenizer_size": len(tokenizer), "max_length": 256, "synthetic": True}
 
 
 def build_data(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
-    """Tokenizer (saved in `folder`) and tokenized Multi30k training pairs (``folder/examples.json``), as `train`
-    builds them: cleaned, a BPE of ``--vocab-size`` trained on the pairs, pairs over ``max_length`` dropped; or
-    `synthetic_data` with ``--synthetic-pairs``."""
+    """The tokenizer and token cache of Multi30k's training pairs as `train` builds them (`bench.prepare_data`: a
+    BPE of ``--vocab-size``), and the same ids for the Trainer (``folder/examples.json``); or `synthetic_data` with
+    ``--synthetic-pairs``."""
     if args.synthetic_pairs:
         return synthetic_data(args, folder)
-    from vanilla_transformer.data import clean_pairs, tokenize_pairs
-    from vanilla_transformer.tokenization import train_tokenizer
-    from vanilla_transformer.training import parse_args
-    from vanilla_transformer.training.setup import RunCorpus
-
     options = ["--preset", "multi30k", "--vocab-size", str(args.vocab_size)]
-    config = parse_args([*options, *(["--data-dir", args.data_dir] if args.data_dir else [])])
-    corpus = RunCorpus.of(config.data, config.preset)  # names --data-dir and $VANILLA_TRANSFORMER_DATA if unset
-    pairs, _ = clean_pairs(corpus.load("train")[: args.max_pairs])
-    tokenizer = train_tokenizer((text for pair in pairs for text in pair), config.model.vocab_size)
-    pairs, _ = clean_pairs(pairs, max_length=config.data.max_length, tokenizer=tokenizer)
-    examples = tokenize_pairs(pairs, tokenizer)
-    tokenizer.save_pretrained(folder / "tokenizer")
+    options += ["--data-dir", args.data_dir] if args.data_dir else []  # else $VANILLA_TRANSFORMER_DATA
+    config, _, tokenizer, examples = prepare_data(options, folder, args.max_pairs)
     (folder / "examples.json").write_text(json.dumps(examples), encoding="utf-8")
     return {"pairs": len(examples), "tokenizer_size": len(tokenizer), "max_length": config.data.max_length}
 
@@ -243,23 +235,6 @@ def trainer_batch_size(lengths: list[tuple[int, int]], max_tokens: int, seed: in
 # --------------------------------------------------------------------------------------------------------------------
 # Workers: one contestant each, driven over stdin/stdout
 # --------------------------------------------------------------------------------------------------------------------
-
-
-class Channel:
-    """The worker's side of the pipe. Libraries may print to stdout, so the protocol keeps its own copy of the
-    stdout file descriptor and everything else printed goes to stderr."""
-
-    def __init__(self) -> None:
-        self.out = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
-        os.dup2(2, 1)
-        sys.stdout = sys.stderr
-
-    def send(self, **message) -> None:
-        self.out.write(json.dumps(message) + "\n")
-
-    def receive(self) -> dict[str, Any]:
-        line = sys.stdin.readline()
-        return json.loads(line) if line else {"command": "stop"}
 
 
 class Tally:
@@ -333,18 +308,11 @@ def ours_config(args: argparse.Namespace, spec: Spec):
 def ours_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> None:
     """Our `Trainer`, built from ``train`` options (`ours_config`) as `train` builds it, on its own batches of the
     token cache (`Trainer.batches`), timed step by step (`Trainer.train_step`)."""
-    from accelerate import Accelerator
-    from transformers import AutoTokenizer
-
-    from vanilla_transformer.data.cache import TokenCorpus
-    from vanilla_transformer.training import Trainer
-    from vanilla_transformer.training.run import accelerator_options
     from vanilla_transformer.training.step import to_device
 
-    config = ours_config(args, spec)
-    tokenizer = AutoTokenizer.from_pretrained(args.data / "tokenizer")
-    accelerator = Accelerator(cpu=args.device == "cpu", **accelerator_options(config.optimization))
-    trainer = Trainer(config, accelerator, initial_model(args, spec), tokenizer, TokenCorpus(args.data / "tokens"))
+    config, model = ours_config(args, spec), initial_model(args, spec)
+    trainer = build_trainer(config, args.data, model, cpu=args.device == "cpu")
+    accelerator = trainer.accelerator
     batches, meter, model_config = trainer.batches(), Tally(accelerator.device), trainer.unwrapped.config
     channel.send(event="ready", device=str(accelerator.device))
     while (command := channel.receive())["command"] != "stop":
@@ -458,53 +426,19 @@ def worker_main(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------------------------------
 
 
-class Worker:
-    """A contestant's process, as seen by the coordinator; its stderr goes to a log file (shown if it fails)."""
-
-    def __init__(self, spec: Spec, args: argparse.Namespace, data: Path, batch_size: int) -> None:
-        self.spec, self.log = spec, data / f"worker-{len(list(data.glob('worker-*.log')))}.log"
-        command = [sys.executable, str(Path(__file__).resolve()), "--worker", spec.name, "--data", str(data)]
-        command += ["--threads", str(args.threads), "--model-size", args.model_size, "--seed", str(args.seed)]
-        command += ["--vocab-size", str(args.vocab_size), "--max-tokens", str(args.max_tokens)]
-        command += ["--batch-size", str(batch_size), "--device", args.device, "--grad-accum", str(args.grad_accum)]
-        command += ["--preset", args.preset] if args.preset else []
-        environment = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "TOKENIZERS_PARALLELISM": "false"}
-        scripts = str(Path(__file__).resolve().parent)
-        environment["PYTHONPATH"] = os.pathsep.join(filter(None, [scripts, os.environ.get("PYTHONPATH")]))
-        with open(self.log, "w", encoding="utf-8") as log:
-            self.process = subprocess.Popen(
-                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=environment
-            )
-
-    def send(self, **message) -> None:
-        self.process.stdin.write(json.dumps(message) + "\n")
-        self.process.stdin.flush()
-
-    def receive(self) -> dict[str, Any]:
-        line = self.process.stdout.readline()
-        if not line:
-            tail = self.log.read_text(encoding="utf-8", errors="replace")[-4000:]
-            raise RuntimeError(f"worker {self.spec.name} ended (exit {self.process.wait()}):\n{tail}")
-        return json.loads(line)
-
-    def run(self, steps: int) -> dict[str, Any]:
-        self.send(command="run", steps=steps)
-        return self.receive()
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            try:
-                self.send(command="stop")
-                self.process.wait(timeout=120)
-            except (OSError, subprocess.TimeoutExpired):
-                self.process.kill()
-                self.process.wait()
+def start_worker(index: int, spec: Spec, args: argparse.Namespace, data: Path, batch_size: int) -> Worker:
+    """A contestant's process (`bench.Worker`), its stderr in ``data/worker-INDEX.log``."""
+    options = ["--worker", spec.name, "--data", str(data), "--model-size", args.model_size, "--seed", str(args.seed)]
+    options += ["--vocab-size", str(args.vocab_size), "--max-tokens", str(args.max_tokens)]
+    options += ["--batch-size", str(batch_size), "--device", args.device, "--grad-accum", str(args.grad_accum)]
+    options += ["--preset", args.preset] if args.preset else []
+    return Worker(__file__, options, args.threads, data / f"worker-{index}.log", spec.name)
 
 
 def run_contestants(args, specs: list[Spec], data: Path, batch_size: int) -> tuple[dict[str, Any], list]:
     """Start the workers, then the kit's interleaved timer: each warmed up alone, then the rounds; each one's
     figures (the seconds of each command by the timer, the rest as its worker counted them) and the order run."""
-    workers = {spec.name: Worker(spec, args, data, batch_size) for spec in specs}
+    workers = {spec.name: start_worker(index, spec, args, data, batch_size) for index, spec in enumerate(specs)}
     results: dict[str, Any] = {}
     try:
         for name, worker in workers.items():
@@ -515,7 +449,7 @@ def run_contestants(args, specs: list[Spec], data: Path, batch_size: int) -> tup
 
         print(f"warm-up: {args.warmup_steps} steps per contestant ...", file=sys.stderr, flush=True)
         timings = interleave(
-            {name: worker.run for name, worker in workers.items()},
+            {name: (lambda steps, w=worker: w.ask(command="run", steps=steps)) for name, worker in workers.items()},
             [args.steps_per_round] * args.rounds,
             warmup_item=args.warmup_steps,
             progress=progress,
@@ -598,28 +532,6 @@ def compare(summaries: dict[str, dict[str, Any]], specs: list[Spec]) -> dict[str
     }
 
 
-def print_table(summaries: dict[str, dict[str, Any]], comparison: dict[str, Any]) -> None:
-    def ratio(value):
-        return f"{value:.2f}x" if value is not None else "-"
-
-    header = f"{'contestant':58} {'tokens/s':>9} {'median [min-max] per round':>28} {'vs fp32':>8} {'vs T-best':>9}"
-    print(header + f" {'tok/step':>8} {'warm-up s':>9} {'MFU':>6} {'peak MiB':>8}")
-    for name, row in summaries.items():
-        spread = row["round_tokens_per_second"]
-        spread_text = f"{spread['median']:,.0f} [{spread['min']:,.0f}-{spread['max']:,.0f}]"
-        print(
-            f"{name:58} {row['tokens_per_second']:9,.0f} {spread_text:>28} {ratio(row['vs_baseline']):>8} "
-            f"{ratio(row['vs_trainer_best']):>9} {row['tokens_per_step']:8,.0f} {row['warmup_seconds']:9.1f} "
-            f"{row.get('mfu', 0):6.1%} {(row['peak_memory_bytes'] or 0) / 2**20:8,.0f}"
-        )
-    print(
-        f"TRAINING ours_best={comparison['ours_best']} trainer_best={comparison['trainer_best']} "
-        f"ratio={comparison['ratio']:.3f}"
-        if comparison["ratio"] is not None
-        else "TRAINING ratio=- (a side has no contestant)"
-    )
-
-
 def cpu_summary() -> dict[str, Any]:
     """The processor's model and the flags that decide CPU training speed (`preflight.cpu_flags`)."""
     from vanilla_transformer.environment import cpu_name
@@ -642,7 +554,6 @@ def select_contestants(args: argparse.Namespace) -> tuple[list[Spec], dict[str, 
 
 def coordinator_main(args: argparse.Namespace) -> int:
     from vanilla_transformer.data import example_lengths
-    from vanilla_transformer.data.cache import save_token_cache
 
     record = Record()
     specs, skipped = select_contestants(args)
@@ -656,7 +567,6 @@ def coordinator_main(args: argparse.Namespace) -> int:
                 f"the tokenizer has {built['tokenizer_size']} tokens, over --vocab-size={args.vocab_size}"
             )
         examples = json.loads((data / "examples.json").read_text(encoding="utf-8"))
-        save_token_cache(examples, args.vocab_size, data / "tokens")  # what our Trainer batches: the same ids
         batching = trainer_batch_size(example_lengths(examples), args.max_tokens, args.seed)
         print(f"data: {built['pairs']:,} pairs; Trainer batch size {batching['batch_size']}", file=sys.stderr)
         figures, order = run_contestants(args, specs, data, batching["batch_size"])
@@ -666,7 +576,6 @@ def coordinator_main(args: argparse.Namespace) -> int:
             print(f"warning: {name} asked to compile but compiled no graph during warm-up", file=sys.stderr)
     add_mfu(summaries, torch.device(args.device))
     comparison = compare(summaries, specs)
-    print_table(summaries, comparison)
     result = {
         **comparison,
         "contestants": summaries,
@@ -681,7 +590,11 @@ def coordinator_main(args: argparse.Namespace) -> int:
         "data": {**built, **batching},
         "cpu": cpu_summary(),
     }
-    record.write(result, args.output)
+    print(contestants_table(record.write(result, args.output)))  # the published table, of this run
+    print(
+        f"TRAINING ours_best={comparison['ours_best']} trainer_best={comparison['trainer_best']} "
+        + (f"ratio={comparison['ratio']:.3f}" if comparison["ratio"] is not None else "ratio=- (a side has none)")
+    )
     return 0
 
 
@@ -771,7 +684,15 @@ def _contestant(spec: str) -> str:
 
 def training_table(results: Path) -> str:
     """Our training step against MarianMT with Seq2SeqTrainer (scripts/benchmark_training.py)."""
-    run = read_json(results, "training_vs_trainer.json")
+    return contestants_table(read_json(results, "training_vs_trainer.json"))
+
+
+def contestants_table(run: dict) -> str:
+    """The contestants of a run: real tokens/s, their spread over rounds, the ratios, tokens per step, warm-up."""
+
+    def ratio(value: float | None) -> str:
+        return f"{value:.2f}x" if value is not None else "-"
+
     rows = []
     for spec, figures in run["contestants"].items():
         spread = figures["round_tokens_per_second"]
@@ -780,8 +701,8 @@ def training_table(results: Path) -> str:
             _contestant(spec) + best,
             f"{figures['tokens_per_second']:,.0f}",
             f"{spread['median']:,.0f} [{spread['min']:,.0f}–{spread['max']:,.0f}]",
-            f"{figures['vs_baseline']:.2f}x",
-            f"{figures['vs_trainer_best']:.2f}x",
+            ratio(figures["vs_baseline"]),
+            ratio(figures["vs_trainer_best"]),
             f"{figures['tokens_per_step']:,.0f} / {figures['padded_tokens_per_step']:,.0f}",
             f"{figures['warmup_seconds']:.0f} s ({figures['warmup_compilations']})",
         ])  # fmt: skip

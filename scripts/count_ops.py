@@ -6,7 +6,8 @@ command gives the same counts, so this script may run on a busy machine.
 
     python scripts/count_ops.py --output docs/results/op_counts.json
 
-Both models are the same network with the same weights: MarianMT by `bench.marian_twin`. What is counted, per contestant:
+Both models are the same network with the same weights: MarianMT by `bench.marian_twin`. What is counted, per
+contestant:
 
 * **training step**: forward with labels, backward, Adam (fused, as on a GPU), ``zero_grad``, on one padded batch of
   random pairs. Ours twice: ``pack_tokens=False`` (what ``auto`` does on CUDA) and ``True`` (what it does on the CPU

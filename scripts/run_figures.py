@@ -116,22 +116,12 @@ def multi30k_table(results: Path) -> str:
                 f"{first['test_bleu']:.2f}" if first else "—",
             ]
         )
-    return table(
-        [
-            "run",
-            "command (`vanilla-transformer train --preset multi30k` ...)",
-            "time in `train()` (+ rescoring)",
-            "steps / epochs",
-            "tokens/s (precision)",
-            "validation BLEU: average of the last 5 / last (bold: kept)",
-            "**test BLEU** (selected model)",
-            "test BLEU, last checkpoint",
-            "test chrF",
-            "test BLEU before rescoring",
-        ],
-        ["l", "l", "r", "r", "r", "r", "r", "r", "r", "r"],
-        rows,
-    )
+    header = ["run", "command (`vanilla-transformer train --preset multi30k` ...)",
+              "time in `train()` (+ rescoring)", "steps / epochs", "tokens/s (precision)",
+              "validation BLEU: average of the last 5 / last (bold: kept)",
+              "**test BLEU** (selected model)", "test BLEU, last checkpoint", "test chrF",
+              "test BLEU before rescoring"]  # fmt: skip
+    return table(header, ["l", "l", "r", "r", "r", "r", "r", "r", "r", "r"], rows)
 
 
 def recipe_runs(results: Path, direction: str) -> list[dict]:
