@@ -78,6 +78,7 @@ from bench import (
     write_json,
 )
 from bench.figures import environment_load, read_json, table, yes
+from bench.serving import ct2_search, load_translator
 
 from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
 from vanilla_transformer.data import shared_data_dir
@@ -242,7 +243,8 @@ def bench_generation(config: VanillaTransformerConfig, corpus: Corpus, settings:
 
         contestants = {"ours": hf(ours), "marian": hf(marian)}
         for name, translator in translators.items():
-            contestants[name] = _ct2_run(translator, corpus.tokens, beams, settings.max_new_tokens)
+            search = ct2_search(translator, corpus.tokens, beams, lambda _: settings.max_new_tokens)
+            contestants[name] = _counted(search)
         timings = interleave(contestants, sources, repeats=settings.repeats, device=device)
         times = {name: timings.medians(name) for name in contestants}
         # What the last repeat returned on every timed batch: its tokens, and their equality (not the warm-up's alone).
@@ -279,8 +281,6 @@ def _ctranslate2_translators(model, corpus: Corpus, settings: Settings) -> dict[
         import ctranslate2
     except ImportError:
         return {}
-    from bench.serving import load_translator
-
     from vanilla_transformer.export.ctranslate2 import export_ctranslate2
 
     device = settings.torch_device
@@ -302,18 +302,11 @@ def _ctranslate2_translators(model, corpus: Corpus, settings: Settings) -> dict[
     return translators
 
 
-def _ct2_run(translator, tokens: list[str], beams: int, max_new_tokens: int):
-    index = {token: i for i, token in enumerate(tokens)}
+def _counted(search: Callable[[dict], list[list[int]]]) -> Callable[[dict], tuple[list[list[int]], int]]:
+    """A contestant that also answers how many tokens it generated."""
 
-    def run(source):
-        rows = [
-            [tokens[i] for i in ids[mask.bool()].tolist()]
-            for ids, mask in zip(source["input_ids"].cpu(), source["attention_mask"].cpu(), strict=True)
-        ]
-        results = translator.translate_batch(
-            rows, beam_size=beams, max_decoding_length=max_new_tokens, return_end_token=True
-        )
-        hypotheses = [[index[token] for token in result.hypotheses[0]] for result in results]
+    def run(source: dict) -> tuple[list[list[int]], int]:
+        hypotheses = search(source)
         return hypotheses, sum(len(h) for h in hypotheses)
 
     return run

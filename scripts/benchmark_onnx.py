@@ -48,7 +48,15 @@ import numpy as np
 import torch
 from bench import Record, interleave, model_config
 from bench.figures import load, minutes, read_json, table
-from bench.serving import LENGTH_PENALTY, MAX_LENGTH_OFFSET, load_onnx, load_translator, translate, translate_ids
+from bench.serving import (
+    LENGTH_PENALTY,
+    MAX_LENGTH_OFFSET,
+    ct2_search,
+    load_onnx,
+    load_translator,
+    translate,
+    translate_ids,
+)
 
 from vanilla_transformer.data import CorpusSpec, load_corpus, shared_data_dir
 from vanilla_transformer.export.ctranslate2 import export_ctranslate2
@@ -126,22 +134,11 @@ def decoders(loaded: dict[str, Any], tokenizer, beams: int) -> dict[str, Callabl
 
         return run
 
-    def ct2(translator):
-        def run(batch):
-            rows = [
-                ids[mask.bool()].tolist()
-                for ids, mask in zip(batch["input_ids"], batch["attention_mask"], strict=True)
-            ]
-            results = translator.translate_batch(
-                [tokenizer.convert_ids_to_tokens(row) for row in rows],
-                beam_size=beams,
-                length_penalty=LENGTH_PENALTY,
-                max_decoding_length=max(map(len, rows)) + MAX_LENGTH_OFFSET,
-                return_end_token=True,
-            )
-            return [tokenizer.convert_tokens_to_ids(result.hypotheses[0]) for result in results]
+    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
 
-        return run
+    def ct2(translator):  # CTranslate2's penalty |Y|^alpha, one length limit per batch
+        limit = lambda longest: longest + MAX_LENGTH_OFFSET  # noqa: E731
+        return ct2_search(translator, tokens, beams, limit, length_penalty=LENGTH_PENALTY)
 
     return {
         name: search(loaded[name]) if name.startswith(("torch", "ort")) else ct2(loaded[name]) for name in CONTESTANTS

@@ -60,7 +60,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from bench import Record, interleave, marian_twin, matmul_rate, training_flops
+from bench import Record, interleave, marian_twin, matmul_rate, synthetic_pairs, training_flops
 from bench.figures import load, minutes, read_json, table
 from bench.processes import Channel, Worker, build_trainer, prepare_data
 
@@ -163,8 +163,8 @@ def bf16_skip_reason(spec: Spec, device_type: str) -> str | None:
 # --------------------------------------------------------------------------------------------------------------------
 
 
-SYNTHETIC_LENGTHS = {"source": (3.200, 0.511), "target": (3.117, 0.525)}
-"""Log-normal fits (log-mean, log-std) of WMT14 En-De sentence lengths in tokens (newstest2014's words times 1.35,
+SYNTHETIC_LENGTHS = ((3.200, 0.511), (3.117, 0.525))
+"""Log-normal fits (log-mean, log-std) of WMT14 En-De sentence lengths (source, target) in tokens (newstest2014's words times 1.35,
 a 37k BPE's typical tokens per word, plus ``</s>``): means of 28 and 26 tokens."""
 
 
@@ -173,19 +173,10 @@ def synthetic_data(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     without the corpus (a GPU machine): a step's speed depends on the lengths, not on the words. The tokenizer
     saved beside them serves for padding only."""
     from vanilla_transformer.data.cache import save_token_cache
-    from vanilla_transformer.tokenization import EOS_ID, train_tokenizer
+    from vanilla_transformer.tokenization import train_tokenizer
 
-    rng = np.random.default_rng(args.seed)
-    sides = {}
-    for side, (mean, std) in SYNTHETIC_LENGTHS.items():
-        sides[side] = np.clip(np.rint(rng.lognormal(mean, std, args.synthetic_pairs)), 2, 256).astype(int)
-    examples = [
-        {
-            "input_ids": rng.integers(EOS_ID + 1, args.vocab_size, source - 1).tolist() + [EOS_ID],
-            "labels": rng.integers(EOS_ID + 1, args.vocab_size, target - 1).tolist() + [EOS_ID],
-        }
-        for source, target in zip(sides["source"], sides["target"], strict=True)
-    ]
+    pairs = synthetic_pairs(args.synthetic_pairs, args.vocab_size, SYNTHETIC_LENGTHS, longest=256, seed=args.seed)
+    examples = [{"input_ids": source, "labels": target} for source, target in pairs]
     tokenizer = train_tokenizer(["a few words for the special tokens"], 300)
     tokenizer.save_pretrained(folder / "tokenizer")
     save_token_cache(examples, args.vocab_size, folder / "tokens")

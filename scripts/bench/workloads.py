@@ -22,9 +22,9 @@ SIZES = ("tiny", "small", "base")
 """Model sizes, presets of `VanillaTransformerConfig.from_preset`: ``base`` is the paper's base model; ``small`` a
 3+3-layer d_model=256 model; ``tiny`` for tests."""
 
-# Log-normal fits of Multi30k train lengths in tokens of an 8k byte-level BPE (</s> included): log-mean, log-std.
-SYNTHETIC_SOURCE_LENGTHS = (2.685, 0.295)
-SYNTHETIC_TARGET_LENGTHS = (2.709, 0.329)
+MULTI30K_LENGTHS = ((2.685, 0.295), (2.709, 0.329))
+"""Log-normal fits (log-mean, log-std) of Multi30k's training lengths in tokens of an 8k byte-level BPE (``</s>``
+included), source and target."""
 
 
 def model_config(size: str, vocab_size: int, **overrides) -> VanillaTransformerConfig:
@@ -63,23 +63,25 @@ def load_corpus(vocab_size: int, data_dir: str | None = None, max_pairs: int = 1
         tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
         description = f"Multi30k en-de train, first {len(pairs)} pairs, byte-level BPE of {len(tokenizer)} tokens"
     else:
-        rng = np.random.default_rng(seed)
         count = max_pairs
-
-        def lengths(log_mean, log_std):
-            return np.clip(np.rint(rng.lognormal(log_mean, log_std, count)), 2, 200).astype(int)
-
-        pairs = []
-        for source_length, target_length in zip(
-            lengths(*SYNTHETIC_SOURCE_LENGTHS), lengths(*SYNTHETIC_TARGET_LENGTHS), strict=True
-        ):
-            source = rng.integers(EOS_ID + 1, vocab_size, source_length - 1).tolist() + [EOS_ID]
-            target = rng.integers(EOS_ID + 1, vocab_size, target_length - 1).tolist() + [EOS_ID]
-            pairs.append((source, target))
+        pairs = synthetic_pairs(count, vocab_size, MULTI30K_LENGTHS, longest=200, seed=seed)
         tokens = ["<pad>", "<unk>", "<s>", "</s>"]
         description = f"{count} synthetic pairs, log-normal lengths fitted to Multi30k, random ids"
     tokens = tokens + [f"<unused{i}>" for i in range(len(tokens), vocab_size)]
     return Corpus(pairs=pairs, tokens=tokens, description=description)
+
+
+def synthetic_pairs(
+    count: int, vocab_size: int, lengths: tuple[tuple[float, float], ...], longest: int, seed: int = 0
+) -> list[tuple[list[int], list[int]]]:
+    """`count` pairs of random token ids (each side ending in ``</s>``) whose lengths are drawn from the log-normal
+    fits `lengths` (source, target), clipped to 2 to `longest`: a step's speed depends on the lengths, not the words."""
+    rng = np.random.default_rng(seed)
+    sides = [np.clip(np.rint(rng.lognormal(mean, std, count)), 2, longest).astype(int) for mean, std in lengths]
+    return [
+        tuple(rng.integers(EOS_ID + 1, vocab_size, length - 1).tolist() + [EOS_ID] for length in pair)
+        for pair in zip(*sides, strict=True)
+    ]
 
 
 def collate(pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> dict[str, torch.Tensor]:
