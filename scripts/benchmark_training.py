@@ -164,8 +164,8 @@ def bf16_skip_reason(spec: Spec, device_type: str) -> str | None:
 
 
 SYNTHETIC_LENGTHS = ((3.200, 0.511), (3.117, 0.525))
-"""Log-normal fits (log-mean, log-std) of WMT14 En-De sentence lengths (source, target) in tokens (newstest2014's words times 1.35,
-a 37k BPE's typical tokens per word, plus ``</s>``): means of 28 and 26 tokens."""
+"""Log-normal fits (log-mean, log-std) of WMT14 En-De sentence lengths in tokens, source and target (newstest2014's
+words times 1.35, a 37k BPE's typical tokens per word, plus ``</s>``): means of 28 and 26 tokens."""
 
 
 def synthetic_data(args: argparse.Namespace, folder: Path) -> dict[str, Any]:

@@ -15,40 +15,22 @@ no benchmark writes) names those it publishes in its ``FIGURES``, and this scrip
 from __future__ import annotations
 
 import argparse
+import importlib
 import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-import benchmark
-import benchmark_data
-import benchmark_decoding_dtype
-import benchmark_demo
-import benchmark_lora
-import benchmark_onnx
-import benchmark_precision
-import benchmark_training
-import count_ops
-import run_figures
-import sweep_length_penalty
-
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = re.compile(r"<!-- figure: (?P<name>[a-z0-9-]+) -->(?P<body>.*?)<!-- /figure -->", re.DOTALL)
-MODULES: tuple[ModuleType, ...] = (
-    run_figures,
-    sweep_length_penalty,
-    benchmark_precision,
-    benchmark_data,
-    benchmark,
-    count_ops,
-    benchmark_decoding_dtype,
-    benchmark_lora,
-    benchmark_demo,
-    benchmark_onnx,
-    benchmark_training,
+MODULES: tuple[ModuleType, ...] = tuple(
+    importlib.import_module(path.stem)
+    for path in sorted(Path(__file__).resolve().parent.glob("*.py"))
+    if "\nFIGURES = {" in path.read_text(encoding="utf-8")
 )
-"""The modules whose ``FIGURES`` are published."""
+"""The modules beside this one that name the figures they publish (``FIGURES = {...}``): every benchmark, the
+length-penalty sweep and ``run_figures``."""
 
 
 def collect(modules: tuple[ModuleType, ...] = MODULES) -> dict[str, Callable[[Path], str]]:
