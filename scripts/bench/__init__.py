@@ -15,6 +15,7 @@ them):
   (`forward_flops`, `training_flops`) and the one training step (`train_step`, with the package's Adam);
 * `figures`: reading a results folder and writing Markdown tables, for the benchmarks' figure functions;
 * `marian_twin` is MarianMT of the same weights (`vanilla_transformer.export.marian.vanilla_to_marian`);
+* `processes`: contestants in worker processes of their own, and our `Trainer` built from ``train`` options;
 * `serving`: the package's search, onnxruntime and CTranslate2 decoding, imported in one place;
 * `matmul` (a contestant) and `peak_memory` measure the device: a dense matmul and a call's peak memory.
 """
