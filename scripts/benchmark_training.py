@@ -373,9 +373,13 @@ def trainer_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> No
 
 
 def trainer_arguments(args: argparse.Namespace, spec: Spec, device: torch.device):
-    """The Trainer's best settings for a translation model of this size, as its documentation recommends them."""
+    """The Trainer's best settings for a translation model of this size, as its documentation recommends them, with
+    the paper's Adam (our training settings' betas and epsilon)."""
     from transformers import Seq2SeqTrainingArguments
 
+    from vanilla_transformer.training.config import OptimizationConfig
+
+    adam = OptimizationConfig()
     return Seq2SeqTrainingArguments(
         output_dir=str(args.data / f"trainer-{os.getpid()}"),
         bf16=spec["precision"] == "bf16",
@@ -386,9 +390,9 @@ def trainer_arguments(args: argparse.Namespace, spec: Spec, device: torch.device
         gradient_accumulation_steps=args.grad_accum,
         label_smoothing_factor=0.1,
         optim=spec["optim"],
-        adam_beta1=0.9,
-        adam_beta2=0.98,
-        adam_epsilon=1e-9,
+        adam_beta1=adam.adam_beta1,
+        adam_beta2=adam.adam_beta2,
+        adam_epsilon=adam.adam_eps,
         weight_decay=0.0,
         learning_rate=1.25e-3,  # the multi30k preset's peak
         lr_scheduler_type="inverse_sqrt",
