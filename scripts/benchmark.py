@@ -1,95 +1,474 @@
 #!/usr/bin/env python
-"""Benchmark our Transformer against MarianMT of the same architecture (and CTranslate2): speed, memory, MFU.
+"""Speed and memory of the model against MarianMT of the same architecture, and against CTranslate2.
+
+`MarianMTModel` configured as the paper's Transformer (ReLU, sqrt(d_model)-scaled embeddings shared three ways, a
+zero ``final_logits_bias``) is the same network as ours: our parameter names are Marian's, so one state dict loads
+into both once Marian's layout of the model dimension is applied (`bench.marian_twin`, which is
+`vanilla_transformer.export.marian.vanilla_to_marian`). Both models then compute the same function, and every
+comparison here runs them on the same weights and the same batches.
+
+Method: contestants run interleaved on each batch (`bench.interleave`: A, B, then B, A in the next round), each
+batch's median time is kept, and a throughput is the work of all batches over the sum of their medians. Load from other processes then
+slows both alike, so the ratios are what to read; absolute figures describe this machine at that moment only.
+
+Sections (:func:`run` takes any subset):
+
+* ``train``: forward, backward and Adam step (`bench.train_step`: the package's Adam, fused, the same for both), in
+  real (non-padding) target tokens per second, on batches of randomly drawn sentence pairs (unsorted, as many users
+  batch; about 45% padding) and on token-bucketed batches (`TokenBatchSampler`); and the model-FLOPs utilisation
+  (MFU): FLOPs of the model's matrix products on the real tokens (`bench.training_flops`) per second, over the
+  matmul rate of this device in the same dtype, measured in the same run (a square matmul, as a third contestant).
+* ``generate``: greedy and beam-4 `generate()`, generated tokens per second; CTranslate2 (float32 and int8) on the
+  same batches when it is installed. Our `generate()` runs the incremental decoder of
+  ``generation_vanilla_transformer.py``; MarianMT's runs transformers' loop. Both must return the same tokens.
+* ``memory``: peak memory of a training step and of `generate()`. On CUDA, ``torch.cuda.max_memory_allocated``
+  above the memory allocated before; on CPU the same quantity from the PyTorch profiler's allocation events: the
+  peak of live tensor bytes allocated during the call. Both exclude allocator caching and non-tensor memory.
+* ``scaling``: training-step throughput and peak memory of our model for sequence lengths 32 to 1024, with SDPA
+  and with eager attention (which stores every [T, T] attention matrix for the backward pass).
+
+The data are Multi30k English-German sentence pairs with a byte-level BPE vocabulary trained on them (read from
+``--data-dir``, by default ``$VANILLA_TRANSFORMER_DATA/multi30k``, when present), or else synthetic pairs with
+log-normal lengths fitted to it.
+
+Usage (one report per size and thread count; ``--json`` writes them, with the run's environment)::
 
     python scripts/benchmark.py                                  # small model, 2 CPU threads, every section
     python scripts/benchmark.py --size base --sections train generate
     python scripts/benchmark.py --device cuda --dtype bf16 --size base --json results.json
     python scripts/benchmark.py --sections generate --size small base --threads 1 2 --json decoding.json
-
-Ratios are the result: the contestants run interleaved on the same batches (see `benchmarking.py` beside this script).
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import contextlib
+import copy
+import dataclasses
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
-import benchmarking as benchmark
+import torch
+from bench import (
+    SIZES,
+    Corpus,
+    Record,
+    adam,
+    environment_of,
+    interleave,
+    load_corpus,
+    marian_twin,
+    matmul,
+    model_config,
+    padding_share,
+    peak_memory,
+    random_batches,
+    target_tokens,
+    to_device,
+    token_batches,
+    train_step,
+    training_flops,
+    write_json,
+)
+from bench.figures import environment_load, read_json, table, yes
+from bench.serving import ct2_search, load_translator
+
+from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
+from vanilla_transformer.data import shared_data_dir
+from vanilla_transformer.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+from vanilla_transformer.tokenization import EOS_ID, PAD_ID
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+"""fp32; or bf16: mixed-precision training (float32 weights and Adam, bf16 matmuls) and bf16 generate()."""
+
+DEFAULT_DATA_DIR = shared_data_dir("multi30k")
+"""Multi30k in ``$VANILLA_TRANSFORMER_DATA`` (`vanilla_transformer.data.DATA_DIR_VARIABLE`), if set."""
+
+
+@dataclasses.dataclass
+class Settings:
+    """What to run and how. The defaults are the CPU benchmark of the README."""
+
+    size: str = "small"
+    vocab_size: int = 8000
+    device: str = "cpu"
+    dtype: str = "fp32"
+    threads: int | None = 2
+    attn_implementation: str = "sdpa"
+    batch_size: int = 32
+    max_tokens: int | None = None
+    num_batches: int = 4
+    gen_batch_size: int = 16
+    max_new_tokens: int = 40
+    num_beams: tuple[int, ...] = (1, 4)
+    repeats: int = 3
+    scaling_lengths: tuple[int, ...] = (32, 64, 128, 256, 512, 1024)
+    scaling_batch_size: int = 2
+    data_dir: str | None = str(DEFAULT_DATA_DIR) if DEFAULT_DATA_DIR else None
+    max_pairs: int = 12000
+    ctranslate2: bool = True
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.size not in SIZES:
+            raise ValueError(f"size={self.size!r}; choose one of {sorted(SIZES)}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype={self.dtype!r}; choose one of {sorted(DTYPES)}")
+        for name in ("batch_size", "num_batches", "gen_batch_size", "max_new_tokens", "repeats", "scaling_batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {name}={getattr(self, name)}")
+
+    @property
+    def torch_device(self) -> torch.device:
+        return torch.device(self.device)
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The two models
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def build_pair(config: VanillaTransformerConfig, settings: Settings, seed: int | None = None):
+    """Our model (initialised with `seed`) and its Marian twin, on the benchmark's device (float32 weights)."""
+    torch.manual_seed(settings.seed if seed is None else seed)
+    config = copy.deepcopy(config)
+    config._attn_implementation = settings.attn_implementation
+    ours = VanillaTransformerForConditionalGeneration(config).to(settings.torch_device)
+    return ours, marian_twin(ours)
+
+
+def _autocast(settings: Settings) -> torch.dtype | None:
+    """Training in bf16 is mixed precision: float32 weights and optimizer, matmuls in bf16."""
+    return None if settings.dtype == "fp32" else settings.torch_dtype
+
+
+@contextlib.contextmanager
+def _threads(count: int | None):
+    previous = torch.get_num_threads()
+    if count:
+        torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Sections
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def bench_training(config: VanillaTransformerConfig, corpus: Corpus, settings: Settings) -> dict[str, Any]:
+    """Training-step throughput of both models on random and on token-bucketed batches; our MFU."""
+    device = settings.torch_device
+    ours, marian = build_pair(config, settings)
+    steps = {}
+    for name, model in (("ours", ours), ("marian", marian)):
+        steps[name] = train_step(model, adam(model), autocast=_autocast(settings))
+    run_matmul, matmul_flops = matmul(device, settings.torch_dtype)
+    result: dict[str, Any] = {}
+    random_set = random_batches(corpus, settings.batch_size, settings.num_batches, settings.seed)
+    mean_pair = statistics.mean(len(s) + len(t) for s, t in corpus.pairs)
+    max_tokens = settings.max_tokens or int(settings.batch_size * mean_pair * 1.05)
+    bucketed_set = token_batches(corpus, max_tokens, settings.num_batches, settings.seed)
+    for name, batches in (("random", random_set), ("bucketed", bucketed_set)):
+        batches = [to_device(b, device) for b in batches]
+        # Warm-up: first-call allocations, the optimizer state.
+        timings = interleave({**steps, "matmul": run_matmul}, batches, repeats=settings.repeats, device=device)
+        times = {name: timings.medians(name) for name in timings.seconds}
+        tokens = sum(target_tokens(b) for b in batches)
+        flops = sum(training_flops(config, b) for b in batches)
+        matmul_rate = matmul_flops / statistics.median(times["matmul"])
+        result[name] = {
+            "batches": len(batches),
+            "pairs_per_batch": statistics.mean(b["input_ids"].shape[0] for b in batches),
+            "padding": padding_share(batches),
+            "ours_tokens_per_s": tokens / sum(times["ours"]),
+            "marian_tokens_per_s": tokens / sum(times["marian"]),
+            "speedup": sum(times["marian"]) / sum(times["ours"]),
+            "ours_model_flops_per_s": flops / sum(times["ours"]),
+            "marian_model_flops_per_s": flops / sum(times["marian"]),
+            "matmul_flops_per_s": matmul_rate,
+            "ours_mfu": flops / sum(times["ours"]) / matmul_rate,
+            "marian_mfu": flops / sum(times["marian"]) / matmul_rate,
+        }
+        if name == "bucketed":
+            result[name]["max_tokens"] = max_tokens
+    return result
+
+
+def _hypotheses(sequences: torch.Tensor) -> list[list[int]]:
+    """The generated tokens of each row: after the decoder start, up to and including the first </s>."""
+    rows = []
+    for row in sequences[:, 1:].tolist():
+        rows.append(row[: row.index(EOS_ID) + 1] if EOS_ID in row else [token for token in row if token != PAD_ID])
+    return rows
+
+
+def _generated_tokens(sequences: torch.Tensor) -> int:
+    return sum(len(row) for row in _hypotheses(sequences))
+
+
+def bench_generation(config: VanillaTransformerConfig, corpus: Corpus, settings: Settings) -> dict[str, Any]:
+    """generate() throughput of both models (and CTranslate2's, if installed), greedy and beam search."""
+    device = settings.torch_device
+    ours, marian = build_pair(config, settings)
+    for model in (ours, marian):
+        model.eval().to(settings.torch_dtype)
+    batches = random_batches(corpus, settings.gen_batch_size, settings.num_batches, settings.seed + 1)
+    sources = [{key: b[key].to(device) for key in ("input_ids", "attention_mask")} for b in batches]
+    translators = _ctranslate2_translators(ours, corpus, settings) if settings.ctranslate2 else {}
+    result: dict[str, Any] = {"ctranslate2": sorted(translators) or None, "ct2_use_mkl": os.environ.get("CT2_USE_MKL")}
+    for beams in settings.num_beams:
+        kwargs = dict(max_new_tokens=settings.max_new_tokens, num_beams=beams, do_sample=False)
+
+        def hf(model):
+            @torch.inference_mode()
+            def run(source):
+                output = model.generate(**source, **kwargs)
+                return output, _generated_tokens(output)
+
+            return run
+
+        contestants = {"ours": hf(ours), "marian": hf(marian)}
+        for name, translator in translators.items():
+            search = ct2_search(translator, corpus.tokens, beams, lambda _: settings.max_new_tokens)
+            contestants[name] = _counted(search)
+        timings = interleave(contestants, sources, repeats=settings.repeats, device=device)
+        times = {name: timings.medians(name) for name in contestants}
+        # What the last repeat returned on every timed batch: its tokens, and their equality (not the warm-up's alone).
+        last = {name: timings.returned[name][-len(sources) :] for name in contestants}
+        outputs = {name: [output for output, _ in returned] for name, returned in last.items()}
+        tokens = {name: [count for _, count in returned] for name, returned in last.items()}
+        equal = [torch.equal(ours, marian) for ours, marian in zip(outputs["ours"], outputs["marian"], strict=True)]
+        row: dict[str, Any] = {
+            "outputs_equal_marian": all(equal),
+            "batches_equal_marian": f"{sum(equal)}/{len(equal)}",
+            "batch_size": settings.gen_batch_size,
+        }
+        for name in contestants:
+            row[f"{name}_tokens_per_s"] = sum(tokens[name]) / sum(times[name])
+        row["speedup"] = row["ours_tokens_per_s"] / row["marian_tokens_per_s"]
+        ours_hypotheses = [_hypotheses(output) for output in outputs["ours"]]
+        for name in translators:
+            row[f"{name}_vs_ours"] = row[f"{name}_tokens_per_s"] / row["ours_tokens_per_s"]
+            if "int8" not in name:  # the same precision as ours: fp32 on fp32, bf16 on bf16
+                same = [
+                    a == b
+                    for batch, theirs in zip(ours_hypotheses, outputs[name], strict=True)
+                    for a, b in zip(batch, theirs, strict=True)
+                ]
+                row[f"{name}_outputs_equal_ours"] = all(same)
+                row[f"{name}_rows_equal_ours"] = f"{sum(same)}/{len(same)}"
+        result["greedy" if beams == 1 else f"beam{beams}"] = row
+    return result
+
+
+def _ctranslate2_translators(model, corpus: Corpus, settings: Settings) -> dict[str, Any]:
+    """CTranslate2 exports of `model` (float32/int8 on CPU, bf16/int8_bf16 on CUDA), or none if unavailable."""
+    try:
+        import ctranslate2
+    except ImportError:
+        return {}
+    from vanilla_transformer.export.ctranslate2 import export_ctranslate2
+
+    device = settings.torch_device
+    if device.type == "cuda" and ctranslate2.get_cuda_device_count() == 0:
+        return {}
+    kinds = {"ct2_fp32": "float32", "ct2_int8": "int8"}
+    if device.type == "cuda" and settings.dtype != "fp32":
+        kinds = {"ct2_bf16": "bfloat16", "ct2_int8": "int8_bfloat16"}
+    directory = Path(tempfile.mkdtemp(prefix="vanilla-ct2-"))
+    translators = {}
+    for name, quantization in kinds.items():
+        path = export_ctranslate2(model, directory / name, quantization=quantization, vocabulary=corpus.tokens)
+        try:
+            translators[name] = load_translator(
+                path, device=device.type, compute_type=quantization, threads=settings.threads or 0
+            )
+        except (RuntimeError, ValueError) as error:  # a CUDA build this machine's driver or libraries cannot run
+            print(f"CTranslate2 {name} left out: {error}", file=sys.stderr)
+    return translators
+
+
+def _counted(search: Callable[[dict], list[list[int]]]) -> Callable[[dict], tuple[list[list[int]], int]]:
+    """A contestant that also answers how many tokens it generated."""
+
+    def run(source: dict) -> tuple[list[list[int]], int]:
+        hypotheses = search(source)
+        return hypotheses, sum(len(h) for h in hypotheses)
+
+    return run
+
+
+def bench_memory(config: VanillaTransformerConfig, corpus: Corpus, settings: Settings) -> dict[str, Any]:
+    """Peak memory of a training step and of greedy and beam generate(), for both models."""
+    device = settings.torch_device
+    ours, marian = build_pair(config, settings)
+    batch = to_device(random_batches(corpus, settings.batch_size, 1, settings.seed)[0], device)
+    source = {key: batch[key][: settings.gen_batch_size] for key in ("input_ids", "attention_mask")}
+    result: dict[str, Any] = {"padding": padding_share([batch])}
+    for name, model in (("ours", ours), ("marian", marian)):
+        step = train_step(model, adam(model), autocast=_autocast(settings))
+        step(batch)  # the optimizer state exists before measuring: the peak is the step's own
+        result[f"{name}_train_bytes"] = peak_memory(lambda: step(batch), device)
+        model.eval().to(settings.torch_dtype)
+        for beams in settings.num_beams:
+            kwargs = dict(max_new_tokens=settings.max_new_tokens, num_beams=beams, do_sample=False)
+            with torch.inference_mode():
+                generate = lambda: model.generate(**source, **kwargs)  # noqa: E731
+                result[f"{name}_generate{beams}_bytes"] = peak_memory(generate, device)
+    result["train_ratio"] = result["ours_train_bytes"] / result["marian_train_bytes"]
+    return result
+
+
+def bench_length_scaling(config: VanillaTransformerConfig, settings: Settings) -> list[dict[str, Any]]:
+    """Our training step (forward and backward) on unpadded sequences of each length, SDPA against eager."""
+    device = settings.torch_device
+    torch.manual_seed(settings.seed)
+    longest = max(settings.scaling_lengths)
+    config = copy.deepcopy(config)
+    config.max_position_embeddings = max(config.max_position_embeddings, longest)
+    model = VanillaTransformerForConditionalGeneration(config).to(device).train()
+    generator = torch.Generator().manual_seed(settings.seed)
+    rows = []
+    for length in settings.scaling_lengths:
+        shape = (settings.scaling_batch_size, length)
+        batch = to_device(
+            {
+                "input_ids": torch.randint(EOS_ID + 1, config.vocab_size, shape, generator=generator),
+                "labels": torch.randint(EOS_ID + 1, config.vocab_size, shape, generator=generator),
+            },
+            device,
+        )
+
+        def step(implementation: str) -> Callable[[Any], None]:
+            def run(_=None) -> None:
+                model.set_attn_implementation(implementation)
+                dtype = _autocast(settings)
+                with torch.autocast(device.type, dtype=dtype) if dtype else contextlib.nullcontext():
+                    loss = model(**batch).loss
+                loss.backward()
+                model.zero_grad(set_to_none=True)
+
+            return run
+
+        contestants = {"sdpa": step("sdpa"), "eager": step("eager")}
+        timings = interleave(contestants, [None], repeats=max(1, settings.repeats - 1), device=device)
+        row: dict[str, Any] = {"length": length, "batch_size": settings.scaling_batch_size}
+        for name, run in contestants.items():
+            row[f"{name}_tokens_per_s"] = settings.scaling_batch_size * length / timings.total(name)
+            row[f"{name}_bytes"] = peak_memory(run, device)
+        rows.append(row)
+    model.set_attn_implementation(settings.attn_implementation)
+    return rows
+
+
+SECTIONS = ("train", "generate", "memory", "scaling")
+
+
+def run(settings: Settings, sections: Sequence[str] = SECTIONS, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run the benchmark `sections` and return every figure, with a description of the run and its environment
+    (`bench.Record`)."""
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        raise ValueError(f"unknown sections {sorted(unknown)}; choose from {SECTIONS}")
+    record = Record()
+    with _threads(settings.threads if settings.device == "cpu" else None):
+        config = model_config(settings.size, settings.vocab_size)
+        corpus = load_corpus(settings.vocab_size, settings.data_dir, settings.max_pairs, settings.seed)
+        report: dict[str, Any] = {
+            "settings": dataclasses.asdict(settings),
+            "device": _device_name(settings.torch_device),
+            "threads": torch.get_num_threads() if settings.device == "cpu" else None,
+            "data": corpus.description,
+            "parameters": _parameter_count(config),
+        }
+        log(f"# {settings.size} model on {report['device']}, {settings.dtype}; data: {corpus.description}")
+        sections_to_run = {
+            "train": lambda: bench_training(config, corpus, settings),
+            "generate": lambda: bench_generation(config, corpus, settings),
+            "memory": lambda: bench_memory(config, corpus, settings),
+            "scaling": lambda: bench_length_scaling(config, settings),
+        }
+        for name in SECTIONS:
+            if name in sections:
+                start = time.perf_counter()
+                report[name] = sections_to_run[name]()
+                log(f"  {name}: {time.perf_counter() - start:.0f} s")
+        return record.result(report)
+
+
+def _parameter_count(config: VanillaTransformerConfig) -> int:
+    with torch.device("meta"):
+        return sum(p.numel() for p in VanillaTransformerForConditionalGeneration(config).parameters())
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    import platform
+
+    return f"CPU ({platform.processor() or platform.machine()})"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The command
+# --------------------------------------------------------------------------------------------------------------------
+
+
+OPTIONS = {  # Settings field -> help; every field is an option (``--vocab-size``), ``ctranslate2`` as --no-ctranslate2
+    "size": "model sizes to run, one report each",
+    "device": "cpu or cuda",
+    "dtype": "fp32, or bf16: mixed-precision training and bf16 generate() (for GPUs)",
+    "threads": "torch CPU threads, fixed for each report; one report per size and count",
+    "batch_size": "pairs per random training batch",
+    "max_tokens": "padded tokens per token-bucketed batch (default None: as many real tokens as a random batch)",
+    "num_batches": "batches per measurement",
+    "repeats": "timed runs per batch and contestant",
+    "data_dir": "Multi30k directory; synthetic pairs when absent",
+}
+CHOICES = {"size": SIZES, "dtype": tuple(DTYPES), "attn_implementation": ("sdpa", "eager")}
+TEXT = ("size", "device", "dtype", "attn_implementation", "data_dir")
+MANY = ("size", "threads", "num_beams", "scaling_lengths")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    defaults = benchmark.Settings()
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--size",
-        nargs="+",
-        default=[defaults.size],
-        choices=sorted(benchmark.SIZES),
-        help="model sizes to run, one report each (default: %(default)s)",
-    )
-    parser.add_argument("--sections", nargs="+", default=list(benchmark.SECTIONS), choices=benchmark.SECTIONS)
-    parser.add_argument("--device", default=defaults.device, help="cpu or cuda (default: %(default)s)")
-    parser.add_argument(
-        "--dtype",
-        default=defaults.dtype,
-        choices=sorted(benchmark.DTYPES),
-        help="fp32, or bf16: mixed-precision training and bf16 generate() (for GPUs)",
-    )
-    parser.add_argument(
-        "--threads",
-        type=int,
-        nargs="+",
-        default=[defaults.threads],
-        help="torch CPU threads, fixed for each report; one report per size and count (default: %(default)s)",
-    )
-    parser.add_argument("--attn-implementation", default=defaults.attn_implementation, choices=["sdpa", "eager"])
-    parser.add_argument("--vocab-size", type=int, default=defaults.vocab_size)
-    parser.add_argument("--batch-size", type=int, default=defaults.batch_size, help="pairs per random training batch")
-    parser.add_argument(
-        "--max-tokens",
-        type=int,
-        default=None,
-        help="padded tokens per token-bucketed batch (default: as many real tokens as a random batch)",
-    )
-    parser.add_argument("--num-batches", type=int, default=defaults.num_batches, help="batches per measurement")
-    parser.add_argument("--gen-batch-size", type=int, default=defaults.gen_batch_size)
-    parser.add_argument("--max-new-tokens", type=int, default=defaults.max_new_tokens)
-    parser.add_argument("--num-beams", type=int, nargs="+", default=list(defaults.num_beams))
-    parser.add_argument("--repeats", type=int, default=defaults.repeats, help="timed runs per batch and contestant")
-    parser.add_argument("--scaling-lengths", type=int, nargs="+", default=list(defaults.scaling_lengths))
-    parser.add_argument("--scaling-batch-size", type=int, default=defaults.scaling_batch_size)
-    parser.add_argument(
-        "--data-dir",
-        default=defaults.data_dir,
-        help="Multi30k directory; synthetic pairs when absent (default: %(default)s)",
-    )
-    parser.add_argument("--no-ctranslate2", action="store_true", help="skip CTranslate2 even if installed")
-    parser.add_argument("--seed", type=int, default=defaults.seed)
+    """The options: one per `Settings` field (several values for `MANY`), ``--sections`` and ``--json``."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    for field in dataclasses.fields(Settings):
+        if field.name == "ctranslate2":
+            parser.add_argument("--no-ctranslate2", action="store_true", help="skip CTranslate2 even if installed")
+            continue
+        many, default = field.name in MANY, field.default
+        parser.add_argument(
+            "--" + field.name.replace("_", "-"),
+            type=str if field.name in TEXT else int,
+            nargs="+" if many else None,
+            default=list(default) if isinstance(default, tuple) else [default] if many else default,
+            choices=CHOICES.get(field.name),
+            help=f"{OPTIONS.get(field.name, '')} (default: %(default)s)",
+        )
+    parser.add_argument("--sections", nargs="+", default=list(SECTIONS), choices=SECTIONS)
     parser.add_argument("--json", default=None, help="also write every figure to this JSON file")
     return parser.parse_args(argv)
 
 
-def settings_for(args: argparse.Namespace, size: str, threads: int) -> benchmark.Settings:
-    return benchmark.Settings(
-        size=size,
-        vocab_size=args.vocab_size,
-        device=args.device,
-        dtype=args.dtype,
-        threads=threads,
-        attn_implementation=args.attn_implementation,
-        batch_size=args.batch_size,
-        max_tokens=args.max_tokens,
-        num_batches=args.num_batches,
-        gen_batch_size=args.gen_batch_size,
-        max_new_tokens=args.max_new_tokens,
-        num_beams=tuple(args.num_beams),
-        repeats=args.repeats,
-        scaling_lengths=tuple(args.scaling_lengths),
-        scaling_batch_size=args.scaling_batch_size,
-        data_dir=args.data_dir,
-        ctranslate2=not args.no_ctranslate2,
-        seed=args.seed,
-    )
+def settings_for(args: argparse.Namespace, size: str, threads: int) -> Settings:
+    values = {field.name: getattr(args, field.name, None) for field in dataclasses.fields(Settings)}
+    values = {name: tuple(value) if isinstance(value, list) else value for name, value in values.items()}
+    return Settings(**{**values, "size": size, "threads": threads, "ctranslate2": not args.no_ctranslate2})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -97,12 +476,100 @@ def main(argv: Sequence[str] | None = None) -> int:
     reports = []
     for size in args.size:
         for threads in args.threads:
-            report = benchmark.run(settings_for(args, size, threads), args.sections)
-            print(benchmark.format_report(report), end="\n\n", flush=True)
+            report = run(settings_for(args, size, threads), args.sections)
+            print(json.dumps(report, indent=1, default=str), flush=True)
             reports.append(report)
     if args.json:
-        benchmark.save_report(reports if len(reports) > 1 else reports[0], args.json)
+        write_json(reports if len(reports) > 1 else reports[0], args.json)
     return 0
+
+
+# Figures: name -> function of the results folder that returns the Markdown between a page's markers
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def decoding_cpu_table(results: Path) -> str:
+    """generate() against MarianMT and CTranslate2 on the CPU (scripts/benchmark.py --sections generate)."""
+    rows = []
+    for report in read_json(results, "decoding_benchmark.json"):
+        for key, search in (("greedy", "greedy"), ("beam4", "beam 4")):
+            row = report["generate"][key]
+            rows.append(
+                [
+                    report["settings"]["size"],
+                    str(report["threads"]),
+                    search,
+                    f"**{row['speedup']:.2f}x**",
+                    f"{row['ct2_fp32_vs_ours']:.2f}x",
+                    f"{row['ct2_int8_vs_ours']:.2f}x",
+                    yes(row["outputs_equal_marian"]),
+                    yes(row["ct2_fp32_outputs_equal_ours"]),
+                    environment_load(report),
+                ]
+            )
+    header = ["size", "threads", "search", "ours / MarianMT", "CTranslate2 fp32 / ours",
+              "CTranslate2 int8 / ours", "same tokens as MarianMT", "as CT2 fp32", "load"]  # fmt: skip
+    return table(header, ["l", "r", "l", "r", "r", "r", "l", "l", "l"], rows)
+
+
+def decoding_cpu_versions(results: Path) -> str:
+    versions = environment_of(read_json(results, "decoding_benchmark.json")[0])["versions"]
+    return f"transformers {versions['transformers']}, torch {versions['torch']}"
+
+
+def decoding_gpu_table(results: Path) -> str:
+    """generate() against MarianMT on a GPU, batches of 16 and 128."""
+    rows = []
+    for name in ("decoding_benchmark_cuda_bf16.json", "decoding_benchmark_cuda_bf16_batch128.json"):
+        for report in read_json(results, name):
+            for key, search in (("greedy", "greedy"), ("beam4", "beam 4")):
+                row = report["generate"][key]
+                rows.append(
+                    [
+                        report["settings"]["size"],
+                        str(row["batch_size"]),
+                        search,
+                        f"**{row['speedup']:.2f}x**",
+                        f"{row['ours_tokens_per_s']:,.0f}",
+                        f"{row['marian_tokens_per_s']:,.0f}",
+                        yes(row["outputs_equal_marian"]),
+                    ]
+                )
+    header = ["size", "batch", "search", "ours / MarianMT", "ours, tokens/s", "MarianMT, tokens/s",
+              "same tokens as MarianMT"]  # fmt: skip
+    return table(header, ["l", "r", "l", "r", "r", "r", "l"], rows)
+
+
+def gpu_device(results: Path) -> str:
+    report = read_json(results, "decoding_benchmark_cuda_bf16.json")[0]
+    return f"{report['device']}, torch {environment_of(report)['versions']['torch']}, {report['settings']['dtype']}"
+
+
+def gpu_training(results: Path) -> str:
+    """The training-step ratios the GPU run measured beside decoding."""
+    reports = {
+        report["settings"]["size"]: report["train"]
+        for report in read_json(results, "decoding_benchmark_cuda_bf16.json")
+    }
+    random = " and ".join(f"{reports[size]['random']['speedup']:.2f}x {size}" for size in ("small", "base"))
+    bucketed = " and ".join(f"{reports[size]['bucketed']['speedup']:.2f}x" for size in ("small", "base"))
+    return f"{random} on random batches, {bucketed} token-bucketed"
+
+
+def decoding_bf16_marian(results: Path) -> str:
+    run = read_json(results, "decoding_benchmark_bf16.json")
+    ratios = " / ".join(f"{run['generate'][key]['speedup']:.2f}x" for key in ("greedy", "beam4"))
+    return f"{ratios} MarianMT, greedy / beam 4 (load {environment_of(run)['load_average_start'][0]:.1f})"
+
+
+FIGURES = {
+    "decoding-cpu-table": decoding_cpu_table,
+    "decoding-cpu-versions": decoding_cpu_versions,
+    "decoding-gpu-table": decoding_gpu_table,
+    "gpu-device": gpu_device,
+    "gpu-training": gpu_training,
+    "decoding-bf16-marian": decoding_bf16_marian,
+}
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 
 from bench import Record
+from bench.figures import environment_load, read_json, table
 
 from vanilla_transformer.data import DATA_DIR_VARIABLE, shared_data_dir
 
@@ -161,6 +162,42 @@ def main(argv: list[str] | None = None) -> int:
     )
     record.write(result, args.output)
     return 0
+
+
+# Figures: name -> function of the results folder that returns the Markdown between a page's markers
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def data_table(results: Path) -> str:
+    """The data pipeline's benchmark (scripts/benchmark_data.py)."""
+    rows = []
+    for name, code in (
+        ("data_benchmark_450000_before.json", "before (c355ac2, no cache: every run is cold)"),
+        ("data_benchmark_450000.json", "now"),
+        ("data_benchmark_4500000.json", "now"),
+    ):
+        run = read_json(results, name)
+        warm = run["warm_start_s"]
+        rows.append(
+            [
+                f"{run['pairs']:,}",
+                code,
+                f"{run['prepare_s']:.0f} s",
+                f"{warm:.1f} s" if warm is not None else f"{run['prepare_s']:.0f} s",
+                f"{run['peak_rss_mb']:,} MB",
+                environment_load(run),
+            ]
+        )
+    return table(
+        ["pairs", "code", "cold: to first step", "warm: to first step", "peak RSS", "load"],
+        ["r", "l", "r", "r", "r", "l"],
+        rows,
+    )
+
+
+FIGURES = {
+    "data-table": data_table,
+}
 
 
 if __name__ == "__main__":

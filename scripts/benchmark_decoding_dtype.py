@@ -24,11 +24,12 @@ from pathlib import Path
 
 import torch
 from bench import Record, interleave
+from bench.figures import read_json
+from bench.serving import translate
 
 from vanilla_transformer.data import DATA_DIR_VARIABLE, CorpusSpec, shared_data_dir, split_files
 from vanilla_transformer.metrics import compute_bleu
 from vanilla_transformer.model_dir import load_model_dir
-from vanilla_transformer.serving.search import translate
 
 MULTI30K = shared_data_dir("multi30k")
 """Where ``--source`` and ``--reference`` default to Multi30k's 2016 test set: ``$VANILLA_TRANSFORMER_DATA``, if set."""
@@ -84,6 +85,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     record.write(result, args.output)
     return 0
+
+
+# Figures: name -> function of the results folder that returns the Markdown between a page's markers
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def decoding_dtype(results: Path) -> str:
+    """bf16 against fp32 decoding of the trained Multi30k model (scripts/benchmark_decoding_dtype.py)."""
+    run = read_json(results, "decoding_dtype_multi30k.json")
+    return (
+        f"bf16 ran **{run['speedup']:.2f}x** faster than fp32 ({run['bf16_tokens_per_s']:,.0f} against "
+        f"{run['fp32_tokens_per_s']:,.0f} tokens/s), with BLEU {run['bf16_bleu']:.2f} against {run['fp32_bleu']:.2f} "
+        f"({run['same_translations']:,} of the {run['sentences']:,} translations identical)"
+    )
+
+
+FIGURES = {
+    "decoding-dtype": decoding_dtype,
+}
 
 
 if __name__ == "__main__":

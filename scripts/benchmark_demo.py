@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 from bench import Record, interleave
+from bench.figures import read_json, table
 
 from vanilla_transformer.data import DATA_DIR_VARIABLE, read_lines, shared_data_dir
 from vanilla_transformer.demo import translate_with_attention
@@ -78,6 +79,33 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(json.dumps(record.write(figures, args.output), indent=2))
     return 0
+
+
+# Figures: name -> function of the results folder that returns the Markdown between a page's markers
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def demo_latency(results: Path) -> str:
+    """Seconds per sentence of the demo's Translate (scripts/benchmark_demo.py)."""
+    run = read_json(results, "demo_latency.json")
+    versions = run["versions"]
+    rows = [
+        [
+            f"{run['sentences']} sentences of `{Path(run['source']).name}`, {run['threads']} threads",
+            f"{run['median_seconds']:.3f} s",
+            f"{run['p90_seconds']:.3f} s",
+            f"{run['max_seconds']:.3f} s",
+            f"{run['load_average_start'][0]:.1f}",
+            f"torch {versions['torch']}, transformers {versions['transformers']}",
+        ]
+    ]
+    header = ["input", "median", "90th percentile", "slowest", "load before", "versions"]
+    return table(header, ["l", "r", "r", "r", "r", "l"], rows)
+
+
+FIGURES = {
+    "demo-latency": demo_latency,
+}
 
 
 if __name__ == "__main__":

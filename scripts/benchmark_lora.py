@@ -2,10 +2,10 @@
 
 Two copies of one saved model train side by side on the same batches of the built-in numbers task, on a fixed
 number of CPU threads: ``full`` (every weight trainable) and ``lora`` (a LoRA adapter, `add_lora`, the rest frozen).
-Each step is the model's loss, its backward pass and an Adam step (the paper's betas) over the trainable
-parameters. The contestants run interleaved (`bench.interleave`: A, B on one batch, B, A on the next), the first
-``--warmup`` batches are not timed, and the median time per step is reported, so that load from other processes slows both alike: read the
-ratios, not the absolute figures.
+Each step is the model's loss, its backward pass and an Adam step (`bench.train_step`: the package's Adam, the
+paper's betas) over the trainable parameters. The contestants run interleaved (`bench.interleave`: A, B on one
+batch, B, A on the next), the first ``--warmup`` batches are not timed, and the median time per step is reported, so
+that load from other processes slows both alike: read the ratios, not the absolute figures.
 
 Then ``generate()`` (greedy and beam ``--num-beams``) of the same sentences, interleaved the same way: ``plain``
 (the model without adapter), ``adapter`` (the trained LoRA model, a peft ``PeftModel``), ``merged`` (its
@@ -15,7 +15,7 @@ transformers' search semantics (the |Y|^alpha length penalty, ``max_new_tokens``
 adapter's, the merged model's and the Marian twin's translations must be the same.
 
 Usage (the model of ``vanilla-transformer train``; ``--json`` writes the figures with the command, the wall time,
-the load average before and after, and the package versions)::
+the load average before and after, and the package versions, and the same is printed)::
 
     python scripts/benchmark_lora.py --model runs/numbers/model --threads 2 --json docs/results/lora.json
 """
@@ -24,13 +24,16 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
-from bench import Record, interleave
+from bench import Record, adam, interleave, train_step
+from bench.figures import read_json, table
+from bench.serving import translate
 from transformers import DataCollatorForSeq2Seq, GenerationConfig
 
 from vanilla_transformer.data import make_numbers_task
@@ -38,7 +41,6 @@ from vanilla_transformer.export.marian import marian_permutation, vanilla_to_mar
 from vanilla_transformer.extras import import_optional
 from vanilla_transformer.metrics import exact_match
 from vanilla_transformer.model_dir import load_model_dir
-from vanilla_transformer.serving.search import translate
 from vanilla_transformer.training.lora import add_lora
 
 
@@ -103,20 +105,10 @@ def trainable_parameters(model: torch.nn.Module) -> dict[str, int]:
 
 
 def make_step(model: torch.nn.Module, learning_rate: float) -> Callable[[dict], float]:
-    """One training step of `model` on a batch (loss, backward, Adam over the trainable parameters); returns the
-    loss."""
-    parameters = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.Adam(parameters, lr=learning_rate, betas=(0.9, 0.98), eps=1e-9)
-    model.train()
-
-    def step(batch: dict) -> float:
-        loss = model(**batch).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return loss.item()
-
-    return step
+    """One training step of `model` on a batch (`bench.train_step`: loss, backward, the package's Adam, which
+    leaves the frozen parameters alone); returns the loss."""
+    step = train_step(model, adam(model, learning_rate, kernels="auto"))
+    return lambda batch: step(batch).item()
 
 
 def summarize(seconds: Sequence[float]) -> dict[str, float]:
@@ -263,27 +255,67 @@ def main(argv: Sequence[str] | None = None) -> int:
         "training": training,
         "generate": generation,
     }
-    record.write(results, args.json)
-    steps = training["seconds_per_step"]
-    print(
-        f"LORA step full={steps['full']['median_s'] * 1e3:.1f}ms lora={steps['lora']['median_s'] * 1e3:.1f}ms "
-        f"ratio={training['lora_over_full_median']:.2f} trainable full={training['parameters']['full']['trainable']:,} "
-        f"lora={training['parameters']['lora']['trainable']:,}"
-    )
-    print("LORA exact match " + " ".join(f"{k}={v:.1f}%" for k, v in training["score"]["exact_match"].items()))
-    for label in ("greedy", f"beam{args.num_beams}"):
-        speeds = " ".join(
-            f"{name}={generation[label][name]['tokens_per_s']:.0f}"
-            for name in ("plain", "adapter", "merged", "marian_adapter")
-        )
-        figures = generation[label]
-        print(
-            f"LORA generate {label} tokens/s {speeds} adapter/marian={figures['adapter_over_marian']:.2f}x "
-            f"adapter_equals_merged={figures['adapter_equals_merged']} "
-            f"adapter_equals_marian={figures['adapter_equals_marian']}"
-        )
+    print(json.dumps(record.write(results, args.json), indent=1))
     print(f"wrote {args.json}")
     return 0
+
+
+# Figures: name -> function of the results folder that returns the Markdown between a page's markers
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def lora_table(results: Path) -> str:
+    """LoRA against full fine-tuning (scripts/benchmark_lora.py): parameters, step time, the score reached."""
+    run = read_json(results, "lora.json")
+    training = run["training"]
+    params, steps, score = training["parameters"], training["seconds_per_step"], training["score"]
+    share = params["lora"]["trainable"] / params["full"]["trainable"]
+    rates = training["learning_rate"]
+    rows = [
+        ["trainable parameters", f"{params['full']['trainable']:,}", f"{params['lora']['trainable']:,} ({share:.1%})"],
+        ["Adam's learning rate", f"{rates['full']:g}", f"{rates['lora']:g}"],
+        [
+            "training step, median",
+            f"{1000 * steps['full']['median_s']:.1f} ms",
+            f"{1000 * steps['lora']['median_s']:.1f} ms ({training['lora_over_full_median']:.2f}x)",
+        ],
+        [
+            f"exact match on {score['sentences']} held-out pairs after {training['batches']} steps "
+            f"(the base model: {score['exact_match']['base']:.1f}%)",
+            f"{score['exact_match']['full']:.1f}%",
+            f"{score['exact_match']['lora']:.1f}%",
+        ],
+    ]
+    return table(["", "full fine-tuning", "LoRA"], ["l", "r", "r"], rows)
+
+
+def lora_generate_table(results: Path) -> str:
+    """generate() with the adapter: ours (unmerged, merged) against MarianMT with the same adapter."""
+    generate = read_json(results, "lora.json")["generate"]
+    rows = []
+    for key, search in (("greedy", "greedy"), ("beam4", "beam 4")):
+        figures = generate[key]
+        speeds = [f"{figures[name]['tokens_per_s']:,.0f}" for name in ("plain", "adapter", "merged", "marian_adapter")]
+        same = "yes" if figures["adapter_equals_merged"] and figures["adapter_equals_marian"] else "**no**"
+        rows.append([search, *speeds, f"{figures['adapter_over_marian']:.2f}x", same])
+    header = ["search", "plain", "with the adapter", "merged", "MarianMT with the adapter", "adapter: ours / Marian"]
+    return table([*header, "same tokens"], ["l", "r", "r", "r", "r", "r", "l"], rows)
+
+
+def lora_environment(results: Path) -> str:
+    run = read_json(results, "lora.json")
+    versions = run["versions"]
+    return (
+        f"transformers {versions['transformers']}, peft {versions['peft']}, {run['threads']} threads, 1-minute load "
+        f"{run['load_average_start'][0]:.1f} before and {run['load_average_end'][0]:.1f} after"
+    )
+
+
+FIGURES = {
+    "lora-table": lora_table,
+    "lora-generate-table": lora_generate_table,
+    "lora-environment": lora_environment,
+}
 
 
 if __name__ == "__main__":

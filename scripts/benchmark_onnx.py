@@ -46,16 +46,22 @@ from typing import Any
 
 import numpy as np
 import torch
-from bench import Record, interleave
-from benchmarking import model_config
+from bench import Record, interleave, model_config
+from bench.figures import load, minutes, read_json, table
+from bench.serving import (
+    LENGTH_PENALTY,
+    MAX_LENGTH_OFFSET,
+    ct2_search,
+    load_onnx,
+    load_translator,
+    translate,
+    translate_ids,
+)
 
 from vanilla_transformer.data import CorpusSpec, load_corpus, shared_data_dir
 from vanilla_transformer.export.ctranslate2 import export_ctranslate2
 from vanilla_transformer.export.onnx import export_onnx
 from vanilla_transformer.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
-from vanilla_transformer.serving.search import LENGTH_PENALTY, MAX_LENGTH_OFFSET, translate, translate_ids
-from vanilla_transformer.serving.with_ctranslate2 import load_translator
-from vanilla_transformer.serving.with_onnxruntime import load_onnx
 from vanilla_transformer.tokenization import train_tokenizer
 
 CONTESTANTS = ("torch", "ort_fp32", "ort_int8", "ct2_fp32", "ct2_int8")
@@ -128,22 +134,11 @@ def decoders(loaded: dict[str, Any], tokenizer, beams: int) -> dict[str, Callabl
 
         return run
 
-    def ct2(translator):
-        def run(batch):
-            rows = [
-                ids[mask.bool()].tolist()
-                for ids, mask in zip(batch["input_ids"], batch["attention_mask"], strict=True)
-            ]
-            results = translator.translate_batch(
-                [tokenizer.convert_ids_to_tokens(row) for row in rows],
-                beam_size=beams,
-                length_penalty=LENGTH_PENALTY,
-                max_decoding_length=max(map(len, rows)) + MAX_LENGTH_OFFSET,
-                return_end_token=True,
-            )
-            return [tokenizer.convert_tokens_to_ids(result.hypotheses[0]) for result in results]
+    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
 
-        return run
+    def ct2(translator):  # CTranslate2's penalty |Y|^alpha, one length limit per batch
+        limit = lambda longest: longest + MAX_LENGTH_OFFSET  # noqa: E731
+        return ct2_search(translator, tokens, beams, limit, length_penalty=LENGTH_PENALTY)
 
     return {
         name: search(loaded[name]) if name.startswith(("torch", "ort")) else ct2(loaded[name]) for name in CONTESTANTS
@@ -219,7 +214,7 @@ def bench_quality(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _translate_ct2(translator, tokenizer, sources: list[str]) -> list[str]:
-    from vanilla_transformer.serving.with_ctranslate2 import translate_ctranslate2
+    from bench.serving import translate_ctranslate2
 
     longest = max((len(ids) for ids in tokenizer(sources)["input_ids"]), default=0)
     return translate_ctranslate2(
@@ -259,6 +254,90 @@ def main(argv: Sequence[str] | None = None) -> int:
     report["export_versions"] = {name: importlib.metadata.version(name) for name in ("onnx", "onnxscript")}
     record.write(report, args.output)
     return 0
+
+
+# Figures: name -> function of the results folder that returns the Markdown between a page's markers
+# --------------------------------------------------------------------------------------------------------------------
+
+
+ONNX_SERVING = "onnx_serving.json"
+
+
+ONNX_COMMAND = (
+    "CT2_USE_MKL=1 python scripts/benchmark_onnx.py --threads 4 --output docs/results/onnx_serving.json "
+    "--quality-model MODEL --quality-source SOURCE --quality-reference REFERENCE"
+)
+
+
+ENGINES = [("torch", "PyTorch"), ("ort_fp32", "onnxruntime fp32"), ("ort_int8", "onnxruntime int8")]
+
+
+ENGINES += [("ct2_fp32", "CTranslate2 fp32"), ("ct2_int8", "CTranslate2 int8")]
+
+
+def onnx_serving_table(results: Path) -> str:
+    """Tokens per second of each engine on the CPU (scripts/benchmark_onnx.py), or, before its first run, the
+    command that measures them."""
+    if not (results / ONNX_SERVING).is_file():
+        return f"Not measured yet: `{ONNX_COMMAND}`, run alone, writes the results file this table is rendered from."
+    run = read_json(results, ONNX_SERVING)
+    rows = []
+    for size, figures in run["sizes"].items():
+        for search in [key for key in figures if key == "greedy" or key.startswith("beam")]:
+            row = figures[search]
+            rows.append(
+                [f"{size} ({figures['parameters'] / 1e6:.0f}M)", search.replace("beam", "beam ")]
+                + [f"{row[f'{name}_tokens_per_s']:,.0f}" for name, _ in ENGINES]
+                + [f"{row['ort_fp32_vs_ct2_fp32']:.2f}", row["ort_fp32_batches_equal_torch"]]
+            )
+    header = ["model", "search", *[label for _, label in ENGINES], "ort fp32 / ct2 fp32", "ort fp32 = PyTorch"]
+    return table(header, ["l", "l", "r", "r", "r", "r", "r", "r", "r"], rows)
+
+
+def onnx_serving_quality(results: Path) -> str:
+    """BLEU of each engine on a trained model's test set, and int8's cost (scripts/benchmark_onnx.py)."""
+    if not (results / ONNX_SERVING).is_file() or "quality" not in read_json(results, ONNX_SERVING):
+        return "Not measured yet (the benchmark's `--quality-model`)."
+    quality = read_json(results, ONNX_SERVING)["quality"]
+    rows = [
+        [
+            label,
+            f"{quality[name]['bleu']:.2f}",
+            f"{quality[name]['chrf']:.2f}",
+            f"{quality[name]['exact_match']:.1f}%",
+            f"{quality[name]['equal_to_torch']}/{quality['sentences']}",
+        ]
+        for name, label in ENGINES
+    ]
+    return table(["engine", "BLEU", "chrF", "exact match", "same text as PyTorch"], ["l", "r", "r", "r", "r"], rows)
+
+
+def onnx_serving_environment(results: Path) -> str:
+    """Where and how the serving benchmark ran."""
+    if not (results / ONNX_SERVING).is_file():
+        return "not measured yet"
+    run = read_json(results, ONNX_SERVING)
+    versions = run["versions"]
+    quality = run.get("quality")
+    model = (
+        f"; BLEU on `{Path(quality['model']).name}`, {quality['sentences']:,} sentences of `{Path(quality['source']).name}`"
+        if quality
+        else ""
+    )
+    return (
+        f"{run['processor']}, {run['threads']} threads, batches of {run['batch_size']} sentences "
+        f"({run['batches']} batches, {run['rounds']} interleaved rounds; {run['data']}){model}; "
+        f"load average {load((run['load_average_start'], run['load_average_end']))}, {minutes(run['wall_seconds'])}; "
+        f"torch {versions['torch']}, onnxruntime {versions['onnxruntime']}, ctranslate2 {versions['ctranslate2']}"
+        f" (CT2_USE_MKL={run['ct2_use_mkl'] or 'unset'})"
+    )
+
+
+FIGURES = {
+    "onnx-serving-table": onnx_serving_table,
+    "onnx-serving-quality": onnx_serving_quality,
+    "onnx-serving-environment": onnx_serving_environment,
+}
 
 
 if __name__ == "__main__":

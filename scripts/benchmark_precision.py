@@ -26,23 +26,18 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import torch
 from bench import Record, interleave
+from bench.figures import read_json
+from bench.processes import Channel, Worker, build_trainer, prepare_data
 
-from vanilla_transformer.data import clean_pairs, split_files, tokenize_pairs
-from vanilla_transformer.data.cache import save_token_cache
+from vanilla_transformer.data import split_files
 from vanilla_transformer.metrics import compute_bleu
-from vanilla_transformer.tokenization import train_tokenizer
 from vanilla_transformer.training import parse_args
-from vanilla_transformer.training.setup import RunCorpus
 
 CONTESTANTS = {
     "fp32": ["--mixed-precision", "no", "--attn-implementation", "sdpa"],
@@ -52,59 +47,31 @@ CONTESTANTS = {
 """Each contestant's ``train`` options over the multi30k preset."""
 
 
-def worker(name: str, data: Path, threads: int) -> None:
-    """One contestant's `Trainer`, driven over stdin/stdout (JSON lines): ``step`` (with the step's dropout seed)
-    takes a step and answers its non-padding tokens; ``translate`` answers the translations of ``sources``."""
-    from accelerate import Accelerator
-    from transformers import AutoTokenizer
+def worker(name: str, data: Path) -> None:
+    """One contestant's `Trainer` (`bench.build_trainer`), driven over stdin/stdout (`bench.Channel`): ``step``
+    (with the step's dropout seed) takes a step and answers its non-padding tokens; ``translate`` answers the
+    translations of ``sources``."""
+    from bench.serving import translate
 
     from vanilla_transformer import VanillaTransformerForConditionalGeneration
-    from vanilla_transformer.data.cache import TokenCorpus
-    from vanilla_transformer.serving.search import translate
-    from vanilla_transformer.training import Trainer, build_model_config
+    from vanilla_transformer.training import build_model_config
     from vanilla_transformer.training.checkpoints import load_weights
-    from vanilla_transformer.training.run import accelerator_options
     from vanilla_transformer.training.step import to_device
 
-    out = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")  # the protocol; anything else printed: stderr
-    os.dup2(2, 1)
-    torch.set_num_threads(threads)
+    channel = Channel()
     config = parse_args(["--preset", "multi30k", *CONTESTANTS[name]])
-    tokenizer = AutoTokenizer.from_pretrained(data / "tokenizer")
     torch.manual_seed(config.optimization.seed)  # the same initial weights in every process
-    model = VanillaTransformerForConditionalGeneration(build_model_config(config.model))
-    accelerator = Accelerator(**accelerator_options(config.optimization))
-    trainer = Trainer(config, accelerator, model, tokenizer, TokenCorpus(data / "tokens"))
-    batches = trainer.batches()
-    for line in sys.stdin:
-        command = json.loads(line)
+    trainer = build_trainer(config, data, VanillaTransformerForConditionalGeneration(build_model_config(config.model)))
+    batches, device = trainer.batches(), trainer.accelerator.device
+    while (command := channel.receive())["command"] != "stop":
         if command["command"] == "step":
-            micro_batches = [to_device(next(batches), accelerator.device) for _ in range(trainer.grad_accum)]
+            micro_batches = [to_device(next(batches), device) for _ in range(trainer.grad_accum)]
             torch.manual_seed(command["seed"])  # the same dropout masks for all
-            taken = trainer.train_step(micro_batches)
-            out.write(json.dumps(taken.stats["tokens"].item()) + "\n")
+            channel.send(tokens=trainer.train_step(micro_batches).stats["tokens"].item())
         else:  # translate, in fp32: the trained weights in a plain model
             plain = VanillaTransformerForConditionalGeneration(build_model_config(config.model)).eval()
             load_weights(plain, trainer.state_dict()["model"])
-            out.write(json.dumps(translate(plain, tokenizer, command["sources"], batch_size=64)) + "\n")
-
-
-def start_worker(name: str, data: Path, threads: int) -> subprocess.Popen:
-    command = [sys.executable, str(Path(__file__).resolve()), "--worker", name, "--data", str(data)]
-    environment = {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
-    return subprocess.Popen(
-        [*command, "--threads", str(threads)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        env=environment,
-    )  # fmt: skip
-
-
-def ask(process: subprocess.Popen, **command: Any) -> Any:
-    process.stdin.write(json.dumps(command) + "\n")
-    process.stdin.flush()
-    line = process.stdout.readline()
-    if not line:
-        raise RuntimeError(f"a worker ended (exit {process.wait()}); its error is printed above")
-    return json.loads(line)
+            channel.send(translations=translate(plain, trainer.tokenizer, command["sources"], batch_size=64))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,27 +85,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)  # internal: the coordinator's data folder
     args = parser.parse_args(argv)
     if args.worker:
-        worker(args.worker, args.data, args.threads)
+        torch.set_num_threads(args.threads)
+        worker(args.worker, args.data)
         return 0
     record = Record(__file__, argv)
-    config = parse_args(["--preset", "multi30k", *(["--data-dir", args.data_dir] if args.data_dir else [])])
-    corpus = RunCorpus.of(config.data, config.preset)  # names --data-dir and $VANILLA_TRANSFORMER_DATA if unset
-    pairs, _ = clean_pairs(corpus.load("train"))
-    tokenizer = train_tokenizer((text for pair in pairs for text in pair), config.model.vocab_size)
-    pairs, _ = clean_pairs(pairs, max_length=config.data.max_length, tokenizer=tokenizer)
-    source_file, reference_file = split_files(corpus.spec, corpus.names["test"])
-    sources = source_file.read_text(encoding="utf-8").splitlines()[: args.test_sentences]
-    references = reference_file.read_text(encoding="utf-8").splitlines()[: args.test_sentences]
     tokens = dict.fromkeys(CONTESTANTS, 0.0)
     with tempfile.TemporaryDirectory(prefix="benchmark-precision-") as folder:
-        tokenizer.save_pretrained(Path(folder) / "tokenizer")
-        save_token_cache(tokenize_pairs(pairs, tokenizer), config.model.vocab_size, Path(folder) / "tokens")
-        workers = {name: start_worker(name, Path(folder), args.threads) for name in CONTESTANTS}
+        options = ["--preset", "multi30k", *(["--data-dir", args.data_dir] if args.data_dir else [])]
+        config, corpus, _, _ = prepare_data(options, Path(folder))  # --data-dir, else $VANILLA_TRANSFORMER_DATA
+        source_file, reference_file = split_files(corpus.spec, corpus.names["test"])
+        sources = source_file.read_text(encoding="utf-8").splitlines()[: args.test_sentences]
+        references = reference_file.read_text(encoding="utf-8").splitlines()[: args.test_sentences]
+        log = Path(folder)
+        workers = {
+            name: Worker(__file__, ["--worker", name, "--data", folder], args.threads, log / f"{name}.log", name)
+            for name in CONTESTANTS
+        }
         try:
 
             def train_step(name: str):
                 def run(step: int) -> None:
-                    tokens[name] += ask(workers[name], command="step", seed=step)
+                    tokens[name] += workers[name].ask(command="step", seed=step)["tokens"]
 
                 return run
 
@@ -154,13 +121,14 @@ def main(argv: list[str] | None = None) -> int:
                 {name: train_step(name) for name in workers}, range(args.steps), warmup=0, progress=progress
             )
             bleu = {
-                name: compute_bleu(ask(process, command="translate", sources=sources), references)["score"]
+                name: compute_bleu(process.ask(command="translate", sources=sources)["translations"], references)[
+                    "score"
+                ]
                 for name, process in workers.items()
             }
         finally:
             for process in workers.values():
-                process.stdin.close()
-                process.wait()
+                process.stop()
     if len(set(tokens.values())) != 1:
         raise RuntimeError(f"the contestants trained on different batches: {tokens}")
     seconds = {name: timings.total(name) for name in CONTESTANTS}
@@ -182,6 +150,27 @@ def main(argv: list[str] | None = None) -> int:
     )
     record.write(result, args.output)
     return 0
+
+
+# Figures: name -> function of the results folder that returns the Markdown between a page's markers
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def precision_figures(results: Path) -> str:
+    """bf16 training against fp32 (scripts/benchmark_precision.py)."""
+    run = read_json(results, "precision_multi30k.json")
+    return (
+        f"fp32 with SDPA attention {run['fp32_tokens_per_s']:,.0f} tokens/s; bf16 autocast with SDPA "
+        f"{run['bf16_sdpa_tokens_per_s']:,.0f} ({run['speedup_bf16_sdpa']:.2f}×); bf16 autocast with eager attention "
+        f"{run['bf16_tokens_per_s']:,.0f} ({run['speedup']:.2f}×); test BLEU after {run['steps']} steps "
+        f"{run['fp32_bleu']:.2f}, {run['bf16_sdpa_bleu']:.2f} and {run['bf16_bleu']:.2f} "
+        f"({run['test_sentences']} sentences)"
+    )
+
+
+FIGURES = {
+    "precision": precision_figures,
+}
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ Method:
 * The kit's interleaved timer (`bench.interleave`) drives them: warm-up first (``--warmup-steps`` steps, compilation
   included), one worker after the other: its seconds are reported apart. Then ``--rounds`` rounds of
   ``--steps-per-round`` steps per contestant, in an order that reverses every round (A B C D, D C B A, ...), so that
-  a drift of the machine's load hits all alike. Each worker times its own steps (the device synchronised).
+  a drift of the machine's load hits all alike. The timer times each command's steps: a worker answers once they
+  are done (the device synchronised).
 * The Trainer runs its own loop (``trainer.train()``, its data loading included): a callback reports the time of
   every K steps at ``on_step_end`` and then blocks on its stdin until the next round.
 * Throughput: non-padding tokens (source + target) over seconds, summed over rounds; the per-round median, min
@@ -50,7 +51,6 @@ import os
 import re
 import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -60,6 +60,9 @@ from typing import Any
 
 import numpy as np
 import torch
+from bench import Record, interleave, marian_twin, matmul_rate, synthetic_pairs, training_flops
+from bench.figures import load, minutes, read_json, table
+from bench.processes import Channel, Worker, build_trainer, prepare_data
 
 SPEC_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
     "ours": {
@@ -160,53 +163,36 @@ def bf16_skip_reason(spec: Spec, device_type: str) -> str | None:
 # --------------------------------------------------------------------------------------------------------------------
 
 
-SYNTHETIC_LENGTHS = {"source": (3.200, 0.511), "target": (3.117, 0.525)}
-"""Log-normal fits (log-mean, log-std) of WMT14 En-De sentence lengths in tokens (newstest2014's words times 1.35,
-a 37k BPE's typical tokens per word, plus ``</s>``): means of 28 and 26 tokens."""
+SYNTHETIC_LENGTHS = ((3.200, 0.511), (3.117, 0.525))
+"""Log-normal fits (log-mean, log-std) of WMT14 En-De sentence lengths in tokens, source and target (newstest2014's
+words times 1.35, a 37k BPE's typical tokens per word, plus ``</s>``): means of 28 and 26 tokens."""
 
 
 def synthetic_data(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     """``--synthetic-pairs`` pairs of random token ids with WMT14's lengths (`SYNTHETIC_LENGTHS`), for a machine
     without the corpus (a GPU machine): a step's speed depends on the lengths, not on the words. The tokenizer
     saved beside them serves for padding only."""
-    from vanilla_transformer.tokenization import EOS_ID, train_tokenizer
+    from vanilla_transformer.data.cache import save_token_cache
+    from vanilla_transformer.tokenization import train_tokenizer
 
-    rng = np.random.default_rng(args.seed)
-    sides = {}
-    for side, (mean, std) in SYNTHETIC_LENGTHS.items():
-        sides[side] = np.clip(np.rint(rng.lognormal(mean, std, args.synthetic_pairs)), 2, 256).astype(int)
-    examples = [
-        {
-            "input_ids": rng.integers(EOS_ID + 1, args.vocab_size, source - 1).tolist() + [EOS_ID],
-            "labels": rng.integers(EOS_ID + 1, args.vocab_size, target - 1).tolist() + [EOS_ID],
-        }
-        for source, target in zip(sides["source"], sides["target"], strict=True)
-    ]
+    pairs = synthetic_pairs(args.synthetic_pairs, args.vocab_size, SYNTHETIC_LENGTHS, longest=256, seed=args.seed)
+    examples = [{"input_ids": source, "labels": target} for source, target in pairs]
     tokenizer = train_tokenizer(["a few words for the special tokens"], 300)
     tokenizer.save_pretrained(folder / "tokenizer")
+    save_token_cache(examples, args.vocab_size, folder / "tokens")
     (folder / "examples.json").write_text(json.dumps(examples), encoding="utf-8")
     return {"pairs": len(examples), "tokenizer_size": len(tokenizer), "max_length": 256, "synthetic": True}
 
 
 def build_data(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
-    """Tokenizer (saved in `folder`) and tokenized Multi30k training pairs (``folder/examples.json``), as `train`
-    builds them: cleaned, a BPE of ``--vocab-size`` trained on the pairs, pairs over ``max_length`` dropped; or
-    `synthetic_data` with ``--synthetic-pairs``."""
+    """The tokenizer and token cache of Multi30k's training pairs as `train` builds them (`bench.prepare_data`: a
+    BPE of ``--vocab-size``), and the same ids for the Trainer (``folder/examples.json``); or `synthetic_data` with
+    ``--synthetic-pairs``."""
     if args.synthetic_pairs:
         return synthetic_data(args, folder)
-    from vanilla_transformer.data import clean_pairs, tokenize_pairs
-    from vanilla_transformer.tokenization import train_tokenizer
-    from vanilla_transformer.training import parse_args
-    from vanilla_transformer.training.setup import RunCorpus
-
     options = ["--preset", "multi30k", "--vocab-size", str(args.vocab_size)]
-    config = parse_args([*options, *(["--data-dir", args.data_dir] if args.data_dir else [])])
-    corpus = RunCorpus.of(config.data, config.preset)  # names --data-dir and $VANILLA_TRANSFORMER_DATA if unset
-    pairs, _ = clean_pairs(corpus.load("train")[: args.max_pairs])
-    tokenizer = train_tokenizer((text for pair in pairs for text in pair), config.model.vocab_size)
-    pairs, _ = clean_pairs(pairs, max_length=config.data.max_length, tokenizer=tokenizer)
-    examples = tokenize_pairs(pairs, tokenizer)
-    tokenizer.save_pretrained(folder / "tokenizer")
+    options += ["--data-dir", args.data_dir] if args.data_dir else []  # else $VANILLA_TRANSFORMER_DATA
+    config, _, tokenizer, examples = prepare_data(options, folder, args.max_pairs)
     (folder / "examples.json").write_text(json.dumps(examples), encoding="utf-8")
     return {"pairs": len(examples), "tokenizer_size": len(tokenizer), "max_length": config.data.max_length}
 
@@ -242,26 +228,10 @@ def trainer_batch_size(lengths: list[tuple[int, int]], max_tokens: int, seed: in
 # --------------------------------------------------------------------------------------------------------------------
 
 
-class Channel:
-    """The worker's side of the pipe. Libraries may print to stdout, so the protocol keeps its own copy of the
-    stdout file descriptor and everything else printed goes to stderr."""
-
-    def __init__(self) -> None:
-        self.out = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
-        os.dup2(2, 1)
-        sys.stdout = sys.stderr
-
-    def send(self, **message) -> None:
-        self.out.write(json.dumps(message) + "\n")
-
-    def receive(self) -> dict[str, Any]:
-        line = sys.stdin.readline()
-        return json.loads(line) if line else {"command": "stop"}
-
-
-class Meter:
-    """What a worker measures over a command's steps: seconds, non-padding and padded tokens, data seconds, and the
-    graphs compiled meanwhile."""
+class Tally:
+    """What a worker counts over a command's steps: non-padding and padded tokens, model FLOPs, the seconds spent
+    building our batches, the graphs compiled meanwhile and the peak memory. The steps' time is the coordinator's
+    timer's (`bench.interleave`): a worker answers once its steps are done."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
@@ -270,7 +240,7 @@ class Meter:
     def reset(self) -> None:
         from vanilla_transformer.training.step import compile_count
 
-        self.started, self.steps, self.data_seconds = time.perf_counter(), 0, 0.0
+        self.steps, self.data_seconds = 0, 0.0
         self.tokens = torch.zeros((), dtype=torch.float64, device=self.device)
         self.positions, self.flops = 0, 0.0
         self.compiled_before = compile_count()
@@ -283,18 +253,16 @@ class Meter:
         self.positions, self.steps, self.flops = self.positions + positions, self.steps + steps, self.flops + flops
 
     def report(self) -> dict[str, Any]:
-        """The figures since `reset` (the device synchronised first, so that the time covers the work)."""
+        """The figures since `reset`, the device synchronised first: the answer comes once the work is done."""
         from vanilla_transformer.training.step import compile_count
 
         tokens = float(self.tokens.item())  # syncs the device
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        seconds = time.perf_counter() - self.started
         after = compile_count()
         compiled = after - self.compiled_before if after is not None and self.compiled_before is not None else None
         return {
             "steps": self.steps,
-            "seconds": seconds,
             "tokens": tokens,
             "positions": self.positions,
             "data_seconds": self.data_seconds,
@@ -302,16 +270,6 @@ class Meter:
             "flops": self.flops,
             "peak_memory_bytes": torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else None,
         }
-
-
-def batch_flops(config, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor) -> float:
-    """Training FLOPs (forward and backward: 3 forward passes) of a batch's real tokens (`benchmarking.forward_flops`:
-    the matrix products only)."""
-    from benchmarking import forward_flops
-
-    sources = attention_mask.sum(1).tolist()
-    targets = (labels != IGNORE_INDEX).sum(1).tolist()
-    return 3 * forward_flops(config, sources, targets)
 
 
 def initial_model(args: argparse.Namespace, spec: Spec):
@@ -341,19 +299,12 @@ def ours_config(args: argparse.Namespace, spec: Spec):
 def ours_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> None:
     """Our `Trainer`, built from ``train`` options (`ours_config`) as `train` builds it, on its own batches of the
     token cache (`Trainer.batches`), timed step by step (`Trainer.train_step`)."""
-    from accelerate import Accelerator
-    from transformers import AutoTokenizer
-
-    from vanilla_transformer.data.cache import TokenCorpus
-    from vanilla_transformer.training import Trainer
-    from vanilla_transformer.training.run import accelerator_options
     from vanilla_transformer.training.step import to_device
 
-    config = ours_config(args, spec)
-    tokenizer = AutoTokenizer.from_pretrained(args.data / "tokenizer")
-    accelerator = Accelerator(cpu=args.device == "cpu", **accelerator_options(config.optimization))
-    trainer = Trainer(config, accelerator, initial_model(args, spec), tokenizer, TokenCorpus(args.data / "tokens"))
-    batches, meter, model_config = trainer.batches(), Meter(accelerator.device), trainer.unwrapped.config
+    config, model = ours_config(args, spec), initial_model(args, spec)
+    trainer = build_trainer(config, args.data, model, cpu=args.device == "cpu")
+    accelerator = trainer.accelerator
+    batches, meter, model_config = trainer.batches(), Tally(accelerator.device), trainer.unwrapped.config
     channel.send(event="ready", device=str(accelerator.device))
     while (command := channel.receive())["command"] != "stop":
         meter.reset()
@@ -364,30 +315,27 @@ def ours_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> None:
             taken = trainer.train_step(micro_batches)
             stats = taken.stats if taken is not None else {"tokens": torch.zeros(())}
             positions = sum(b["input_ids"].numel() + b["labels"].numel() for b in micro_batches)
-            flops = sum(
-                batch_flops(model_config, b["input_ids"], b["attention_mask"], b["labels"]) for b in micro_batches
-            )
+            flops = sum(training_flops(model_config, batch) for batch in micro_batches)
             meter.add(stats["tokens"], positions, flops)
         channel.send(event="done", **meter.report())
 
 
 def trainer_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> None:
     """MarianMT (our initial weights) in `Seq2SeqTrainer`'s own loop, paused by a callback every command's steps."""
-    from bench import marian_twin
     from transformers import AutoTokenizer, DataCollatorForSeq2Seq, Seq2SeqTrainer, TrainerCallback
 
     examples = json.loads((args.data / "examples.json").read_text(encoding="utf-8"))
     tokenizer = AutoTokenizer.from_pretrained(args.data / "tokenizer")
     model = marian_twin(initial_model(args, spec))
     device = torch.device(args.device)
-    meter, config = Meter(device), model.config
+    meter, config = Tally(device), model.config
 
     class CountingTrainer(Seq2SeqTrainer):
         """Counts the non-padding tokens of every batch the Trainer's loop trains on."""
 
         def training_step(self, model, inputs, *rest, **options):
             tokens = inputs["attention_mask"].sum() + (inputs["labels"] != IGNORE_INDEX).sum()
-            flops = batch_flops(config, inputs["input_ids"], inputs["attention_mask"], inputs["labels"])
+            flops = training_flops(config, inputs)
             meter.add(tokens, inputs["input_ids"].numel() + inputs["labels"].numel(), flops, steps=0)
             return super().training_step(model, inputs, *rest, **options)
 
@@ -425,9 +373,13 @@ def trainer_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> No
 
 
 def trainer_arguments(args: argparse.Namespace, spec: Spec, device: torch.device):
-    """The Trainer's best settings for a translation model of this size, as its documentation recommends them."""
+    """The Trainer's best settings for a translation model of this size, as its documentation recommends them, with
+    the paper's Adam (our training settings' betas and epsilon)."""
     from transformers import Seq2SeqTrainingArguments
 
+    from vanilla_transformer.training.config import OptimizationConfig
+
+    adam = OptimizationConfig()
     return Seq2SeqTrainingArguments(
         output_dir=str(args.data / f"trainer-{os.getpid()}"),
         bf16=spec["precision"] == "bf16",
@@ -438,9 +390,9 @@ def trainer_arguments(args: argparse.Namespace, spec: Spec, device: torch.device
         gradient_accumulation_steps=args.grad_accum,
         label_smoothing_factor=0.1,
         optim=spec["optim"],
-        adam_beta1=0.9,
-        adam_beta2=0.98,
-        adam_epsilon=1e-9,
+        adam_beta1=adam.adam_beta1,
+        adam_beta2=adam.adam_beta2,
+        adam_epsilon=adam.adam_eps,
         weight_decay=0.0,
         learning_rate=1.25e-3,  # the multi30k preset's peak
         lr_scheduler_type="inverse_sqrt",
@@ -469,55 +421,19 @@ def worker_main(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------------------------------
 
 
-class Worker:
-    """A contestant's process, as seen by the coordinator; its stderr goes to a log file (shown if it fails)."""
-
-    def __init__(self, spec: Spec, args: argparse.Namespace, data: Path, batch_size: int) -> None:
-        self.spec, self.log = spec, data / f"worker-{len(list(data.glob('worker-*.log')))}.log"
-        command = [sys.executable, str(Path(__file__).resolve()), "--worker", spec.name, "--data", str(data)]
-        command += ["--threads", str(args.threads), "--model-size", args.model_size, "--seed", str(args.seed)]
-        command += ["--vocab-size", str(args.vocab_size), "--max-tokens", str(args.max_tokens)]
-        command += ["--batch-size", str(batch_size), "--device", args.device, "--grad-accum", str(args.grad_accum)]
-        command += ["--preset", args.preset] if args.preset else []
-        environment = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "TOKENIZERS_PARALLELISM": "false"}
-        scripts = str(Path(__file__).resolve().parent)
-        environment["PYTHONPATH"] = os.pathsep.join(filter(None, [scripts, os.environ.get("PYTHONPATH")]))
-        with open(self.log, "w", encoding="utf-8") as log:
-            self.process = subprocess.Popen(
-                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=environment
-            )
-
-    def send(self, **message) -> None:
-        self.process.stdin.write(json.dumps(message) + "\n")
-        self.process.stdin.flush()
-
-    def receive(self) -> dict[str, Any]:
-        line = self.process.stdout.readline()
-        if not line:
-            tail = self.log.read_text(encoding="utf-8", errors="replace")[-4000:]
-            raise RuntimeError(f"worker {self.spec.name} ended (exit {self.process.wait()}):\n{tail}")
-        return json.loads(line)
-
-    def run(self, steps: int) -> dict[str, Any]:
-        self.send(command="run", steps=steps)
-        return self.receive()
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            try:
-                self.send(command="stop")
-                self.process.wait(timeout=120)
-            except (OSError, subprocess.TimeoutExpired):
-                self.process.kill()
-                self.process.wait()
+def start_worker(index: int, spec: Spec, args: argparse.Namespace, data: Path, batch_size: int) -> Worker:
+    """A contestant's process (`bench.Worker`), its stderr in ``data/worker-INDEX.log``."""
+    options = ["--worker", spec.name, "--data", str(data), "--model-size", args.model_size, "--seed", str(args.seed)]
+    options += ["--vocab-size", str(args.vocab_size), "--max-tokens", str(args.max_tokens)]
+    options += ["--batch-size", str(batch_size), "--device", args.device, "--grad-accum", str(args.grad_accum)]
+    options += ["--preset", args.preset] if args.preset else []
+    return Worker(__file__, options, args.threads, data / f"worker-{index}.log", spec.name)
 
 
 def run_contestants(args, specs: list[Spec], data: Path, batch_size: int) -> tuple[dict[str, Any], list]:
     """Start the workers, then the kit's interleaved timer: each warmed up alone, then the rounds; each one's
-    figures (as its worker measured them) and the order run."""
-    from bench import interleave
-
-    workers = {spec.name: Worker(spec, args, data, batch_size) for spec in specs}
+    figures (the seconds of each command by the timer, the rest as its worker counted them) and the order run."""
+    workers = {spec.name: start_worker(index, spec, args, data, batch_size) for index, spec in enumerate(specs)}
     results: dict[str, Any] = {}
     try:
         for name, worker in workers.items():
@@ -528,7 +444,7 @@ def run_contestants(args, specs: list[Spec], data: Path, batch_size: int) -> tup
 
         print(f"warm-up: {args.warmup_steps} steps per contestant ...", file=sys.stderr, flush=True)
         timings = interleave(
-            {name: worker.run for name, worker in workers.items()},
+            {name: (lambda steps, w=worker: w.ask(command="run", steps=steps)) for name, worker in workers.items()},
             [args.steps_per_round] * args.rounds,
             warmup_item=args.warmup_steps,
             progress=progress,
@@ -536,8 +452,12 @@ def run_contestants(args, specs: list[Spec], data: Path, batch_size: int) -> tup
     finally:
         for worker in workers.values():
             worker.stop()
-    for name in workers:
-        results[name].update(warmup=timings.warmup_returned[name], rounds=timings.returned[name])
+    for name in workers:  # the time of each command, by the timer; the rest, as its worker counted it
+        warmup = {**timings.warmup_returned[name], "seconds": timings.warmup_seconds[name]}
+        rounds = [
+            {**row, "seconds": timings.seconds[name][index][0]} for index, row in enumerate(timings.returned[name])
+        ]
+        results[name].update(warmup=warmup, rounds=rounds)
     return results, timings.order
 
 
@@ -573,8 +493,6 @@ def summarise(spec: Spec, figures: dict[str, Any]) -> dict[str, Any]:
 def add_mfu(summaries: dict[str, dict[str, Any]], device: torch.device) -> dict[str, float]:
     """Each contestant's model-FLOPs utilisation: its model FLOP/s over the device's matmul rate in its precision
     (bf16 or fp32; `bench.matmul_rate`, measured here once the workers are gone); the rates measured."""
-    from bench import matmul_rate
-
     dtypes = {"bf16": torch.bfloat16, "no": torch.float32}
     rates = {p: matmul_rate(device, dtypes[p]) for p in sorted({row["precision"] for row in summaries.values()})}
     for row in summaries.values():
@@ -609,28 +527,6 @@ def compare(summaries: dict[str, dict[str, Any]], specs: list[Spec]) -> dict[str
     }
 
 
-def print_table(summaries: dict[str, dict[str, Any]], comparison: dict[str, Any]) -> None:
-    def ratio(value):
-        return f"{value:.2f}x" if value is not None else "-"
-
-    header = f"{'contestant':58} {'tokens/s':>9} {'median [min-max] per round':>28} {'vs fp32':>8} {'vs T-best':>9}"
-    print(header + f" {'tok/step':>8} {'warm-up s':>9} {'MFU':>6} {'peak MiB':>8}")
-    for name, row in summaries.items():
-        spread = row["round_tokens_per_second"]
-        spread_text = f"{spread['median']:,.0f} [{spread['min']:,.0f}-{spread['max']:,.0f}]"
-        print(
-            f"{name:58} {row['tokens_per_second']:9,.0f} {spread_text:>28} {ratio(row['vs_baseline']):>8} "
-            f"{ratio(row['vs_trainer_best']):>9} {row['tokens_per_step']:8,.0f} {row['warmup_seconds']:9.1f} "
-            f"{row.get('mfu', 0):6.1%} {(row['peak_memory_bytes'] or 0) / 2**20:8,.0f}"
-        )
-    print(
-        f"TRAINING ours_best={comparison['ours_best']} trainer_best={comparison['trainer_best']} "
-        f"ratio={comparison['ratio']:.3f}"
-        if comparison["ratio"] is not None
-        else "TRAINING ratio=- (a side has no contestant)"
-    )
-
-
 def cpu_summary() -> dict[str, Any]:
     """The processor's model and the flags that decide CPU training speed (`preflight.cpu_flags`)."""
     from vanilla_transformer.environment import cpu_name
@@ -652,10 +548,7 @@ def select_contestants(args: argparse.Namespace) -> tuple[list[Spec], dict[str, 
 
 
 def coordinator_main(args: argparse.Namespace) -> int:
-    from bench import Record
-
     from vanilla_transformer.data import example_lengths
-    from vanilla_transformer.data.cache import save_token_cache
 
     record = Record()
     specs, skipped = select_contestants(args)
@@ -669,7 +562,6 @@ def coordinator_main(args: argparse.Namespace) -> int:
                 f"the tokenizer has {built['tokenizer_size']} tokens, over --vocab-size={args.vocab_size}"
             )
         examples = json.loads((data / "examples.json").read_text(encoding="utf-8"))
-        save_token_cache(examples, args.vocab_size, data / "tokens")  # what our Trainer batches: the same ids
         batching = trainer_batch_size(example_lengths(examples), args.max_tokens, args.seed)
         print(f"data: {built['pairs']:,} pairs; Trainer batch size {batching['batch_size']}", file=sys.stderr)
         figures, order = run_contestants(args, specs, data, batching["batch_size"])
@@ -679,7 +571,6 @@ def coordinator_main(args: argparse.Namespace) -> int:
             print(f"warning: {name} asked to compile but compiled no graph during warm-up", file=sys.stderr)
     add_mfu(summaries, torch.device(args.device))
     comparison = compare(summaries, specs)
-    print_table(summaries, comparison)
     result = {
         **comparison,
         "contestants": summaries,
@@ -694,7 +585,11 @@ def coordinator_main(args: argparse.Namespace) -> int:
         "data": {**built, **batching},
         "cpu": cpu_summary(),
     }
-    record.write(result, args.output)
+    print(contestants_table(record.write(result, args.output)))  # the published table, of this run
+    print(
+        f"TRAINING ours_best={comparison['ours_best']} trainer_best={comparison['trainer_best']} "
+        + (f"ratio={comparison['ratio']:.3f}" if comparison["ratio"] is not None else "ratio=- (a side has none)")
+    )
     return 0
 
 
@@ -762,6 +657,103 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         return worker_main(args)
     return coordinator_main(args)
+
+
+# Figures: name -> function of the results folder that returns the Markdown between a page's markers
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def _contestant(spec: str) -> str:
+    """``ours:precision=no,compile=inductor,adam=fused,attn=sdpa`` as "ours: fp32, inductor, fused Adam, SDPA"."""
+    kind, _, settings = spec.partition(":")
+    values = dict(item.split("=") for item in settings.split(","))
+    words = ["fp32" if values["precision"] == "no" else values["precision"]]
+    words.append("compiled (inductor)" if values["compile"] == "inductor" else "eager")
+    if "adam" in values:
+        words.append({"default": "Adam", "foreach": "foreach Adam", "fused": "fused Adam"}[values["adam"]])
+    else:
+        words.append({"adamw_torch_fused": "fused AdamW", "adamw_torch": "AdamW"}[values["optim"]])
+    words.append({"sdpa": "SDPA", "eager": "eager attention"}[values["attn"]])
+    return f"{'ours' if kind == 'ours' else 'MarianMT + Seq2SeqTrainer'}: {', '.join(words)}"
+
+
+def training_table(results: Path) -> str:
+    """Our training step against MarianMT with Seq2SeqTrainer (scripts/benchmark_training.py)."""
+    return contestants_table(read_json(results, "training_vs_trainer.json"))
+
+
+def contestants_table(run: dict) -> str:
+    """The contestants of a run: real tokens/s, their spread over rounds, the ratios, tokens per step, warm-up."""
+
+    def ratio(value: float | None) -> str:
+        return f"{value:.2f}x" if value is not None else "-"
+
+    rows = []
+    for spec, figures in run["contestants"].items():
+        spread = figures["round_tokens_per_second"]
+        best = " (best)" if spec in (run["ours_best"], run["trainer_best"]) else ""
+        rows.append([
+            _contestant(spec) + best,
+            f"{figures['tokens_per_second']:,.0f}",
+            f"{spread['median']:,.0f} [{spread['min']:,.0f}–{spread['max']:,.0f}]",
+            ratio(figures["vs_baseline"]),
+            ratio(figures["vs_trainer_best"]),
+            f"{figures['tokens_per_step']:,.0f} / {figures['padded_tokens_per_step']:,.0f}",
+            f"{figures['warmup_seconds']:.0f} s ({figures['warmup_compilations']})",
+        ])  # fmt: skip
+    header = ["contestant", "real tokens/s", "per round: median [min–max]", "vs its fp32 eager",
+              "vs the Trainer's best", "real / padded tokens per step", "warm-up (graphs compiled)"]  # fmt: skip
+    return table(header, ["l", "r", "r", "r", "r", "r", "r"], rows)
+
+
+def training_summary(results: Path) -> str:
+    """The training benchmark's findings: the ratio, padding, the step per padded token, the levers."""
+    run = read_json(results, "training_vs_trainer.json")
+    contestants = run["contestants"]
+    ours, trainer = contestants[run["ours_best"]], contestants[run["trainer_best"]]
+
+    def padding(figures: dict) -> float:
+        return 1 - figures["tokens_per_step"] / figures["padded_tokens_per_step"]
+
+    def per_padded(figures: dict) -> float:
+        return figures["tokens_per_second"] / figures["tokens_per_step"] * figures["padded_tokens_per_step"]
+
+    levers = {
+        "compiled": [f for spec, f in contestants.items() if "compile=inductor" in spec and "precision=no" in spec],
+        "fused": [f for spec, f in contestants.items() if spec.startswith("ours:") and "adam=fused" in spec
+                  and "compile=no" in spec],
+    }  # fmt: skip
+    compiled = ", ".join(f"{figures['vs_baseline']:.2f}x" for figures in levers["compiled"])
+    fused = ", ".join(f"{figures['vs_baseline']:.2f}x" for figures in levers["fused"])
+    data_share = ours["data_seconds"] / ours["seconds"]
+    return (
+        f"ours {run['ratio']:.2f}x the Trainer's best in real tokens/s; padding {padding(ours):.1%} of our padded "
+        f"tokens and {padding(trainer):.1%} of the Trainer's; per padded token, ours "
+        f"{per_padded(ours) / per_padded(trainer):.2f}x; compiled against eager in fp32: {compiled} (ours, the "
+        f"Trainer); fused Adam against the default: {fused}; building our batches: {data_share:.1%} of the step time"
+    )
+
+
+def training_environment(results: Path) -> str:
+    """Where the training benchmark ran, and what it left out."""
+    run = read_json(results, "training_vs_trainer.json")
+    settings, versions = run["settings"], run["versions"]
+    flags = [flag for flag, present in run["cpu"]["flags"].items() if present]
+    return (
+        f"{run['cpu']['model']} ({', '.join(flags)}; no native bf16), {settings['threads']} threads, "
+        f"{settings['rounds']} rounds of {settings['steps_per_round']} steps per contestant after "
+        f"{settings['warmup_steps']} warm-up steps, {minutes(run['wall_seconds'])} in all, 1-minute load "
+        f"{load((run['load_average_start'], run['load_average_end']))}; torch {versions['torch']}, transformers "
+        f"{versions['transformers']}, accelerate {versions['accelerate']}; {len(run['skipped'])} bf16 contestants "
+        f"left out (emulated bf16)"
+    )
+
+
+FIGURES = {
+    "training-table": training_table,
+    "training-environment": training_environment,
+    "training-summary": training_summary,
+}
 
 
 if __name__ == "__main__":

@@ -6,8 +6,8 @@ command gives the same counts, so this script may run on a busy machine.
 
     python scripts/count_ops.py --output docs/results/op_counts.json
 
-Both models are the same network with the same weights: MarianMT by ``vanilla_transformer.export.marian.
-vanilla_to_marian``. What is counted, per contestant:
+Both models are the same network with the same weights: MarianMT by `bench.marian_twin`. What is counted, per
+contestant:
 
 * **training step**: forward with labels, backward, Adam (fused, as on a GPU), ``zero_grad``, on one padded batch of
   random pairs. Ours twice: ``pack_tokens=False`` (what ``auto`` does on CUDA) and ``True`` (what it does on the CPU
@@ -36,12 +36,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from bench import Record, adam, environment_of, marian_twin, model_config, train_step
+from bench.figures import read_json, table
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
 from vanilla_transformer.decoder_vanilla_transformer import IncrementalDecoder
-from vanilla_transformer.environment import run_environment
-from vanilla_transformer.export.marian import vanilla_to_marian
 from vanilla_transformer.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.tokenization import EOS_ID, PAD_ID
 
@@ -102,18 +101,11 @@ def random_batch(vocab_size: int, batch_size: int, seed: int) -> dict[str, torch
 
 
 def training_step(model, batch: dict[str, torch.Tensor]) -> Counter:
-    """One step as a GPU run takes it: forward, backward, fused Adam, gradients set to None. The second of two
-    steps is counted (the first creates Adam's state)."""
-    model.train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True)
-
-    def step():
-        model(**batch).loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    step()
-    return operators(step)
+    """One step as a GPU run takes it (`bench.train_step`: forward, backward, the package's Adam in its fused
+    kernels, gradients set to None). The second of two steps is counted (the first creates Adam's state)."""
+    step = train_step(model, adam(model, kernels="fused"))
+    step(batch)
+    return operators(lambda: step(batch))
 
 
 def decoding_step(model, batch: dict[str, torch.Tensor], num_beams: int, steps: int) -> dict[str, Any]:
@@ -145,11 +137,10 @@ def build_models(size: str, vocab_size: int, seed: int):
     """Our model of the configuration preset `size` (dropout 0.1, SDPA) with ``</s>`` unreachable, and its MarianMT
     twin with the same weights."""
     torch.manual_seed(seed)
-    config = VanillaTransformerConfig.from_preset(size, vocab_size=vocab_size, dropout=0.1)
-    ours = VanillaTransformerForConditionalGeneration(config)
+    ours = VanillaTransformerForConditionalGeneration(model_config(size, vocab_size))
     with torch.no_grad():
         ours.model.shared.weight[EOS_ID].zero_()  # tied: a zero logit for </s>, never the largest
-    return ours, vanilla_to_marian(ours, copy.deepcopy(ours.generation_config))
+    return ours, marian_twin(ours)
 
 
 def count(size: str, vocab_size: int, batch_size: int, decode_batch_size: int, steps: int, seed: int) -> dict:
@@ -196,17 +187,49 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", type=Path, help="write the counts here (JSON)")
     args = parser.parse_args(argv)
+    record = Record(__file__, argv, timed=False)  # counts do not depend on time or load: a rerun writes the same file
     torch.set_num_threads(1)
     counts = count(args.size, args.vocab_size, args.batch_size, args.decode_batch_size, args.steps, args.seed)
-    environment = run_environment()
-    # Counts do not depend on the load: it is left out, so that a rerun writes the same file.
-    environment = {k: v for k, v in environment.items() if not k.startswith("load_average")}
-    results = {**counts, "environment": environment}
-    text = json.dumps(results, indent=2) + "\n"
-    if args.output:
-        args.output.write_text(text, encoding="utf-8")
-    sys.stdout.write(text)
+    sys.stdout.write(json.dumps(record.write(counts, args.output), indent=2) + "\n")
     return 0
+
+
+# Figures: name -> function of the results folder that returns the Markdown between a page's markers
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def op_counts(results: Path) -> str:
+    """Operators (kernels) a training step and a decoding step launch, ours against MarianMT (scripts/count_ops.py)."""
+    counts = read_json(results, "op_counts.json")
+    rows = [
+        [f"training step ({counts['training_batch']['pairs']} pairs)", name, f"{report['kernels']:,.0f}",
+         f"{report['operators']:,.0f}"]
+        for name, report in counts["training_step"].items()
+    ]  # fmt: skip
+    for search, reports in counts["decoding_step"].items():
+        rows += [
+            [f"decoding step, {search} ({counts['decoding_batch']} sentences)", name, f"{report['kernels']:,.0f}",
+             f"{report['operators']:,.0f}"]
+            for name, report in reports.items()
+        ]  # fmt: skip
+    return table(["step", "contestant", "kernels", "operators (views included)"], ["l", "l", "r", "r"], rows)
+
+
+def op_counts_setup(results: Path) -> str:
+    counts = read_json(results, "op_counts.json")
+    versions = environment_of(counts)["versions"]
+    return (
+        f"the `{counts['size']}` configuration ({counts['layers']} + {counts['layers']} layers, "
+        f"{counts['vocab_size']:,}-token vocabulary), a training batch of {counts['training_batch']['real_tokens']:,} "
+        f"real tokens in {counts['training_batch']['padded_tokens']:,} padded positions; torch {versions['torch']}, "
+        f"transformers {versions['transformers']}"
+    )
+
+
+FIGURES = {
+    "op-counts": op_counts,
+    "op-counts-setup": op_counts_setup,
+}
 
 
 if __name__ == "__main__":

@@ -26,11 +26,12 @@ from pathlib import Path
 
 import torch
 from bench import Record
+from bench.figures import read_json, table
+from bench.serving import translate
 
 from vanilla_transformer.data.spec import load_corpus
 from vanilla_transformer.metrics import compute_bleu, compute_chrf
 from vanilla_transformer.model_dir import load_model_dir
-from vanilla_transformer.serving.search import translate
 from vanilla_transformer.training.config import TRAINING_CONFIG_NAME, TrainingConfig
 from vanilla_transformer.training.setup import corpus_spec
 
@@ -101,6 +102,42 @@ def main(argv: list[str] | None = None) -> int:
     }
     record.write(result, args.output)
     return 0
+
+
+# Figures: name -> function of the results folder that returns the Markdown between a page's markers
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def length_ratio(results: Path) -> str:
+    """How much shorter than the references the first models translated the validation set at section 6.1's α."""
+    runs = read_json(results, "multi30k/length-penalty-sweep.json")["runs"].values()
+    short = [1 - run["scores"]["0.6"]["length_ratio"] for run in runs]
+    return f"{min(short):.0%} to {max(short):.0%} shorter"
+
+
+def length_penalty_table(results: Path) -> str:
+    """Mean validation BLEU of the Multi30k models at each α (scripts/sweep_length_penalty.py)."""
+    sweep = read_json(results, "multi30k/length-penalty-sweep.json")
+    alphas = list(sweep["mean_bleu"])
+    longest = [
+        max(run["scores"][alpha]["longest_translation_words"] for run in sweep["runs"].values()) for alpha in alphas
+    ]
+    references = {run["direction"]: run["longest_reference_words"] for run in sweep["runs"].values()}
+    reference = ", ".join(f"{words} {direction}" for direction, words in sorted(references.items()))
+    return table(
+        ["α", *alphas],
+        ["l"] + ["r"] * len(alphas),
+        [
+            ["mean validation BLEU", *(f"{sweep['mean_bleu'][alpha]:.2f}" for alpha in alphas)],
+            [f"longest translation, words (longest reference: {reference})", *map(str, longest)],
+        ],
+    )
+
+
+FIGURES = {
+    "length-penalty-table": length_penalty_table,
+    "length-ratio": length_ratio,
+}
 
 
 if __name__ == "__main__":

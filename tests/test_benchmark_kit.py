@@ -1,5 +1,6 @@
 """scripts/bench: the interleaved timer's order, warm-up and device synchronisation; the results record; reading
-back every committed results file's environment. No timing is asserted."""
+back every committed results file's environment; the workloads (FLOPs, batches, the training step); the figures'
+collection. No timing is asserted."""
 
 import importlib.metadata
 import json
@@ -7,7 +8,10 @@ from pathlib import Path
 
 import bench
 import pytest
+import render_figures
 import torch
+
+from vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
 
@@ -110,3 +114,94 @@ def test_the_record_names_the_cpu_features_that_decide_cpu_figures(tmp_path, mon
     assert environment.run_environment()["processor_features"] == ["avx2"]
     monkeypatch.setattr(environment, "cpu_flags", lambda: None)
     assert environment.run_environment()["processor_features"] is None
+
+
+def test_forward_flops_counts_every_linear_layer_once_per_token():
+    config = bench.model_config("tiny", vocab_size=60)
+    model = VanillaTransformerForConditionalGeneration(config)
+    linear = {
+        name: m.in_features * m.out_features for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)
+    }
+    encoder = sum(v for k, v in linear.items() if k.startswith("model.encoder"))
+    decoder = sum(v for k, v in linear.items() if k.startswith("model.decoder"))
+    source, target, d = 5, 3, config.d_model
+    attention = config.encoder_layers * 2 * source * source * d + config.decoder_layers * (
+        target * (target + 1) * d + 2 * target * source * d
+    )
+    # Cross-attention keys and values project source tokens; every other decoder linear projects target tokens.
+    cross_kv = config.decoder_layers * 2 * d * d
+    expected = 2 * (
+        source * encoder + target * (decoder - cross_kv) + source * cross_kv + target * linear["lm_head"] + attention
+    )
+    assert bench.forward_flops(config, [source], [target]) == expected
+    assert bench.training_flops(config, bench.collate([([4] * source, [4] * target)])) == 3 * expected
+
+
+def test_random_batches_are_padded_and_token_batches_are_not():
+    corpus = bench.load_corpus(200, data_dir=None, max_pairs=12000)
+    assert bench.padding_share(bench.random_batches(corpus, 32, 4)) > 0.3
+    assert bench.padding_share(bench.token_batches(corpus, 1000, 4)) < 0.05
+
+
+def test_peak_memory_counts_live_tensor_bytes():
+    def allocate():
+        a = torch.ones(1 << 20)  # 4 MiB
+        b = torch.ones(1 << 20)
+        del a, b
+        return torch.ones(1 << 18)  # 1 MiB
+
+    peak = bench.peak_memory(allocate, torch.device("cpu"))
+    assert 8 << 20 <= peak < 9 << 20
+
+
+def test_the_training_step_takes_the_packages_adam_with_the_papers_settings():
+    """`bench.adam` is `build_adam` of the training settings' defaults (section 5.3: beta2 0.98, epsilon 1e-9), at
+    the rate asked; `bench.train_step` takes one step of it and leaves no gradient behind."""
+    from vanilla_transformer.training.config import OptimizationConfig
+
+    torch.manual_seed(0)
+    model = VanillaTransformerForConditionalGeneration(bench.model_config("tiny", vocab_size=60, dropout=0.0))
+    optimizer = bench.adam(model, learning_rate=0.01, kernels="fused")
+    defaults, group = OptimizationConfig(), optimizer.param_groups[0]
+    assert group["betas"] == (defaults.adam_beta1, defaults.adam_beta2) == (0.9, 0.98)
+    assert group["eps"] == defaults.adam_eps == 1e-9 and group["lr"] == 0.01 and group["fused"]
+    batch = bench.collate([([4, 5, 6, 3], [7, 8, 3]), ([9, 3], [10, 11, 12, 3])])
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    step = bench.train_step(model, optimizer)
+    loss = step(batch)
+    assert loss.ndim == 0 and model.training
+    assert all(p.grad is None for p in model.parameters())
+    assert not torch.equal(before["model.shared.weight"], model.model.shared.weight)
+    assert step(batch).item() < loss.item()  # the same batch again, after a step on it
+
+
+def test_a_record_of_counts_leaves_out_time_and_load(tmp_path):
+    """Counts (scripts/count_ops.py) do not depend on the clock or the load: their record leaves both out, so that a
+    rerun writes the same file; the versions are still read back (`environment_of`), as from the older schema that
+    nested them under ``environment``."""
+    first = bench.Record("scripts/count_ops.py", ["--size", "tiny"], timed=False).write({"n": 1}, tmp_path / "a.json")
+    second = bench.Record("scripts/count_ops.py", ["--size", "tiny"], timed=False).write({"n": 1}, tmp_path / "b.json")
+    assert (tmp_path / "a.json").read_text() == (tmp_path / "b.json").read_text()
+    assert not {"started", "wall_seconds", "load_average_start", "load_average_end"} & first.keys()
+    assert bench.environment_of(second)["versions"]["torch"] == torch.__version__
+    committed = json.loads((RESULTS / "op_counts.json").read_text())
+    assert bench.environment_of(committed)["versions"] == committed["environment"]["versions"]
+
+
+def test_the_matmul_rate_is_timed_by_the_one_timer(monkeypatch):
+    calls = []
+    real = bench.timing.interleave
+    monkeypatch.setattr(bench.timing, "interleave", lambda *a, **k: calls.append(k) or real(*a, **k))
+    assert bench.matmul_rate(torch.device("cpu"), torch.float32, repeats=2) > 0
+    assert calls == [{"repeats": 2, "device": torch.device("cpu")}]
+
+
+def test_every_figure_belongs_to_one_benchmark_module():
+    """render_figures only collects: each figure is its module's, and two modules may not name the same one."""
+    owners = {name: module.__name__ for module in render_figures.MODULES for name in module.FIGURES}
+    assert set(owners) == set(render_figures.FIGURES)
+    assert owners["training-table"] == "benchmark_training" and owners["op-counts"] == "count_ops"
+    assert owners["decoding-cpu-table"] == "benchmark" and owners["multi30k-table"] == "run_figures"
+    twin = type("twin", (), {"__name__": "twin", "FIGURES": {"op-counts": str}})
+    with pytest.raises(SystemExit, match="twin names figures another module names: op-counts"):
+        render_figures.collect((*render_figures.MODULES, twin))

@@ -7,7 +7,6 @@ import pytest
 pytest.importorskip("onnxruntime", reason="the onnx extra (onnxruntime) is not installed")
 pytest.importorskip("ctranslate2", reason="the serve extra (ctranslate2) is not installed")
 import benchmark_onnx
-import render_figures
 from tiny_model import SPLITS
 
 
@@ -15,7 +14,7 @@ def test_the_benchmark_writes_every_engine_and_the_figures_render_from_it(tmp_pa
     sources, references = zip(*SPLITS.valid[:6], strict=True)
     (tmp_path / "test.en").write_text("".join(s + "\n" for s in sources))
     (tmp_path / "test.de").write_text("".join(s + "\n" for s in references))
-    output = tmp_path / "results" / render_figures.ONNX_SERVING
+    output = tmp_path / "results" / benchmark_onnx.ONNX_SERVING
     arguments = ["--sizes", "tiny", "--threads", "1", "--batch-size", "3", "--batches", "2", "--rounds", "1"]
     arguments += ["--vocab-size", "300", "--max-pairs", "300", "--data-dir", str(tmp_path / "no-data")]
     arguments += ["--quality-model", str(tiny_model_dir), "--output", str(output)]
@@ -31,9 +30,9 @@ def test_the_benchmark_writes_every_engine_and_the_figures_render_from_it(tmp_pa
     assert {"command", "wall_seconds", "load_average_start", "processor", "versions"} <= run.keys()
     assert {"onnxruntime", "ctranslate2", "torch"} <= run["versions"].keys()
     assert run["sizes"]["tiny"]["seconds"]["load_ort_fp32"] > 0
-    figures = render_figures.onnx_serving_table(output.parent)
+    figures = benchmark_onnx.onnx_serving_table(output.parent)
     assert f"{run['sizes']['tiny']['beam4']['ort_fp32_tokens_per_s']:,.0f}" in figures
     assert "tiny" in figures and "beam 4" in figures
-    assert f"{quality['ort_int8']['bleu']:.2f}" in render_figures.onnx_serving_quality(output.parent)
-    assert run["versions"]["onnxruntime"] in render_figures.onnx_serving_environment(output.parent)
-    assert render_figures.onnx_serving_table(tmp_path).startswith("Not measured yet")
+    assert f"{quality['ort_int8']['bleu']:.2f}" in benchmark_onnx.onnx_serving_quality(output.parent)
+    assert run["versions"]["onnxruntime"] in benchmark_onnx.onnx_serving_environment(output.parent)
+    assert benchmark_onnx.onnx_serving_table(tmp_path).startswith("Not measured yet")

@@ -48,3 +48,31 @@ def test_a_decoding_step_is_the_difference_of_k_and_2k_steps():
     assert len(set(steps)) == 1  # every step the same operators
     # the step itself, and the search's own per-step operators around it
     assert steps[0] < by_difference["kernels"] < 2 * steps[0]
+
+
+def test_the_results_file_is_the_same_on_a_rerun_and_renders_its_figures(tmp_path):
+    """The record of counts (`bench.Record`, timed=False) leaves out the clock and the load: a rerun writes the
+    same file, whose figures render."""
+    results = tmp_path / "results"
+    arguments = [
+        "--size",
+        "tiny",
+        "--vocab-size",
+        "60",
+        "--batch-size",
+        "4",
+        "--decode-batch-size",
+        "2",
+        "--steps",
+        "2",
+    ]
+    texts = []
+    for _ in range(2):
+        assert count_ops.main([*arguments, "--output", str(results / "op_counts.json")]) == 0
+        texts.append((results / "op_counts.json").read_text())
+    assert texts[0] == texts[1]
+    written = json.loads(texts[0])
+    assert written["command"].startswith("python scripts/count_ops.py --size tiny --vocab-size 60")
+    assert "load_average_start" not in written and written["versions"]["torch"] == torch.__version__
+    assert f"torch {torch.__version__}" in count_ops.op_counts_setup(results)
+    assert "MarianMT" in count_ops.op_counts(results)

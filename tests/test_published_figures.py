@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import render_figures
+import run_figures
 
 ROOT = Path(__file__).resolve().parents[1]
 MULTI30K = ROOT / "docs" / "results" / "multi30k"
@@ -93,7 +94,7 @@ def test_an_unknown_or_unpublished_figure_stops_the_renderer(copy_of_the_docs: P
 def test_there_are_committed_multi30k_runs():
     """Guards the parametrized tests below against an empty glob (a moved folder would skip them silently)."""
     folders = {run.name for run in RUNS}
-    assert {folder for folder, _ in render_figures.MULTI30K_RUNS} == folders
+    assert {folder for folder, _ in run_figures.MULTI30K_RUNS} == folders
     assert {run.name for run in STOPPED} == {"en-de-dropout0.3-lr0.6-stopped"}
 
 

@@ -31,7 +31,7 @@ PRESETS: dict[str, dict] = {
         dropout=0.3,
     ),
     # Smaller models of the same architecture, each defined here only: those of the training presets of the same
-    # name (vanilla_transformer.training), and the benchmarks' sizes (scripts/benchmarking.py).
+    # name (vanilla_transformer.training), and the benchmarks' sizes (scripts/bench/workloads.py).
     "multi30k": dict(  # 6.0M parameters with an 8k vocabulary
         d_model=256,
         encoder_ffn_dim=512,

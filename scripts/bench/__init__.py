@@ -1,31 +1,71 @@
-"""The benchmarking kit of ``scripts/``: one interleaved timer, one results record, one MarianMT twin.
+"""The benchmarks' only shared code (``scripts/bench``): one timer, one results record, the workloads, the figures'
+helpers, the MarianMT twin and the serving code the benchmarks call.
 
-Every benchmark script parses its options, declares its contestants and calls these:
+Every benchmark script (one module each) parses its options, declares its contestants, calls these, writes its
+results file with `Record` and names the figures it publishes in ``FIGURES`` (``scripts/render_figures.py`` collects
+them):
 
 * `interleave` runs contestants in turn on the same items, reversing their order every round, with warm-up and
-  device synchronisation as settings, so that a drift of the machine's load hits all alike;
+  device synchronisation as settings, so that a drift of the machine's load hits all alike; `matmul_rate` times
+  the device's dense matmul with it (the denominator of MFU);
 * `Record` notes the load and the clock when a benchmark starts, and `Record.write` adds the command, the wall time,
   the load, the processor, the GPUs and the package versions (`vanilla_transformer.environment`) to its figures;
 * `environment_of` reads those back from any committed results file, whatever schema it was written in;
+* `workloads`: the model sizes (`model_config`), the corpora and their batches, the one FLOPs formula
+  (`forward_flops`, `training_flops`) and the one training step (`train_step`, with the package's Adam);
+* `figures`: reading a results folder and writing Markdown tables, for the benchmarks' figure functions;
 * `marian_twin` is MarianMT of the same weights (`vanilla_transformer.export.marian.vanilla_to_marian`);
-* `matmul` (a contestant), `matmul_rate` and `peak_memory` measure the device: its dense matmul rate (for MFU)
-  and a call's peak memory.
+* `processes`: contestants in worker processes of their own, and our `Trainer` built from ``train`` options;
+* `serving`: the package's search, onnxruntime and CTranslate2 decoding, imported in one place;
+* `matmul` (a contestant) and `peak_memory` measure the device: a dense matmul and a call's peak memory.
 """
 
-from .device import matmul, matmul_rate, peak_memory, synchronize
+from .device import matmul, peak_memory, synchronize
 from .record import Record, environment_of, write_json
-from .timing import Timings, interleave
+from .timing import Timings, interleave, matmul_rate
 from .twin import marian_twin
+from .workloads import (
+    SIZES,
+    Corpus,
+    adam,
+    collate,
+    forward_flops,
+    load_corpus,
+    model_config,
+    padding_share,
+    random_batches,
+    synthetic_pairs,
+    target_tokens,
+    to_device,
+    token_batches,
+    train_step,
+    training_flops,
+)
 
 __all__ = [
+    "SIZES",
+    "Corpus",
     "Record",
     "Timings",
+    "adam",
+    "collate",
     "environment_of",
+    "forward_flops",
     "interleave",
+    "load_corpus",
     "marian_twin",
     "matmul",
     "matmul_rate",
+    "model_config",
+    "padding_share",
     "peak_memory",
+    "random_batches",
     "synchronize",
+    "synthetic_pairs",
+    "target_tokens",
+    "to_device",
+    "token_batches",
+    "train_step",
+    "training_flops",
     "write_json",
 ]

@@ -1,9 +1,8 @@
-"""What the benchmarks measure of the device itself: synchronisation, the dense matmul rate, peak memory."""
+"""What the benchmarks measure of the device itself: synchronisation, a dense matmul (for the matmul rate), peak
+memory."""
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -28,21 +27,6 @@ def matmul(device: torch.device, dtype: torch.dtype) -> tuple[Callable[[Any], No
             torch.mm(a, b)
 
     return run, 2.0 * n**3 * calls
-
-
-def matmul_rate(device: torch.device, dtype: torch.dtype, repeats: int = 5) -> float:
-    """FLOP/s of `matmul` on `device`, the median of `repeats` timed runs after one warm-up: the denominator of
-    model-FLOPs utilisation (MFU), measured on the machine rather than read off a data sheet."""
-    run, flops = matmul(device, dtype)
-    run()
-    seconds = []
-    for _ in range(repeats):
-        synchronize(device)
-        started = time.perf_counter()
-        run()
-        synchronize(device)
-        seconds.append(time.perf_counter() - started)
-    return flops / statistics.median(seconds)
 
 
 def peak_memory(fn: Callable[[], Any], device: torch.device) -> int:

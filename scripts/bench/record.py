@@ -20,9 +20,14 @@ class Record:
     Args:
         script: The script's file (``__file__``), which names it in the command when `argv` is given.
         argv: The options `main` was called with; None to record the process's own command line.
+        timed: False for figures that do not depend on time or load (operator counts): the start, the wall time
+            and the load averages are left out, so that a rerun writes the same file.
     """
 
-    def __init__(self, script: str | os.PathLike | None = None, argv: list[str] | None = None) -> None:
+    def __init__(
+        self, script: str | os.PathLike | None = None, argv: list[str] | None = None, timed: bool = True
+    ) -> None:
+        self.timed = timed
         self.load_average_start = os.getloadavg()
         self.clock = time.perf_counter()
         self.started = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -35,10 +40,14 @@ class Record:
         environment = run_environment(self.load_average_start)
         if self.command is not None:
             environment["command"] = self.command
-        clash = set(figures) & {"started", "wall_seconds", *environment}
+        clock = {"started": self.started, "wall_seconds": time.perf_counter() - self.clock}
+        clash = set(figures) & {*clock, *environment}
         if clash:
             raise ValueError(f"figures named like the record's own fields: {sorted(clash)}")
-        return {**figures, "started": self.started, "wall_seconds": time.perf_counter() - self.clock, **environment}
+        if not self.timed:
+            clock = {}
+            environment = {k: v for k, v in environment.items() if not k.startswith("load_average")}
+        return {**figures, **clock, **environment}
 
     def write(self, figures: dict[str, Any], path: str | os.PathLike | None) -> dict[str, Any]:
         """The `result`, written to `path` as JSON when one is given."""
@@ -58,8 +67,9 @@ def write_json(result: Any, path: str | os.PathLike) -> None:
 def environment_of(result: dict[str, Any]) -> dict[str, Any]:
     """The load averages (start, end) and package versions of a results file, in `Record`'s schema, from any
     committed one: older files named the load averages ``loadavg_start``/``loadavg_end`` or
-    ``load_average_before``/``load_average_after`` (or only the latter), and put torch's and transformers'
-    versions at the top."""
+    ``load_average_before``/``load_average_after`` (or only the latter), put torch's and transformers'
+    versions at the top, or the whole environment under ``environment``."""
+    result = {**result.get("environment", {}), **result} if isinstance(result.get("environment"), dict) else result
     start = next(
         (result[k] for k in ("load_average_start", "loadavg_start", "load_average_before") if k in result), None
     )

@@ -1,4 +1,4 @@
-"""The one interleaved timer."""
+"""The one timer: contestants interleaved, and the matmul rate timed by it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from .device import synchronize
+from .device import matmul, synchronize
 
 _FIRST = object()
 
@@ -97,3 +97,12 @@ def interleave(
                 progress(rounds, timings)
             rounds += 1
     return timings
+
+
+def matmul_rate(device: torch.device, dtype: torch.dtype, repeats: int = 5) -> float:
+    """FLOP/s of `matmul` on `device`, the median of `repeats` timed runs after one warm-up (`interleave` with one
+    contestant): the denominator of model-FLOPs utilisation (MFU), measured on the machine rather than read off a
+    data sheet."""
+    run, flops = matmul(device, dtype)
+    timings = interleave({"matmul": run}, [None], repeats=repeats, device=device)
+    return flops / statistics.median(timings.samples("matmul"))

@@ -2,7 +2,7 @@
 
 Every command names its data with one: ``vanilla-transformer train`` (``--dataset``, ``--data-dir``,
 ``--train-src``...), ``finetune`` (``--train``/``--eval``, ``--hf-dataset``, ``--numbers``), ``train-tokenizer``
-(files, ``--hf-dataset``, ``--numbers``), and the benchmarks (``scripts/benchmarking.load_corpus``).
+(files, ``--hf-dataset``, ``--numbers``), and the benchmarks (``scripts/bench/workloads.load_corpus``).
 
 Kinds (`CorpusSpec.kind`):
 

@@ -1,0 +1,46 @@
+"""What the benchmarks' figure functions share: reading a results folder, and writing Markdown tables and numbers.
+
+Each benchmark module names its figures in ``FIGURES`` (figure name -> function of the results folder that returns
+the Markdown between the page's markers); ``scripts/render_figures.py`` collects them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .record import environment_of
+
+
+def read_json(results: Path, name: str) -> dict | list:
+    return json.loads((results / name).read_text(encoding="utf-8"))
+
+
+def read_jsonl(results: Path, name: str) -> list[dict]:
+    return [json.loads(line) for line in (results / name).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def table(header: list[str], align: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table; `align` holds ``"l"`` or ``"r"`` per column."""
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---:" if a == "r" else "---" for a in align) + " |"]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+
+
+def minutes(seconds: float) -> str:
+    whole, rest = divmod(round(seconds), 60)
+    return f"{whole} min {rest} s" if whole else f"{rest} s"
+
+
+def load(pair: list[list[float]] | tuple) -> str:
+    """The 1-minute load averages at the start and end of a measurement."""
+    return f"{pair[0][0]:.1f} → {pair[1][0]:.1f}"
+
+
+def environment_load(run: dict) -> str:
+    """The load averages of a results file of any schema (`environment_of`)."""
+    environment = environment_of(run)
+    return load((environment["load_average_start"], environment["load_average_end"]))
+
+
+def yes(flag: bool) -> str:
+    return "yes" if flag else "no"

@@ -1,0 +1,44 @@
+"""The package's serving code that the benchmarks time and score, imported in this one place: the paper's search
+(`translate`, `translate_ids` and their defaults), the onnxruntime step decoder (`load_onnx`) and CTranslate2
+(`load_translator`, `translate_ctranslate2`); and CTranslate2's search as a contestant on batches of token ids
+(`ct2_search`)."""
+
+from collections.abc import Callable, Sequence
+
+from vanilla_transformer.serving.search import LENGTH_PENALTY, MAX_LENGTH_OFFSET, translate, translate_ids
+from vanilla_transformer.serving.with_ctranslate2 import load_translator, translate_ctranslate2
+from vanilla_transformer.serving.with_onnxruntime import load_onnx
+
+
+def ct2_search(
+    translator, tokens: Sequence[str], beams: int, max_length: Callable[[int], int], **options
+) -> Callable[[dict], list[list[int]]]:
+    """CTranslate2's own search as a contestant: a batch of token ids (``input_ids``, ``attention_mask``) -> the ids
+    of each translation, ``</s>`` included. `tokens` names every id; `max_length` maps the batch's longest source to
+    ``max_decoding_length``; `options` go to ``translate_batch``."""
+    index = {token: i for i, token in enumerate(tokens)}
+
+    def run(batch: dict) -> list[list[int]]:
+        rows = [
+            [tokens[i] for i in ids[mask.bool()].tolist()]
+            for ids, mask in zip(batch["input_ids"].cpu(), batch["attention_mask"].cpu(), strict=True)
+        ]
+        longest = max(map(len, rows))
+        results = translator.translate_batch(
+            rows, beam_size=beams, max_decoding_length=max_length(longest), return_end_token=True, **options
+        )
+        return [[index[token] for token in result.hypotheses[0]] for result in results]
+
+    return run
+
+
+__all__ = [
+    "LENGTH_PENALTY",
+    "MAX_LENGTH_OFFSET",
+    "ct2_search",
+    "load_onnx",
+    "load_translator",
+    "translate",
+    "translate_ctranslate2",
+    "translate_ids",
+]

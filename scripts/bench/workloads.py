@@ -1,0 +1,200 @@
+"""What the benchmarks run: the model sizes, the corpora and their batches, the one FLOPs formula, and the one
+training step (the package's own Adam, `vanilla_transformer.training.step.build_adam`, with the paper's settings)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
+from vanilla_transformer.data import IGNORE_INDEX
+from vanilla_transformer.data.batching import TranslationCollator
+from vanilla_transformer.tokenization import EOS_ID, PAD_ID
+from vanilla_transformer.training.config import OptimizationConfig
+from vanilla_transformer.training.step import build_adam
+
+SIZES = ("tiny", "small", "base")
+"""Model sizes, presets of `VanillaTransformerConfig.from_preset`: ``base`` is the paper's base model; ``small`` a
+3+3-layer d_model=256 model; ``tiny`` for tests."""
+
+MULTI30K_LENGTHS = ((2.685, 0.295), (2.709, 0.329))
+"""Log-normal fits (log-mean, log-std) of Multi30k's training lengths in tokens of an 8k byte-level BPE (``</s>``
+included), source and target."""
+
+
+def model_config(size: str, vocab_size: int, **overrides) -> VanillaTransformerConfig:
+    """A configuration of one of :data:`SIZES` (or any preset), with the paper's dropout 0.1 unless overridden."""
+    return VanillaTransformerConfig.from_preset(size, **{"vocab_size": vocab_size, "dropout": 0.1, **overrides})
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Data: realistic sentence lengths, random and token-bucketed batches
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Corpus:
+    """Tokenized sentence pairs, each side ending in ``</s>``; `tokens` names every id (for CTranslate2)."""
+
+    pairs: list[tuple[list[int], list[int]]]
+    tokens: list[str]
+    description: str
+
+
+def load_corpus(vocab_size: int, data_dir: str | None = None, max_pairs: int = 12000, seed: int = 0) -> Corpus:
+    """Multi30k pairs in a BPE vocabulary of `vocab_size` trained on them, or synthetic pairs if the data are absent."""
+    data = Path(data_dir) if data_dir else None
+    if data is not None and (data / "train.en").is_file() and (data / "train.de").is_file():
+        from vanilla_transformer.data import CorpusSpec
+        from vanilla_transformer.data import load_corpus as read_corpus
+        from vanilla_transformer.tokenization import train_tokenizer
+
+        english, german = map(
+            list, zip(*read_corpus(CorpusSpec("text", data_dir=str(data)), "train")[:max_pairs], strict=True)
+        )
+        tokenizer = train_tokenizer(english + german, vocab_size)
+        encoded = tokenizer(english, text_target=german)
+        pairs = list(zip(encoded["input_ids"], encoded["labels"], strict=True))
+        tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+        description = f"Multi30k en-de train, first {len(pairs)} pairs, byte-level BPE of {len(tokenizer)} tokens"
+    else:
+        count = max_pairs
+        pairs = synthetic_pairs(count, vocab_size, MULTI30K_LENGTHS, longest=200, seed=seed)
+        tokens = ["<pad>", "<unk>", "<s>", "</s>"]
+        description = f"{count} synthetic pairs, log-normal lengths fitted to Multi30k, random ids"
+    tokens = tokens + [f"<unused{i}>" for i in range(len(tokens), vocab_size)]
+    return Corpus(pairs=pairs, tokens=tokens, description=description)
+
+
+def synthetic_pairs(
+    count: int, vocab_size: int, lengths: tuple[tuple[float, float], ...], longest: int, seed: int = 0
+) -> list[tuple[list[int], list[int]]]:
+    """`count` pairs of random token ids (each side ending in ``</s>``) whose lengths are drawn from the log-normal
+    fits `lengths` (source, target), clipped to 2 to `longest`: a step's speed depends on the lengths, not the words."""
+    rng = np.random.default_rng(seed)
+    sides = [np.clip(np.rint(rng.lognormal(mean, std, count)), 2, longest).astype(int) for mean, std in lengths]
+    return [
+        tuple(rng.integers(EOS_ID + 1, vocab_size, length - 1).tolist() + [EOS_ID] for length in pair)
+        for pair in zip(*sides, strict=True)
+    ]
+
+
+def collate(pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> dict[str, torch.Tensor]:
+    """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` (-100 at padding): `TranslationCollator`'s."""
+    return TranslationCollator(PAD_ID)([{"input_ids": source, "labels": target} for source, target in pairs])
+
+
+def random_batches(corpus: Corpus, batch_size: int, count: int, seed: int = 0) -> list[dict[str, torch.Tensor]]:
+    """`count` batches of `batch_size` pairs drawn at random: unsorted, so padded as a user's shuffled batches."""
+    rng = np.random.default_rng(seed)
+    return [
+        collate([corpus.pairs[i] for i in rng.choice(len(corpus.pairs), batch_size, replace=False)])
+        for _ in range(count)
+    ]
+
+
+def token_batches(corpus: Corpus, max_tokens: int, count: int, seed: int = 0) -> list[dict[str, torch.Tensor]]:
+    """`count` batches of `TokenBatchSampler`: pairs of similar lengths, at most `max_tokens` padded tokens each."""
+    from vanilla_transformer.data import TokenBatchSampler
+
+    lengths = [(len(source), len(target)) for source, target in corpus.pairs]
+    batches = TokenBatchSampler(lengths, max_tokens, shuffle=True, seed=seed).epoch_batches(0)
+    # The mid-sized batches: the shortest and longest sentences are rare in a corpus, and in its batches.
+    batches.sort(key=len)
+    middle = len(batches) // 2
+    chosen = batches[max(0, middle - count // 2) :][:count]
+    return [collate([corpus.pairs[i] for i in batch]) for batch in chosen]
+
+
+def padding_share(batches: Sequence[dict[str, torch.Tensor]]) -> float:
+    """Padding positions over all positions of the source and target tensors."""
+    real = sum(int(b["attention_mask"].sum()) + int((b["labels"] != IGNORE_INDEX).sum()) for b in batches)
+    total = sum(b["input_ids"].numel() + b["labels"].numel() for b in batches)
+    return 1 - real / total
+
+
+def target_tokens(batch: dict[str, torch.Tensor]) -> int:
+    return int((batch["labels"] != IGNORE_INDEX).sum())
+
+
+def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    return {key: value.to(device) for key, value in batch.items()}
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# FLOPs
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def forward_flops(
+    config: VanillaTransformerConfig, source_lengths: Sequence[int], target_lengths: Sequence[int]
+) -> float:
+    """FLOPs (2 per multiply-add) of the matrix products of one forward pass over the real tokens of a batch.
+
+    Counted: every linear layer (attention projections, FFN, the cross-attention keys and values of the source, the
+    output projection) and the attention products Q K^T and A V (the causal half in decoder self-attention).
+    Not counted: embeddings, softmax, LayerNorm, elementwise work, and any padding.
+    """
+    d = config.d_model
+    encoder_layer = 4 * d * d + 2 * d * config.encoder_ffn_dim  # Q, K, V, output; FFN: per source token
+    decoder_layer = 6 * d * d + 2 * d * config.decoder_ffn_dim  # self Q, K, V, output; cross Q, output; FFN
+    macs = 0
+    for source, target in zip(source_lengths, target_lengths, strict=True):
+        macs += config.encoder_layers * (source * encoder_layer + 2 * source * source * d)
+        macs += config.decoder_layers * (
+            target * decoder_layer + source * 2 * d * d + target * (target + 1) * d + 2 * target * source * d
+        )
+        macs += target * d * config.vocab_size
+    return 2.0 * macs
+
+
+def training_flops(config: VanillaTransformerConfig, batch: dict[str, torch.Tensor]) -> float:
+    """Forward plus backward (twice the forward) FLOPs of a batch's real tokens (its ``attention_mask`` and
+    ``labels``)."""
+    sources = batch["attention_mask"].sum(1).tolist()
+    targets = (batch["labels"] != IGNORE_INDEX).sum(1).tolist()
+    return 3 * forward_flops(config, sources, targets)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The training step
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def adam(model: torch.nn.Module, learning_rate: float = 1e-4, kernels: str = "fused") -> torch.optim.Adam:
+    """Section 5.3's Adam over `model` as ``train`` builds it (`build_adam`: the betas and epsilon of the training
+    settings' defaults, ``--adam-implementation`` `kernels`), at a constant `learning_rate`. Frozen parameters (a
+    LoRA model's) get no gradient, so Adam leaves them alone."""
+    optimization = dataclasses.replace(OptimizationConfig(), adam_implementation=kernels)
+    optimizer = build_adam(model, optimization, next(model.parameters()).device.type)
+    for group in optimizer.param_groups:
+        group["lr"] = learning_rate
+    return optimizer
+
+
+def train_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer | None = None,
+    autocast: torch.dtype | None = None,
+) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
+    """One training step of `model` on a batch with labels, as every benchmark takes it: the loss (under `autocast`
+    where given: mixed precision, float32 weights and Adam), its backward pass, an `adam` step (by default), the
+    gradients set to None. The step returns the loss."""
+    optimizer = optimizer if optimizer is not None else adam(model)
+    device_type = next(model.parameters()).device.type
+    model.train()
+
+    def step(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        with torch.autocast(device_type, dtype=autocast) if autocast else contextlib.nullcontext():
+            loss = model(**batch).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss
+
+    return step

@@ -1,0 +1,234 @@
+"""The figures of the training runs committed in docs/results, which no benchmark writes: the default job
+(docs/results/numbers), the Multi30k runs (docs/results/multi30k) and the counts of transformers' common tests
+(docs/results/transformers_common, written by .ci/transformers_tests). ``scripts/render_figures.py`` collects them
+with every benchmark's."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from bench.figures import minutes, read_json, read_jsonl, table
+
+MULTI30K_RUNS = [  # (folder, label), in the order of the table
+    ("en-de-seed1", "English → German, seed 1 (recipe)"),
+    ("en-de-seed2", "English → German, seed 2 (recipe)"),
+    ("en-de-seed3", "English → German, seed 3 (recipe)"),
+    ("de-en-seed1", "German → English, seed 1 (recipe)"),
+    ("de-en-seed2", "German → English, seed 2 (recipe)"),
+    ("en-de-10min-seed1", "English → German, 10 minutes, seed 1"),
+    ("en-de-dropout0.1-seed1", "selection run: English → German, P_drop 0.1, 54 min, α 0.6"),
+    ("en-de-avx2-seed1", "English → German, seed 1, on a CPU without native bf16 (AVX2): fp32"),
+    ("de-en-avx2-seed1", "German → English, seed 1, on a CPU without native bf16 (AVX2): fp32"),
+]
+
+
+def numbers_table(results: Path) -> str:
+    """The default job (``vanilla-transformer train``): docs/results/numbers, written by the run."""
+    run = read_json(results, "numbers/results.json")
+    rows = read_jsonl(results, "numbers/metrics.jsonl")
+    valid = {row["step"]: row["valid_exact_match"] for row in rows if "valid_exact_match" in row}
+    steps = sorted(valid)[-4:]
+    names, scores = "test exact match / chrF", f"{run['test_exact_match']:.1f}% / {run['test_chrf']:.2f}"
+    if "test_bleu" in run:  # left out where no reference holds a 4-gram (0 by construction on number words)
+        names, scores = f"{names} / sacreBLEU", f"{scores} / {run['test_bleu']:.2f}"
+    by_magnitude = run.get("test_exact_match_by_magnitude", {})
+    magnitude_rows = [
+        [
+            f"test exact match, numbers {' / '.join(by_magnitude)}",
+            " / ".join(f"{v:.1f}" for v in by_magnitude.values()),
+        ]
+    ]
+    return table(
+        ["measure", "value"],
+        ["l", "l"],
+        [
+            ["wall time of `train()` (tokenizer, data, training, averaging, test)", minutes(run["seconds"])],
+            [f"of which {run['step']:,} training steps", minutes(60 * run["train_minutes"])],
+            [names, scores],
+            *(magnitude_rows if by_magnitude else []),
+            [
+                f"validation exact match at steps {' / '.join(map(str, steps))}",
+                " / ".join(f"{valid[step]:.1f}" for step in steps) + "%",
+            ],
+            [
+                "throughput (non-padding source+target tokens, 1 thread)",
+                f"{run['train_tokens_per_second']:,.0f} tokens/s",
+            ],
+            ["padding share (token-bucketed batches)", f"{run['padding_share']:.2%}"],
+        ],
+    )
+
+
+def processor(environment: dict) -> str:
+    """The processor as a run recorded it: its name and the features that decide CPU figures (AVX-512, native bf16)."""
+    name = environment.get("processor") or "processor not recorded"
+    features = environment.get("processor_features")
+    return name if features is None else f"{name} ({', '.join(features) or 'no AVX2'})"
+
+
+def numbers_environment(results: Path) -> str:
+    """Where the default job's figures were measured, as the run recorded it."""
+    environment = read_json(results, "numbers/results.json")["environment"]
+    versions = environment["versions"]
+    return (
+        f"`{environment['command']}`, {processor(environment)}, "
+        f"{environment['machine']}, transformers {versions['transformers']}, "
+        f"torch {versions['torch']}, 1-minute load {environment['load_average_start'][0]:.1f} before and "
+        f"{environment['load_average_end'][0]:.1f} after"
+    )
+
+
+def multi30k_run(results: Path, folder: str) -> tuple[dict, dict | None, dict]:
+    """A Multi30k run's results, its results before rescoring (or None) and its run.json."""
+    base = results / "multi30k" / folder
+    first = base / "results-before-rescoring.json"
+    return (
+        read_json(base, "results.json"),
+        read_json(base, first.name) if first.is_file() else None,
+        read_json(base, "run.json"),
+    )
+
+
+def multi30k_table(results: Path) -> str:
+    """Every finished Multi30k run of docs/results/multi30k."""
+    rows = []
+    for folder, label in MULTI30K_RUNS:
+        run, first, about = multi30k_run(results, folder)
+        command = about["command"].removeprefix("vanilla-transformer train --preset multi30k")
+        option = re.sub(r"\s*--output-dir \S+", "", command).strip()  # where the run was written says nothing
+        seconds = minutes(first["seconds"]) + f" + {minutes(run['seconds'])}" if first else minutes(run["seconds"])
+        speed = (first or run)["train_tokens_per_second"]
+        averaged, last = f"{run['valid_bleu_averaged']:.2f}", f"{run['valid_bleu_last']:.2f}"
+        averaged, last = (f"**{averaged}**", last) if run["selected"] == "averaged" else (averaged, f"**{last}**")
+        rows.append(
+            [
+                label,
+                f"`{option}`" if option else "—",
+                seconds,
+                f"{run['step']:,} / {run['epochs']:.1f}",
+                f"{speed:,.0f} ({'fp32' if run['mixed_precision'] == 'no' else run['mixed_precision']})",
+                f"{averaged} / {last}",
+                f"**{run['test_bleu']:.2f}**",
+                f"{run['test_bleu_last']:.2f}",
+                f"{run['test_chrf']:.2f}",
+                f"{first['test_bleu']:.2f}" if first else "—",
+            ]
+        )
+    header = ["run", "command (`vanilla-transformer train --preset multi30k` ...)",
+              "time in `train()` (+ rescoring)", "steps / epochs", "tokens/s (precision)",
+              "validation BLEU: average of the last 5 / last (bold: kept)",
+              "**test BLEU** (selected model)", "test BLEU, last checkpoint", "test chrF",
+              "test BLEU before rescoring"]  # fmt: skip
+    return table(header, ["l", "l", "r", "r", "r", "r", "r", "r", "r", "r"], rows)
+
+
+def recipe_runs(results: Path, direction: str) -> list[dict]:
+    """The results of the full-length recipe runs (``<direction>-seed<N>``) of a direction, by seed."""
+    folders = sorted(path.parent.name for path in (results / "multi30k").glob(f"{direction}-seed*/results.json"))
+    return [multi30k_run(results, folder)[0] for folder in folders]
+
+
+def multi30k_seeds(results: Path) -> str:
+    """Test BLEU over the seeds of each direction: the values, their mean and spread."""
+    parts = []
+    for direction, label in (("en-de", "English → German"), ("de-en", "German → English")):
+        bleu = [run["test_bleu"] for run in recipe_runs(results, direction)]
+        values = ", ".join(f"{value:.2f}" for value in bleu)
+        parts.append(
+            f"{label} over {len(bleu)} seeds: {values} test BLEU (mean {sum(bleu) / len(bleu):.2f}, "
+            f"spread {max(bleu) - min(bleu):.2f})"
+        )
+    return "; ".join(parts)
+
+
+def valid_losses(results: Path, folder: str) -> dict[int, float]:
+    rows = read_jsonl(results, f"multi30k/{folder}/metrics.jsonl")
+    return {row["step"]: row["valid_loss"] for row in rows if "valid_loss" in row}
+
+
+def dropout_selection(results: Path) -> str:
+    """P_drop 0.1 against the recipe's 0.2: validation loss late in training, and validation BLEU (both at α 0.6)."""
+    low, recipe = valid_losses(results, "en-de-dropout0.1-seed1"), valid_losses(results, "en-de-seed1")
+    low_bleu = read_json(results, "multi30k/en-de-dropout0.1-seed1/results.json")["valid_bleu_averaged"]
+    recipe_bleu = read_json(results, "multi30k/en-de-seed1/results-before-rescoring.json")["valid_bleu_averaged"]
+    return (
+        f"With P_drop 0.1 (54 minutes) validation loss stopped improving ({low[4000]:.2f} at step 4,000, "
+        f"{low[6000]:.2f} at 6,000); with P_drop 0.2 it kept falling ({recipe[4000]:.2f} and {recipe[6000]:.2f}) and "
+        f"validation BLEU was {recipe_bleu:.2f} against {low_bleu:.2f}"
+    )
+
+
+def final_losses(results: Path) -> str:
+    """The last validation losses of the seed-1 runs of both directions."""
+    parts = []
+    for folder, label, verb in (
+        ("en-de-seed1", "English → German", "was still falling"),
+        ("de-en-seed1", "German → English", "had flattened"),
+    ):
+        losses = valid_losses(results, folder)
+        last, before = sorted(losses)[-1], sorted(losses)[-2]
+        parts.append(
+            f"{label} validation loss {verb} ({losses[before]:.3f} at step {before:,}, {losses[last]:.3f} at {last:,})"
+        )
+    return " and ".join(parts)
+
+
+def multi30k_summary(results: Path) -> str:
+    """The headline: test BLEU of the recipe's runs, per direction, with the default job."""
+    numbers = read_json(results, "numbers/results.json")
+    rows = [
+        [
+            "`vanilla-transformer train` (number words, English → German, 1.5M parameters)",
+            minutes(numbers["seconds"]),
+            f"exact match {numbers['test_exact_match']:.1f}%, chrF {numbers['test_chrf']:.2f}",
+        ]
+    ]
+    for direction, label in (("en-de", "English → German"), ("de-en", "German → English")):
+        bleu = [run["test_bleu"] for run in recipe_runs(results, direction)]
+        config = read_json(results, f"multi30k/{direction}-seed1/training_config.json")
+        rows.append(
+            [
+                f"`train --preset multi30k` (Multi30k {label}, 6.0M parameters), {len(bleu)} seeds",
+                f"{config['max_train_minutes']:g} minutes of training",
+                f"sacreBLEU {' / '.join(f'{value:.2f}' for value in bleu)} (mean {sum(bleu) / len(bleu):.2f})",
+            ]
+        )
+    return table(["job (2-core CPU)", "time", "test score"], ["l", "l", "l"], rows)
+
+
+def selection_stopped(results: Path) -> str:
+    """The stopped selection run's last validation BLEU and loss, against the recipe's run at the same step."""
+    rows = read_jsonl(results, "multi30k/en-de-dropout0.3-lr0.6-stopped/metrics.jsonl")
+    stopped = max((row for row in rows if "valid_bleu" in row), key=lambda row: row["step"])
+    recipe = {row["step"]: row for row in read_jsonl(results, "multi30k/en-de-seed1/metrics.jsonl")}[stopped["step"]]
+    return (
+        f"at step {stopped['step']:,} it had validation BLEU {stopped['valid_bleu']:.2f} and loss "
+        f"{stopped['valid_loss']:.2f} against the recipe's {recipe['valid_bleu']:.2f} and {recipe['valid_loss']:.2f}"
+    )
+
+
+def transformers_common(results: Path) -> str:
+    """The counts of transformers' own common model tests per tested release (.ci/transformers_tests)."""
+    parts = []
+    for path in sorted((results / "transformers_common").glob("*.json")):
+        run = json.loads(path.read_text(encoding="utf-8"))
+        parts.append(
+            f"on {run['transformers']}: {run['passed']} passed, {run['skipped']} skipped, {run['failed']} failed "
+            f"({run['subtests_passed']:,} subtests passed)"
+        )
+    return "; ".join(parts)
+
+
+FIGURES = {
+    "numbers-table": numbers_table,
+    "numbers-environment": numbers_environment,
+    "results-summary": multi30k_summary,
+    "multi30k-table": multi30k_table,
+    "selection-stopped": selection_stopped,
+    "multi30k-seeds": multi30k_seeds,
+    "dropout-selection": dropout_selection,
+    "final-losses": final_losses,
+    "transformers-common": transformers_common,
+}
