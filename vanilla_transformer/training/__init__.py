@@ -29,7 +29,7 @@ from .run import train
 from .schedule import noam_learning_rate, noam_schedule
 from .setup import RunCorpus, build_model_config, load_splits
 from .step import accumulate_gradients
-from .trainer import Trainer, TrainingProgress, gradient_accumulation_steps, out_of_time
+from .trainer import Trainer, TrainingProgress, out_of_time
 
 __all__ = [
     "DEFAULT_PRESET",
@@ -44,7 +44,6 @@ __all__ = [
     "average_run",
     "build_model_config",
     "build_parser",
-    "gradient_accumulation_steps",
     "list_checkpoints",
     "load_checkpoint_weights",
     "load_splits",

@@ -34,11 +34,11 @@ from accelerate.logging import get_logger
 from accelerate.utils import set_seed
 
 from ..atomic import write_directory
-from ..environment import run_environment
+from ..environment import cpu_flags, run_environment
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from .checkpoints import checkpoint_step
 from .config import TRAINING_CONFIG_NAME, OptimizationConfig, TrainingConfig
-from .preflight import auto_dynamo_backend, auto_precision, cpu_flags, launch_mismatch, slow_bf16
+from .preflight import auto_dynamo_backend, auto_precision, launch_mismatch, slow_bf16
 from .results import write_results
 from .run_dir import inspect_run_dir, lock_run_dir, mark_run_started, prepare_run_dir
 from .setup import RunCorpus, build_model_config, prepare_data

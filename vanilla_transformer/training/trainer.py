@@ -90,11 +90,6 @@ def out_of_time(accelerator: Accelerator, progress: TrainingProgress, max_minute
     return bool(accelerator.reduce(torch.tensor(float(late), device=accelerator.device), "max").item())
 
 
-def gradient_accumulation_steps(config: TrainingConfig, num_processes: int) -> int:
-    """The micro-batches per step and process of `micro_batch_plan`."""
-    return micro_batch_plan(config, num_processes)[1]
-
-
 @dataclass
 class StepResult:
     """What a step taken reports for the log: this process's summed statistics, the gradient norm (before
@@ -420,6 +415,5 @@ __all__ = [
     "StepResult",
     "Trainer",
     "TrainingProgress",
-    "gradient_accumulation_steps",
     "out_of_time",
 ]
