@@ -26,6 +26,7 @@ from .checkpoints import (
     load_weights,
 )
 from .config import TrainingConfig
+from .run_dir import RunLayout
 from .step import teacher_forced_logits, to_device
 from .tracking import read_metrics
 
@@ -180,14 +181,10 @@ class Evaluator:
         if self.config.data.numbers_task:
             scores["test_exact_match_by_magnitude"] = exact_match_by_magnitude(sources, hypotheses, references)
         if self.accelerator.is_main_process:
-            run_dir = Path(config.checkpointing.output_dir)
-            files = {
-                config.data.src_lang: sources,
-                config.data.tgt_lang: references,
-                f"hyp.{config.data.tgt_lang}": hypotheses,
-            }
-            for suffix, lines in files.items():
-                write_file(run_dir / f"test.{suffix}", "".join(line + "\n" for line in lines))
+            files = RunLayout(config.checkpointing.output_dir).test_files(config.data.src_lang, config.data.tgt_lang)
+            texts = {"sources": sources, "references": references, "hypotheses": hypotheses}
+            for role, path in files.items():
+                write_file(path, "".join(line + "\n" for line in texts[role]))
             samples = "".join(
                 f"\n  {src}\n    -> {hyp}" + ("" if hyp == ref else f"   (reference: {ref})")
                 for src, hyp, ref in list(zip(sources, hypotheses, references, strict=True))[
