@@ -587,15 +587,16 @@ def test_select_on_valid_keeps_the_average_unless_the_last_checkpoint_beats_it_b
 ):
     """The tiny run translates number words, where BLEU is 0 by construction, so candidates are chosen by exact
     match. The selection's validation scores are forced: 10 for the average, then `last_score` for the last
-    checkpoint (the order `select_on_valid` scores them). The last checkpoint wins only when it is better by more
-    than --select-margin; the selected weights are then exported and scored on the test set, and the other candidate
-    is scored on the test set as well."""
+    checkpoint (the order `select_on_valid` scores them, four calls up: through `Evaluator.translate_and_score`,
+    `translate_and_score` and `score_translations`). The last checkpoint wins only when it is better by more than
+    --select-margin; the selected weights are then exported and scored on the test set, and the other candidate is
+    scored on the test set as well."""
     from vanilla_transformer.training import evaluation
 
     forced, real = iter([10.0, last_score]), evaluation.exact_match
 
     def exact_match(hypotheses, references):
-        score = next(forced, None) if sys._getframe(3).f_code.co_name == "select_on_valid" else None
+        score = next(forced, None) if sys._getframe(4).f_code.co_name == "select_on_valid" else None
         return real(hypotheses, references) if score is None else score
 
     monkeypatch.setattr(evaluation, "exact_match", exact_match)
