@@ -12,7 +12,8 @@
 * `evaluation`: the `Evaluator`: validation loss, BLEU/chrF/exact match, selection on validation, the test set;
 * `checkpoints`: atomic, checked checkpoints, resuming from them, and their averaging (section 6.1);
 * `state`: the pickle-free format of a checkpoint's training state and random number generator states;
-* `run_dir`: which folders hold a run, and what ``--resume`` and ``--overwrite`` may do with them;
+* `run_dir`: the run directory's layout (`RunLayout`), which folders hold a run, and what ``--resume`` and
+  ``--overwrite`` may do with them;
 * `preflight`: checks of the training data before training;
 * `results`: the exported model and its training summary;
 * `tracking`: ``metrics.jsonl`` and its curves;
