@@ -52,6 +52,9 @@ class RunLayout:
     root: Path
     """The run directory: ``--output-dir`` (`CheckpointConfig.output_dir`)."""
 
+    tracker_project = "vanilla-transformer"
+    """The project name of ``--report-to``'s trackers: the folder of their logs in the run directory."""
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", Path(self.root))  # given as the option's string
 
@@ -91,9 +94,6 @@ class RunLayout:
     @property
     def results(self) -> Path:
         return self.root / "results.json"
-
-    tracker_project = "vanilla-transformer"
-    """The project name of ``--report-to``'s trackers: the folder of their logs in the run directory."""
 
     def test_files(self, src_lang: str, tgt_lang: str) -> dict[str, Path]:
         """The test set and its translations: ``sources`` (``test.<src_lang>``), ``references`` and ``hypotheses``
