@@ -9,8 +9,9 @@ A checkpoint is a directory ``checkpoint-<step>`` holding
 * ``manifest.json``: the size and SHA-256 of each of these files, the step and the run id, written last.
 
 It is written whole (`vanilla_transformer.atomic.write_directory`: under a temporary name, put in place when
-complete), so a run killed while saving leaves the previous checkpoints intact and no half-written one. Before resuming, `find_resumable_checkpoint` checks the newest checkpoint
-against its manifest; one with a missing or damaged piece is skipped with a warning for the previous complete one.
+complete), so a run killed while saving leaves the previous checkpoints intact and no half-written one. Before
+resuming, `find_resumable_checkpoint` checks the newest checkpoint against its manifest; one with a missing or damaged
+piece is skipped with a warning for the previous complete one.
 Nothing is loaded with pickle, so a crafted checkpoint cannot run code (older, pickled checkpoints are refused).
 
 Nor is a manifest trusted: it must list exactly the pieces of a checkpoint, by their plain names (never a path such

@@ -240,10 +240,10 @@ def inspect_run_dir(config: TrainingConfig) -> Path | None:
 
 
 def check_run_dir_links(run_dir: Path, names: list[str]) -> None:
-    """Before any work: refuse a run directory where a name the run writes or reads (`RunLayout.outputs`, and the folders
-    ``checkpoints``, ``tokenizer``, ``model`` at any depth) is a symbolic link to something outside it, naming it; a
-    run folder from a tarball or a colleague must not make ``train --resume`` overwrite files elsewhere. Links are
-    never written through (`vanilla_transformer.atomic`)."""
+    """Before any work: refuse a run directory where a name the run writes or reads (`RunLayout.outputs`, and the
+    folders ``checkpoints``, ``tokenizer``, ``model`` at any depth) is a symbolic link to something outside it, naming
+    it; a run folder from a tarball or a colleague must not make ``train --resume`` overwrite files elsewhere. Links
+    are never written through (`vanilla_transformer.atomic`)."""
     if not run_dir.is_dir():
         return
     for name in names:
