@@ -40,6 +40,7 @@ from bench import Record
 from bench.figures import environment_load, read_json, table
 
 from vanilla_transformer.data import DATA_DIR_VARIABLE, shared_data_dir
+from vanilla_transformer.training.run_dir import RunLayout
 
 MULTI30K = shared_data_dir("multi30k")
 """The default of ``--multi30k``: Multi30k in ``$VANILLA_TRANSFORMER_DATA``, if set."""
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             run_dir = work / f"run-{name}"
             command = [sys.executable, "-m", "vanilla_transformer", "train", *RUN_OPTIONS]
             command += ["--data-dir", str(work / "corpus"), "--output-dir", str(run_dir)]
-            figures[name] = run_to_first_step(command, env, run_dir / "metrics.jsonl", work / f"{name}.log")
+            figures[name] = run_to_first_step(command, env, RunLayout(run_dir).metrics, work / f"{name}.log")
             if args.logs is not None:
                 args.logs.mkdir(parents=True, exist_ok=True)
                 (args.logs / f"{name}.log").write_text((work / f"{name}.log").read_text())

@@ -153,7 +153,8 @@ def parse_contestants(text: str) -> list[Spec]:
 
 def bf16_skip_reason(spec: Spec, device_type: str) -> str | None:
     """Why a bf16 contestant is left out by default on this machine (`preflight.slow_bf16`); None to run it."""
-    from vanilla_transformer.training.preflight import cpu_flags, slow_bf16
+    from vanilla_transformer.environment import cpu_flags
+    from vanilla_transformer.training.preflight import slow_bf16
 
     return slow_bf16(device_type, spec["precision"], cpu_flags())
 
@@ -528,9 +529,9 @@ def compare(summaries: dict[str, dict[str, Any]], specs: list[Spec]) -> dict[str
 
 
 def cpu_summary() -> dict[str, Any]:
-    """The processor's model and the flags that decide CPU training speed (`preflight.cpu_flags`)."""
-    from vanilla_transformer.environment import cpu_name
-    from vanilla_transformer.training.preflight import NATIVE_BF16_FLAGS, cpu_flags
+    """The processor's model and the flags that decide CPU training speed (`environment.cpu_flags`)."""
+    from vanilla_transformer.environment import cpu_flags, cpu_name
+    from vanilla_transformer.training.preflight import NATIVE_BF16_FLAGS
 
     flags = cpu_flags()
     wanted = ("avx2", "fma", "avx512f", "avx512_vnni", *NATIVE_BF16_FLAGS, "amx_tile")

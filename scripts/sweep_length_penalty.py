@@ -32,7 +32,8 @@ from bench.serving import translate
 from vanilla_transformer.data.spec import load_corpus
 from vanilla_transformer.metrics import compute_bleu, compute_chrf
 from vanilla_transformer.model_dir import load_model_dir
-from vanilla_transformer.training.config import TRAINING_CONFIG_NAME, TrainingConfig
+from vanilla_transformer.training.config import TrainingConfig
+from vanilla_transformer.training.run_dir import RunLayout
 from vanilla_transformer.training.setup import corpus_spec
 
 ALPHAS = (0.0, 0.6, 0.8, 1.0, 1.2, 1.5, 2.0)
@@ -40,10 +41,11 @@ ALPHAS = (0.0, 0.6, 0.8, 1.0, 1.2, 1.5, 2.0)
 
 def sweep_run(run_dir: Path, alphas: list[float], batch_size: int) -> dict[str, object]:
     """The validation scores of one run's final model at each alpha."""
-    config = TrainingConfig.load(run_dir / TRAINING_CONFIG_NAME)
+    layout = RunLayout(run_dir)
+    config = TrainingConfig.load(layout.settings)
     pairs = load_corpus(corpus_spec(config.data), config.data.valid_split)
     sources, references = [source for source, _ in pairs], [target for _, target in pairs]
-    model, tokenizer = load_model_dir(run_dir / "model")
+    model, tokenizer = load_model_dir(layout.model)
     scores = {}
     for alpha in alphas:
         hypotheses = translate(
@@ -82,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
     for run_dir in args.run:
-        if not (run_dir / TRAINING_CONFIG_NAME).is_file() or not (run_dir / "model").is_dir():
+        if not RunLayout(run_dir).settings.is_file() or not RunLayout(run_dir).model.is_dir():
             parser.error(f"--run={run_dir} is not a finished run directory (training_config.json and model/)")
     record = Record(__file__, argv)
     torch.set_num_threads(args.threads)

@@ -45,18 +45,18 @@ def test_bf16_contestants_run_by_default_only_where_bf16_is_native(monkeypatch):
     bf16 = {name for name in bench.DEFAULT_CONTESTANTS if "precision=bf16" in name}
     assert bf16, "the defaults must include bf16 contestants (the best settings on GPUs and AVX-512 BF16 CPUs)"
 
-    monkeypatch.setattr("vanilla_transformer.training.preflight.cpu_flags", lambda: {"avx2", "fma"})
+    monkeypatch.setattr("vanilla_transformer.environment.cpu_flags", lambda: {"avx2", "fma"})
     specs, skipped = bench.select_contestants(args)
     assert {bench.Spec.parse(name).name for name in bf16} == set(skipped)
     assert all("native bf16" in reason for reason in skipped.values())
     assert all(spec["precision"] == "no" for spec in specs)
     assert len(specs) == len(bench.DEFAULT_CONTESTANTS) - len(bf16)
 
-    monkeypatch.setattr("vanilla_transformer.training.preflight.cpu_flags", lambda: {"avx2", "avx512_bf16"})
+    monkeypatch.setattr("vanilla_transformer.environment.cpu_flags", lambda: {"avx2", "avx512_bf16"})
     specs, skipped = bench.select_contestants(args)
     assert not skipped and len(specs) == len(bench.DEFAULT_CONTESTANTS)
 
-    monkeypatch.setattr("vanilla_transformer.training.preflight.cpu_flags", lambda: {"avx2"})
+    monkeypatch.setattr("vanilla_transformer.environment.cpu_flags", lambda: {"avx2"})
     named = bench.build_parser().parse_args(["--contestants", "ours:precision=bf16"])
     assert bench.select_contestants(named) == ([bench.Spec.parse("ours:precision=bf16")], {})
 

@@ -2,14 +2,18 @@
 
 import pytest
 import torch
+from accelerate import Accelerator
 from safetensors.torch import save_file
 
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
 from vanilla_transformer.training.checkpoints import (
     average_checkpoints,
+    check_checkpoint,
     checkpoint_step,
     list_checkpoints,
+    load_checkpoint_weights,
     load_weights,
+    save_checkpoint,
 )
 
 
@@ -82,3 +86,20 @@ def test_load_weights_restores_tied_parameters_from_one_name():
         load_weights(target, {**weights, "extra": torch.zeros(1)})
     with pytest.raises(ValueError, match="missing"):
         load_weights(target, {name: tensor for name, tensor in weights.items() if name != "model.shared.weight"})
+
+
+def test_a_save_puts_the_checkpoint_in_place_whole_and_removes_what_killed_saves_left(tmp_path):
+    """Checkpoints are written as every folder is (`atomic.write_directory`): the save leaves the checkpoint, checked
+    against its manifest, and no temporary; the temporaries of saves killed part way (this version's, of another
+    step, and the ``.incomplete-checkpoint-<step>`` of older versions) are removed; the last `keep_last` are kept."""
+    directory = tmp_path / "checkpoints"
+    for name in (".checkpoint-00000004.incomplete-999999999", ".incomplete-checkpoint-00000003"):
+        (directory / name).mkdir(parents=True)
+        (directory / name / "model.safetensors").write_bytes(b"half")
+    accelerator = Accelerator(cpu=True)
+    for step in (1, 2, 3):
+        state = {"model": {"w": torch.full((2,), float(step))}, "progress": {"step": step}, "scaler": None}
+        final = save_checkpoint(accelerator, state, directory, step, keep_last=2)
+        assert final == directory / f"checkpoint-{step:08d}" and check_checkpoint(final)["step"] == step
+    assert sorted(path.name for path in directory.iterdir()) == ["checkpoint-00000002", "checkpoint-00000003"]
+    assert load_checkpoint_weights(directory / "checkpoint-00000003")["w"].tolist() == [3.0, 3.0]

@@ -19,6 +19,7 @@ from vanilla_transformer.training import Trainer, TrainingConfig, build_model_co
 from vanilla_transformer.training.config import OPTIONS, PARTS
 from vanilla_transformer.training.options import GROUPS
 from vanilla_transformer.training.presets import TRAINING_PRESETS
+from vanilla_transformer.training.run_dir import RunLayout
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 PARTS_OF_THE_STATE = ("model", "optimizer", "scheduler", "progress")
@@ -108,6 +109,22 @@ def test_settings_saved_by_earlier_versions_load_and_save_the_same_file(tmp_path
         config.save(tmp_path / "again.json")
         assert TrainingConfig.load(tmp_path / "again.json") == config
     assert config.data.src_lang == saved["src_lang"] and config.model.preset == saved["model"]
+
+
+def test_the_committed_runs_lie_where_the_run_layout_says():
+    """The layout on disk has not changed: each committed run holds its settings and log (and, once finished, its
+    results) under the names `RunLayout` gives them, which are among the outputs it lists for the run (what
+    ``--overwrite`` deletes)."""
+    folders = sorted(file.parent for file in (REPOSITORY / "docs" / "results").glob("**/training_config.json"))
+    assert folders
+    for folder in folders:
+        layout = RunLayout(folder)
+        assert layout.settings.is_file() and layout.metrics.is_file(), folder
+        outputs = layout.outputs(TrainingConfig.load(layout.settings).data)
+        assert {path.name for path in (layout.settings, layout.metrics, layout.results, layout.checkpoints)} <= set(
+            outputs
+        )
+    assert sum(RunLayout(folder).results.is_file() for folder in folders) >= len(folders) - 1  # one stopped run
 
 
 def test_every_option_is_in_exactly_one_part_and_unknown_ones_are_refused():

@@ -17,7 +17,7 @@ from torch.nn import functional as F
 from training_helpers import launch, same_weights, tiny_run
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig
 
-from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration, environment
 from vanilla_transformer.data import DATA_DIR_VARIABLE, TranslationCollator
 from vanilla_transformer.data.numbers import english_number
 from vanilla_transformer.model_summary import read_training_summary
@@ -29,7 +29,6 @@ from vanilla_transformer.training import (
     accumulate_gradients,
     build_model_config,
     checkpoints,
-    gradient_accumulation_steps,
     load_splits,
     noam_learning_rate,
     noam_schedule,
@@ -174,7 +173,6 @@ def test_wmt14_presets_follow_the_paper():
         # About 25,000 source + 25,000 target tokens per step, whatever the number of processes.
         for processes in (1, 2, 4, 8):  # every count: tests/test_data_cache.py
             max_tokens, grad_accum = micro_batch_plan(config, processes)
-            assert grad_accum == gradient_accumulation_steps(config, processes)
             assert 45_000 <= max_tokens * grad_accum * processes <= 55_000
     assert (base.model.preset, base.optimization.max_steps, base.checkpointing.average_checkpoints) == (
         "base",
@@ -186,7 +184,7 @@ def test_wmt14_presets_follow_the_paper():
         300_000,
         20,
     )
-    assert gradient_accumulation_steps(TrainingConfig.from_preset("wmt14-base", grad_accum=3), 4) == 3
+    assert micro_batch_plan(TrainingConfig.from_preset("wmt14-base", grad_accum=3), 4)[1] == 3
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -426,8 +424,8 @@ def test_launch_mismatch_compares_what_the_launcher_recorded_with_the_processes_
 def test_cpu_flags_are_read_from_cpuinfo(tmp_path):
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n\nprocessor\t: 1\n")
-    assert preflight.cpu_flags(cpuinfo) == {"fpu", "sse2", "avx2", "avx512f", "avx512_bf16"}
-    assert preflight.cpu_flags(tmp_path / "missing") is None
+    assert environment.cpu_flags(cpuinfo) == {"fpu", "sse2", "avx2", "avx512f", "avx512_bf16"}
+    assert environment.cpu_flags(tmp_path / "missing") is None
 
 
 def test_bf16_on_a_cpu_without_native_bf16_is_named():
@@ -589,15 +587,16 @@ def test_select_on_valid_keeps_the_average_unless_the_last_checkpoint_beats_it_b
 ):
     """The tiny run translates number words, where BLEU is 0 by construction, so candidates are chosen by exact
     match. The selection's validation scores are forced: 10 for the average, then `last_score` for the last
-    checkpoint (the order `select_on_valid` scores them). The last checkpoint wins only when it is better by more
-    than --select-margin; the selected weights are then exported and scored on the test set, and the other candidate
-    is scored on the test set as well."""
+    checkpoint (the order `select_on_valid` scores them, four calls up: through `Evaluator.translate_and_score`,
+    `translate_and_score` and `score_translations`). The last checkpoint wins only when it is better by more than
+    --select-margin; the selected weights are then exported and scored on the test set, and the other candidate is
+    scored on the test set as well."""
     from vanilla_transformer.training import evaluation
 
     forced, real = iter([10.0, last_score]), evaluation.exact_match
 
     def exact_match(hypotheses, references):
-        score = next(forced, None) if sys._getframe(3).f_code.co_name == "select_on_valid" else None
+        score = next(forced, None) if sys._getframe(4).f_code.co_name == "select_on_valid" else None
         return real(hypotheses, references) if score is None else score
 
     monkeypatch.setattr(evaluation, "exact_match", exact_match)

@@ -332,6 +332,17 @@ def _recover(target: Path) -> None:
             shutil.rmtree(path)
 
 
+def remove_leftovers(folder: str | os.PathLike[str]) -> None:
+    """Undo what writers of folders in `folder` (`write_directory`) left there when killed part way, whatever folder
+    they wrote (`_recover` of each): for a folder whose writes are not all of one name, as the checkpoints of a run."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return
+    pattern = re.compile(rf"^\.(.+)({re.escape(_INCOMPLETE)}|{re.escape(_REPLACED)})\d+$")
+    for name in sorted({match.group(1) for path in folder.iterdir() if (match := pattern.match(path.name))}):
+        _recover(folder / name)
+
+
 def _alive(path: Path) -> bool:
     """Whether the process whose id ends the name of `path` is running (then its temporary is not ours to delete)."""
     pid = int(path.name.rsplit("-", 1)[1])
@@ -363,6 +374,7 @@ __all__ = [
     "check_writable_place",
     "is_stream",
     "os_error",
+    "remove_leftovers",
     "replace_file",
     "write_directory",
     "write_file",

@@ -20,8 +20,7 @@ from vanilla_transformer.atomic import write_directory
 from vanilla_transformer.model_dir import is_saved_model_dir
 from vanilla_transformer.training import average_run
 from vanilla_transformer.training.checkpoints import list_checkpoints
-from vanilla_transformer.training.config import TRAINING_CONFIG_NAME
-from vanilla_transformer.training.run_dir import load_saved_config
+from vanilla_transformer.training.run_dir import RunLayout, load_saved_config
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -35,11 +34,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def default_output(run_dir: Path, last: int | None) -> Path:
     """``<run_dir>/average-<n>``, n the number of checkpoints `average_run` averages (at most `last`); a missing or
     damaged ``training_config.json`` is named."""
-    saved = run_dir / TRAINING_CONFIG_NAME
-    if not saved.is_file():
-        raise FileNotFoundError(f"{run_dir} is not a training run: it has no {TRAINING_CONFIG_NAME}")
-    last = load_saved_config(saved).checkpointing.average_checkpoints if last is None else last
-    return run_dir / f"average-{max(min(last, len(list_checkpoints(run_dir / 'checkpoints'))), 1)}"
+    layout = RunLayout(run_dir)
+    if not layout.settings.is_file():
+        raise FileNotFoundError(f"{run_dir} is not a training run: it has no {layout.settings.name}")
+    last = load_saved_config(layout.settings).checkpointing.average_checkpoints if last is None else last
+    return layout.average(max(min(last, len(list_checkpoints(layout.checkpoints))), 1))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -12,7 +12,8 @@
 * `evaluation`: the `Evaluator`: validation loss, BLEU/chrF/exact match, selection on validation, the test set;
 * `checkpoints`: atomic, checked checkpoints, resuming from them, and their averaging (section 6.1);
 * `state`: the pickle-free format of a checkpoint's training state and random number generator states;
-* `run_dir`: which folders hold a run, and what ``--resume`` and ``--overwrite`` may do with them;
+* `run_dir`: the run directory's layout (`RunLayout`), which folders hold a run, and what ``--resume`` and
+  ``--overwrite`` may do with them;
 * `preflight`: checks of the training data before training;
 * `results`: the exported model and its training summary;
 * `tracking`: ``metrics.jsonl`` and its curves;
@@ -29,7 +30,7 @@ from .run import train
 from .schedule import noam_learning_rate, noam_schedule
 from .setup import RunCorpus, build_model_config, load_splits
 from .step import accumulate_gradients
-from .trainer import Trainer, TrainingProgress, gradient_accumulation_steps, out_of_time
+from .trainer import Trainer, TrainingProgress, out_of_time
 
 __all__ = [
     "DEFAULT_PRESET",
@@ -44,7 +45,6 @@ __all__ = [
     "average_run",
     "build_model_config",
     "build_parser",
-    "gradient_accumulation_steps",
     "list_checkpoints",
     "load_checkpoint_weights",
     "load_splits",

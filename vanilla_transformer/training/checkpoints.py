@@ -8,9 +8,10 @@ A checkpoint is a directory ``checkpoint-<step>`` holding
 * ``rng-<process>.safetensors``: the random number generator states of each process;
 * ``manifest.json``: the size and SHA-256 of each of these files, the step and the run id, written last.
 
-It is written under a temporary name and renamed when complete, so a run killed while saving leaves the previous
-checkpoints intact and no half-written one. Before resuming, `find_resumable_checkpoint` checks the newest checkpoint
-against its manifest; one with a missing or damaged piece is skipped with a warning for the previous complete one.
+It is written whole (`vanilla_transformer.atomic.write_directory`: under a temporary name, put in place when
+complete), so a run killed while saving leaves the previous checkpoints intact and no half-written one. Before
+resuming, `find_resumable_checkpoint` checks the newest checkpoint against its manifest; one with a missing or damaged
+piece is skipped with a warning for the previous complete one.
 Nothing is loaded with pickle, so a crafted checkpoint cannot run code (older, pickled checkpoints are refused).
 
 Nor is a manifest trusted: it must list exactly the pieces of a checkpoint, by their plain names (never a path such
@@ -38,16 +39,17 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator
+from accelerate.utils import broadcast_object_list
 from safetensors.torch import load_file, save_file
 
-from ..atomic import check_links_inside, writing
+from ..atomic import check_links_inside, remove_leftovers, write_directory, writing
 from .state import CheckpointError, load_state, rng_state, save_state, set_rng_state
 
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_PREFIX = "checkpoint-"
 _CHECKPOINT_NAME = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)$")
-_TEMPORARY_PREFIX = ".incomplete-"
+_LEGACY_TEMPORARY_PREFIX = ".incomplete-"  # the temporary checkpoints of versions that wrote their own
 _WEIGHTS_NAME = "model.safetensors"
 _STATE_NAME = "training_state.safetensors"
 _MANIFEST_NAME = "manifest.json"
@@ -106,31 +108,45 @@ def save_checkpoint(
 
     `state` is the trainer's state (`Trainer.state_dict`), on the main process (None elsewhere): its ``model``
     weights (`unique_weights`) go to ``model.safetensors``, the rest to ``training_state.safetensors``. Every process
-    must call this (each saves its random number generator states). The state goes to a temporary directory first,
-    which the main process renames once all processes have finished writing and it has written the manifest.
+    must call this (each saves its random number generator states). The main process writes the checkpoint whole
+    (`write_directory`): every process writes its pieces into the temporary folder, then the main process writes the
+    manifest, and the folder is put in place.
     """
     if keep_last < 1:
         raise ValueError(f"keep_last must be at least 1, got keep_last={keep_last}")
     directory = Path(directory)
     final = directory / f"{CHECKPOINT_PREFIX}{step:08d}"
-    temporary = directory / f"{_TEMPORARY_PREFIX}{final.name}"
-    if accelerator.is_main_process:
-        for incomplete in directory.glob(f"{_TEMPORARY_PREFIX}*"):  # left by a run killed while saving
-            shutil.rmtree(incomplete)
-    accelerator.wait_for_everyone()
-    with writing(final, "checkpoint"):
-        _write_pieces(accelerator, state, temporary)
-    accelerator.wait_for_everyone()
-    if accelerator.is_main_process:
+    if not accelerator.is_main_process:
         with writing(final, "checkpoint"):
-            _write_manifest(temporary, directory, step, accelerator.num_processes)
-        if final.exists():  # a damaged checkpoint of this step, set aside on resuming: never the case in practice
-            shutil.rmtree(final)
-        temporary.rename(final)
-        for old in list_checkpoints(directory)[:-keep_last]:
-            shutil.rmtree(old)
+            _write_pieces(accelerator, None, _shared_folder(accelerator, None))
+        accelerator.wait_for_everyone()  # the pieces are written: the main process writes the manifest
+        accelerator.wait_for_everyone()  # the checkpoint is in place
+        return final
+
+    def write(temporary: Path) -> None:
+        _write_pieces(accelerator, state, _shared_folder(accelerator, temporary))
+        accelerator.wait_for_everyone()
+        _write_manifest(temporary, directory, step, accelerator.num_processes)
+
+    remove_leftovers(directory)  # of a run killed while saving (one writer: the run directory's lock)
+    for incomplete in directory.glob(f"{_LEGACY_TEMPORARY_PREFIX}*"):
+        shutil.rmtree(incomplete)
+    # A checkpoint of this step already there (a damaged one set aside on resuming) is replaced: never the case in
+    # practice.
+    write_directory(final, write, replaceable=lambda folder: True, what="checkpoint")
+    for old in list_checkpoints(directory)[:-keep_last]:
+        shutil.rmtree(old)
     accelerator.wait_for_everyone()
     return final
+
+
+def _shared_folder(accelerator: Accelerator, folder: Path | None) -> Path:
+    """The main process's `folder`, on every process (each writes its pieces there)."""
+    if accelerator.num_processes == 1:
+        return folder
+    shared = [folder]
+    broadcast_object_list(shared, from_process=0)
+    return shared[0]
 
 
 def _write_pieces(accelerator: Accelerator, state: Mapping[str, Any] | None, temporary: Path) -> None:

@@ -25,8 +25,6 @@ from ..data.spec import KINDS as DATASET_KINDS
 from ..serving.search import check_generation_settings
 from .presets import PRESET_DATA_FOLDERS, TRAINING_PRESETS
 
-TRAINING_CONFIG_NAME = "training_config.json"
-
 ADAM_IMPLEMENTATIONS = ("auto", "fused", "foreach", "for-loop")
 """The choices of ``--adam-implementation`` (`step.build_adam`)."""
 
@@ -474,7 +472,6 @@ __all__ = [
     "ADAM_IMPLEMENTATIONS",
     "OPTIONS",
     "PARTS",
-    "TRAINING_CONFIG_NAME",
     "CheckpointConfig",
     "DataConfig",
     "DecodingConfig",

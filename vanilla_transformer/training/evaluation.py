@@ -1,9 +1,11 @@
-"""Evaluation during and after training: validation loss, BLEU/chrF/exact match, selection on validation."""
+"""Evaluation during and after training: validation loss, BLEU/chrF/exact match, selection on validation; and the
+one way a model's translations of pairs are made and scored across processes (`translate_and_score`), which
+fine-tuning's evaluation (`vanilla_transformer.training.finetune.TranslationTrainer`) uses too."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ from .checkpoints import (
     load_weights,
 )
 from .config import TrainingConfig
+from .run_dir import RunLayout
 from .step import teacher_forced_logits, to_device
 from .tracking import read_metrics
 
@@ -36,15 +39,43 @@ logger = get_logger(__name__)
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def score_translations(hypotheses: Sequence[str], references: Sequence[str], *, bleu: bool = True) -> dict[str, Any]:
+def score_translations(
+    hypotheses: Sequence[str], references: Sequence[str], *, bleu: bool = True, chrf_signature: bool = False
+) -> dict[str, Any]:
     """chrF and the exact-match percentage, and with `bleu` sacreBLEU's BLEU with its signature (leave it out where it
-    is 0 by construction, `bleu_applies`)."""
+    is 0 by construction, `bleu_applies`); with `chrf_signature`, chrF's signature too."""
     scores: dict[str, Any] = {}
     if bleu:
         result = compute_bleu(hypotheses, references)
         scores.update(bleu=result["score"], bleu_signature=result["signature"])
-    scores.update(chrf=compute_chrf(hypotheses, references)["score"], exact_match=exact_match(hypotheses, references))
+    chrf = compute_chrf(hypotheses, references)
+    scores.update(chrf=chrf["score"], exact_match=exact_match(hypotheses, references))
+    if chrf_signature:
+        scores["chrf_signature"] = chrf["signature"]
     return scores
+
+
+def translate_and_score(
+    accelerator: Accelerator,
+    model,
+    tokenizer: PreTrainedTokenizerBase,
+    pairs: Sequence[Pair],
+    search: Mapping[str, Any],
+    *,
+    bleu: bool = True,
+    chrf_signature: bool = False,
+) -> tuple[list[str], dict[str, Any]]:
+    """Translate the sources of `pairs` with `search` (keyword arguments of `translate`), process r of the
+    `accelerator`'s P taking sentences r, r + P, ...; every process returns all the translations, and their scores
+    against the pairs' targets (`score_translations`, with `bleu` and `chrf_signature`)."""
+    rank, world = accelerator.process_index, accelerator.num_processes
+    sources = [src for src, _ in pairs]
+    mine = translate(model, tokenizer, sources[rank::world], **search)
+    hypotheses: list[str] = [""] * len(sources)
+    for process, part in enumerate(gather_object([mine])):
+        hypotheses[process::world] = part
+    references = [tgt for _, tgt in pairs]
+    return hypotheses, score_translations(hypotheses, references, bleu=bleu, chrf_signature=chrf_signature)
 
 
 def describe_scores(scores: dict[str, Any], prefix: str) -> str:
@@ -69,6 +100,7 @@ class Evaluator:
     ) -> None:
         self.accelerator, self.model, self.tokenizer, self.config = accelerator, model, tokenizer, config
         self.valid, self.test = list(valid), list(test)
+        self.search = {**config.decoding.search(), "batch_size": config.decoding.translate_batch_size}
         self.valid_examples = tokenize_pairs(self.valid, tokenizer)
         self.collate = TranslationCollator(tokenizer.pad_token_id)
         references = [tgt for _, tgt in [*self.valid, *self.test]]
@@ -77,25 +109,10 @@ class Evaluator:
         self.metric = selection_metric(references)
         """What candidates are chosen by: BLEU where it applies, else exact match (then chrF, on a tie)."""
 
-    def score(self, hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, Any]:
-        """The run's scores of `hypotheses` (`score_translations`), BLEU only where it applies."""
-        return score_translations(hypotheses, references, bleu=self.bleu)
-
-    def translate(self, sentences: Sequence[str]) -> list[str]:
-        """Translate `sentences` with the run's search, process r taking sentences r, r + P, ...; every process
-        returns all translations."""
-        decoding, rank, world = self.config.decoding, self.accelerator.process_index, self.accelerator.num_processes
-        mine = translate(
-            self.model,
-            self.tokenizer,
-            sentences[rank::world],
-            **decoding.search(),
-            batch_size=decoding.translate_batch_size,
-        )
-        translations: list[str] = [""] * len(sentences)
-        for process, part in enumerate(gather_object([mine])):
-            translations[process::world] = part
-        return translations
+    def translate_and_score(self, pairs: Sequence[Pair]) -> tuple[list[str], dict[str, Any]]:
+        """The translations of `pairs` with the run's search and their scores, BLEU only where it applies
+        (`translate_and_score`)."""
+        return translate_and_score(self.accelerator, self.model, self.tokenizer, pairs, self.search, bleu=self.bleu)
 
     @torch.no_grad()
     def validation_loss(self) -> dict[str, float]:
@@ -123,8 +140,7 @@ class Evaluator:
     def validate(self, step: int) -> None:
         """Log the validation loss and perplexity, and BLEU, chrF and exact match of beam-search translations."""
         logs = self.validation_loss()
-        pairs = self.valid
-        scores = self.score(self.translate([src for src, _ in pairs]), [tgt for _, tgt in pairs])
+        _, scores = self.translate_and_score(self.valid)
         logs.update({f"valid_{name}": value for name, value in scores.items() if name != "bleu_signature"})
         self.accelerator.log(logs, step=step)
         logger.info(
@@ -148,7 +164,7 @@ class Evaluator:
         ranks = {}
         for name, paths in candidates.items():
             load_weights(self.model, average_checkpoints(paths))
-            scores = self.score(self.translate([src for src, _ in valid]), [tgt for _, tgt in valid])
+            _, scores = self.translate_and_score(valid)
             results[f"valid_{metric}_{name}"] = scores[metric]
             ranks[name] = (scores[metric], scores["chrf"])
         preferred, best = next(iter(candidates)), max(candidates, key=ranks.__getitem__)
@@ -160,8 +176,7 @@ class Evaluator:
         for name, paths in candidates.items():
             if name != results["selected"] and test:
                 load_weights(self.model, average_checkpoints(paths))
-                hypotheses = self.translate([src for src, _ in test])
-                results[f"test_{metric}_{name}"] = self.score(hypotheses, [tgt for _, tgt in test])[metric]
+                results[f"test_{metric}_{name}"] = self.translate_and_score(test)[1][metric]
         logger.info(
             f"validation {metric}: "
             + ", ".join(f"{name} {results[f'valid_{metric}_{name}']:.2f}" for name in candidates)
@@ -175,19 +190,15 @@ class Evaluator:
         scores (``test_bleu``, ...)."""
         config, pairs = self.config, self.test
         sources, references = [src for src, _ in pairs], [tgt for _, tgt in pairs]
-        hypotheses = self.translate(sources)
-        scores = {f"test_{name}": value for name, value in self.score(hypotheses, references).items()}
+        hypotheses, test_scores = self.translate_and_score(pairs)
+        scores = {f"test_{name}": value for name, value in test_scores.items()}
         if self.config.data.numbers_task:
             scores["test_exact_match_by_magnitude"] = exact_match_by_magnitude(sources, hypotheses, references)
         if self.accelerator.is_main_process:
-            run_dir = Path(config.checkpointing.output_dir)
-            files = {
-                config.data.src_lang: sources,
-                config.data.tgt_lang: references,
-                f"hyp.{config.data.tgt_lang}": hypotheses,
-            }
-            for suffix, lines in files.items():
-                write_file(run_dir / f"test.{suffix}", "".join(line + "\n" for line in lines))
+            files = RunLayout(config.checkpointing.output_dir).test_files(config.data.src_lang, config.data.tgt_lang)
+            texts = {"sources": sources, "references": references, "hypotheses": hypotheses}
+            for role, path in files.items():
+                write_file(path, "".join(line + "\n" for line in texts[role]))
             samples = "".join(
                 f"\n  {src}\n    -> {hyp}" + ("" if hyp == ref else f"   (reference: {ref})")
                 for src, hyp, ref in list(zip(sources, hypotheses, references, strict=True))[

@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from accelerate.utils import gather_object
 from transformers import (
     DataCollatorForSeq2Seq,
     GenerationConfig,
@@ -55,10 +54,11 @@ from transformers.integrations import get_available_reporting_integrations
 
 from ..atomic import check_output_dir, write_directory, write_file
 from ..data import Pair, clean_pairs, tokenize_pairs
-from ..metrics import bleu_applies, compute_bleu, compute_chrf, exact_match, selection_metric
+from ..metrics import bleu_applies, selection_metric
 from ..model_dir import is_peft_model, is_saved_model_dir, lora_settings, save_adapter_dir, save_model_dir
 from ..model_summary import build_summary
-from ..serving.search import LENGTH_PENALTY, MAX_LENGTH_OFFSET, NUM_BEAMS, check_search_settings, translate
+from ..serving.search import LENGTH_PENALTY, MAX_LENGTH_OFFSET, NUM_BEAMS, check_search_settings
+from .evaluation import translate_and_score
 
 logger = logging.getLogger(__name__)
 
@@ -141,21 +141,16 @@ class TranslationTrainer(Seq2SeqTrainer):
         super()._issue_warnings_after_load(load_result._replace(missing_keys=missing))
 
     def scores(self) -> dict[str, float]:
-        """``chrf``, ``exact_match`` and (where it applies) ``bleu`` of the evaluation pairs' translations, process
-        r translating pairs r, r + P, ..."""
-        rank, world = self.args.process_index, self.args.world_size
+        """``chrf``, ``exact_match`` and (where it applies) ``bleu`` of the evaluation pairs' translations, made and
+        scored as training's evaluation does (`translate_and_score`: process r translating pairs r, r + P, ...)."""
         model = self.accelerator.unwrap_model(self.model)
-        mine = translate(model, self.processing_class, [s for s, _ in self.eval_pairs[rank::world]], **self.search)
-        hypotheses: list[str] = [""] * len(self.eval_pairs)
-        for process, part in enumerate(gather_object([mine]) if world > 1 else [mine]):
-            hypotheses[process::world] = part
-        references = [target for _, target in self.eval_pairs]
-        chrf = compute_chrf(hypotheses, references)
-        scores = {"chrf": chrf["score"], "exact_match": exact_match(hypotheses, references)}
-        self.signatures = {"chrf": chrf["signature"]}
-        if self.bleu:
-            bleu = compute_bleu(hypotheses, references)
-            scores["bleu"], self.signatures["bleu"] = bleu["score"], bleu["signature"]
+        _, scores = translate_and_score(
+            self.accelerator, model, self.processing_class, self.eval_pairs, self.search, bleu=self.bleu,
+            chrf_signature=True,
+        )  # fmt: skip
+        self.signatures = {"chrf": scores.pop("chrf_signature")}
+        if "bleu_signature" in scores:
+            self.signatures["bleu"] = scores.pop("bleu_signature")
         return scores
 
 

@@ -10,8 +10,9 @@ from dataclasses import Field
 from pathlib import Path
 from typing import Any, get_type_hints
 
-from .config import PARTS, TRAINING_CONFIG_NAME, TrainingConfig, default_output_dir, flag, part_options
+from .config import PARTS, TrainingConfig, default_output_dir, flag, part_options
 from .presets import DEFAULT_PRESET, TRAINING_PRESETS
+from .run_dir import RunLayout
 
 GROUPS = {
     "data": "data",
@@ -96,7 +97,7 @@ def parse_args(argv: Sequence[str] | None = None) -> TrainingConfig:
     argv = list(sys.argv[1:] if argv is None else argv)
     given = vars(build_parser(_named_preset(argv)).parse_args(argv))
     preset = given.get("preset", DEFAULT_PRESET)
-    saved = Path(given.get("output_dir") or default_output_dir(preset)) / TRAINING_CONFIG_NAME
+    saved = RunLayout(Path(given.get("output_dir") or default_output_dir(preset))).settings
     if given.get("resume") and saved.is_file():
         return TrainingConfig.load(saved).replace(**given)
     given.pop("preset", None)

@@ -7,7 +7,6 @@ import os
 from collections.abc import Mapping, Sequence
 
 from ..data import Pair
-from ..environment import cpu_flags
 from .config import DataConfig
 
 
@@ -121,7 +120,6 @@ __all__ = [
     "WORKING_CPU_LAUNCH",
     "WORLD_SIZE_VARIABLES",
     "check_training_pairs",
-    "cpu_flags",
     "launch_mismatch",
     "slow_bf16",
 ]

@@ -23,8 +23,8 @@ from .checkpoints import (
     list_checkpoints,
     load_weights,
 )
-from .config import TRAINING_CONFIG_NAME, DecodingConfig, TrainingConfig
-from .run_dir import check_run_dir_links, load_saved_config, run_outputs
+from .config import DecodingConfig, TrainingConfig
+from .run_dir import RunLayout, check_run_dir_links, load_saved_config
 from .setup import RunCorpus, build_model_config
 from .tracking import plot_metrics
 
@@ -48,10 +48,10 @@ def write_results(
     its card) and ``metrics.png`` into the run directory."""
     accelerator.log({name: value for name, value in results.items() if isinstance(value, float)}, step=results["step"])
     if accelerator.is_main_process:
-        run_dir = Path(config.checkpointing.output_dir)
-        write_file(run_dir / "results.json", json.dumps(results, indent=2) + "\n")
-        write_training_summary(run_dir / "model", training_summary(config, corpus, results))
-        plot_metrics(run_dir / "metrics.jsonl", run_dir / "metrics.png", required=False)
+        layout = RunLayout(config.checkpointing.output_dir)
+        write_file(layout.results, json.dumps(results, indent=2) + "\n")
+        write_training_summary(layout.model, training_summary(config, corpus, results))
+        plot_metrics(layout.metrics, layout.metrics_plot, required=False)
 
 
 LOCAL_KINDS = {"text": "plain-text", "tsv": "TSV", "jsonl": "JSON Lines"}
@@ -147,24 +147,22 @@ def average_run(run_dir: str | Path, last: int | None = None, output_dir: str | 
     Returns:
         The model directory.
     """
-    run_dir = Path(run_dir)
-    saved = run_dir / TRAINING_CONFIG_NAME
+    layout = RunLayout(run_dir)
+    saved = layout.settings
     if not saved.is_file():
-        raise FileNotFoundError(f"{run_dir} is not a training run: it has no {TRAINING_CONFIG_NAME}")
+        raise FileNotFoundError(f"{layout.root} is not a training run: it has no {saved.name}")
     config = load_saved_config(saved)
-    check_run_dir_links(run_dir, run_outputs(config, saved))  # nothing read through a link out of the run
+    check_run_dir_links(layout.root, layout.outputs(config.data, saved))  # nothing read through a link out of it
     last = config.checkpointing.average_checkpoints if last is None else last
     if last < 1:
         raise ValueError(f"last must be at least 1, got last={last}")
-    checkpoints = list_checkpoints(run_dir / "checkpoints")[-last:]
+    checkpoints = list_checkpoints(layout.checkpoints)[-last:]
     if not checkpoints:
-        raise FileNotFoundError(f"{run_dir / 'checkpoints'} holds no checkpoint")
+        raise FileNotFoundError(f"{layout.checkpoints} holds no checkpoint")
     if len(checkpoints) < last:
-        warnings.warn(
-            f"{run_dir / 'checkpoints'} holds only {len(checkpoints)} checkpoints; averaging those", stacklevel=2
-        )
+        warnings.warn(f"{layout.checkpoints} holds only {len(checkpoints)} checkpoints; averaging those", stacklevel=2)
     model = VanillaTransformerForConditionalGeneration(build_model_config(config.model))
     load_weights(model, average_checkpoints(checkpoints))
-    tokenizer = AutoTokenizer.from_pretrained(run_dir / "tokenizer", trust_remote_code=False)
-    directory = Path(output_dir or run_dir / f"average-{len(checkpoints)}")
+    tokenizer = AutoTokenizer.from_pretrained(layout.tokenizer, trust_remote_code=False)
+    directory = Path(output_dir or layout.average(len(checkpoints)))
     return export_model(model, tokenizer, directory, config.decoding, config.data.max_length)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -34,13 +33,13 @@ from accelerate.logging import get_logger
 from accelerate.utils import set_seed
 
 from ..atomic import write_directory
-from ..environment import run_environment
+from ..environment import cpu_flags, run_environment
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from .checkpoints import checkpoint_step
-from .config import TRAINING_CONFIG_NAME, OptimizationConfig, TrainingConfig
-from .preflight import auto_dynamo_backend, auto_precision, cpu_flags, launch_mismatch, slow_bf16
+from .config import OptimizationConfig, TrainingConfig
+from .preflight import auto_dynamo_backend, auto_precision, launch_mismatch, slow_bf16
 from .results import write_results
-from .run_dir import inspect_run_dir, lock_run_dir, mark_run_started, prepare_run_dir
+from .run_dir import RunLayout, inspect_run_dir, lock_run_dir, mark_run_started, prepare_run_dir
 from .setup import RunCorpus, build_model_config, prepare_data
 from .tracking import JsonlTracker
 from .trainer import Trainer
@@ -74,11 +73,11 @@ def start_accelerator(config: TrainingConfig, start_step: int = 0) -> Accelerato
     optimization = config.optimization
     if optimization.num_threads is not None:
         torch.set_num_threads(optimization.num_threads)
-    run_dir = Path(config.checkpointing.output_dir)
-    jsonl = JsonlTracker(run_dir / "metrics.jsonl", start_step=start_step)
+    layout = RunLayout(config.checkpointing.output_dir)
+    jsonl = JsonlTracker(layout.metrics, start_step=start_step)
     extra_trackers = [name for name in config.logging.report_to.split(",") if name]
     accelerator = Accelerator(
-        log_with=[jsonl, *extra_trackers], project_dir=str(run_dir), **accelerator_options(config.optimization)
+        log_with=[jsonl, *extra_trackers], project_dir=str(layout.root), **accelerator_options(config.optimization)
     )
     set_seed(optimization.seed, device_specific=True)  # dropout differs between processes; DDP copies rank 0's weights
     slow = slow_bf16(accelerator.device.type, accelerator.mixed_precision, cpu_flags())
@@ -99,17 +98,14 @@ def start_run(config: TrainingConfig) -> tuple[Trainer, RunCorpus]:
     accelerator = start_accelerator(config, checkpoint_step(resume_from) if resume_from else 0)
     model_config = build_model_config(config.model)
     corpus = RunCorpus.of(config.data, config.preset)  # every process: a corpus named wrongly stops them all at once
-    tokenizer_dir = Path(config.checkpointing.output_dir) / "tokenizer"
     checkpointing = config.checkpointing
-    resumed = (
-        checkpointing.resume
-        and not checkpointing.overwrite
-        and (tokenizer_dir.parent / TRAINING_CONFIG_NAME).is_file()
-    )
+    layout = RunLayout(checkpointing.output_dir)
+    tokenizer_dir = layout.tokenizer
+    resumed = checkpointing.resume and not checkpointing.overwrite and layout.settings.is_file()
     tokenizer, train_data, valid, test = prepare_data(
         config, accelerator, corpus, model_config, tokenizer_dir if resumed else None
     )
-    prepare_run_dir(accelerator, config, resume_from)
+    prepare_run_dir(accelerator, checkpointing, config.data, resume_from)
     if accelerator.is_main_process and not tokenizer_dir.is_dir():
         write_directory(tokenizer_dir, tokenizer.save_pretrained, what="the run's tokenizer folder")
     accelerator.wait_for_everyone()
@@ -118,7 +114,7 @@ def start_run(config: TrainingConfig) -> tuple[Trainer, RunCorpus]:
     if resume_from is not None:
         trainer.load_checkpoint(resume_from)
     mark_run_started(accelerator, config)
-    accelerator.init_trackers("vanilla-transformer", config=config.options())
+    accelerator.init_trackers(layout.tracker_project, config=config.options())
     logger.info(trainer.describe(), main_process_only=True)
     optimization = config.optimization
     if (
@@ -149,7 +145,8 @@ def train(config: TrainingConfig) -> dict[str, Any]:
         throughput and padding share, and the checkpoints averaged.
     """
     started, load = time.perf_counter(), os.getloadavg()
-    lock = lock_run_dir(config)  # one writer per run directory, until this returns or the process ends
+    layout = RunLayout(config.checkpointing.output_dir)
+    lock = lock_run_dir(layout)  # one writer per run directory, until this returns or the process ends
     try:
         trainer, corpus = start_run(config)
         trainer.fit()

@@ -1,5 +1,5 @@
-"""The run directory: which folders hold a run this program created, and what ``--resume`` and ``--overwrite`` may
-do with them.
+"""The run directory: what lies where in it (`RunLayout`, the one place that names its files and folders), which
+folders hold a run this program created, and what ``--resume`` and ``--overwrite`` may do with them.
 
 Users' folders are not ours to delete. A folder counts as a run directory when it holds ``training_config.json``
 (written once a run has started: its data read, its settings checked) or the marker file `RUN_MARKER` (written when
@@ -24,6 +24,7 @@ import logging
 import os
 import shutil
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 try:
@@ -35,12 +36,108 @@ from accelerate import Accelerator
 
 from ..atomic import check_links_inside, check_writable_place, write_file
 from .checkpoints import RUN_MARKER, checkpoint_step, find_resumable_checkpoint, list_checkpoints, read_run_id
-from .config import TRAINING_CONFIG_NAME, TrainingConfig
+from .config import CheckpointConfig, DataConfig, TrainingConfig
 
 logger = logging.getLogger(__name__)
 
 DAMAGED_PREFIX = "damaged-"
 """Checkpoints that could not be resumed from are renamed ``damaged-checkpoint-<step>`` (kept, never deleted)."""
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """What lies where in a run directory (``--output-dir``): the one place that names its files and folders, the
+    names runs of every version wrote, so that an older run resumes, averages and loads as it was."""
+
+    root: Path
+    """The run directory: ``--output-dir`` (`CheckpointConfig.output_dir`)."""
+
+    tracker_project = "vanilla-transformer"
+    """The project name of ``--report-to``'s trackers: the folder of their logs in the run directory."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))  # given as the option's string
+
+    @property
+    def marker(self) -> Path:
+        """`RUN_MARKER`: the folder holds a run of this program, and the run's id."""
+        return self.root / RUN_MARKER
+
+    @property
+    def settings(self) -> Path:
+        """``training_config.json``, the run's settings (`TrainingConfig.save`): written once the run has started."""
+        return self.root / "training_config.json"
+
+    @property
+    def tokenizer(self) -> Path:
+        return self.root / "tokenizer"
+
+    @property
+    def checkpoints(self) -> Path:
+        """The folder of ``checkpoint-<step>`` folders (`vanilla_transformer.training.checkpoints`)."""
+        return self.root / "checkpoints"
+
+    @property
+    def metrics(self) -> Path:
+        """``metrics.jsonl``, the log of training, validation and results rows (`JsonlTracker`)."""
+        return self.root / "metrics.jsonl"
+
+    @property
+    def metrics_plot(self) -> Path:
+        return self.root / "metrics.png"
+
+    @property
+    def model(self) -> Path:
+        """The final (averaged) model, a Hugging Face model directory."""
+        return self.root / "model"
+
+    @property
+    def results(self) -> Path:
+        return self.root / "results.json"
+
+    def test_files(self, src_lang: str, tgt_lang: str) -> dict[str, Path]:
+        """The test set and its translations: ``sources`` (``test.<src_lang>``), ``references`` and ``hypotheses``
+        (``test.hyp.<tgt_lang>``)."""
+        return {
+            "sources": self.root / f"test.{src_lang}",
+            "references": self.root / f"test.{tgt_lang}",
+            "hypotheses": self.root / f"test.hyp.{tgt_lang}",
+        }
+
+    def average(self, count: int) -> Path:
+        """``average-<count>``, where ``vanilla-transformer average`` writes the average of `count` checkpoints."""
+        return self.root / f"average-{count}"
+
+    def averages(self) -> list[Path]:
+        """The ``average-<count>`` folders there."""
+        found = self.root.glob("average-*") if self.root.is_dir() else []
+        return sorted(path for path in found if path.is_dir() and path.name[8:].isdigit())
+
+    def outputs(self, data: DataConfig, source: str | Path = "the settings") -> list[str]:
+        """The names of what `train` (and `average_run`) write here for a run on `data` (the ``average-<count>``
+        folders aside), with the temporaries of older versions (``*.tmp``): each a plain file name.
+
+        Raises:
+            ValueError: If a name built from the settings (``src_lang``, ``tgt_lang``) is not one plain file name
+                (holds a path separator, is ``..``, ...), naming `source`: deleting it could reach outside the run
+                directory.
+        """
+        for field in ("src_lang", "tgt_lang"):
+            value = getattr(data, field)
+            if not isinstance(value, str) or not _is_plain_name(f"test.{value}") or not value:
+                raise ValueError(
+                    f"{source}: {field}={value!r} is not a language code (a plain name without / or ..): nothing is "
+                    f"deleted or written with it"
+                )
+        marker, metrics, tests = self.marker.name, self.metrics.name, self.test_files(data.src_lang, data.tgt_lang)
+        names = [marker, marker + ".tmp", self.settings.name, self.tokenizer.name, self.checkpoints.name, metrics]
+        names += [metrics + ".tmp", self.metrics_plot.name, self.model.name, self.results.name, self.tracker_project]
+        return names + [path.name for path in tests.values()]
+
+
+def _is_plain_name(name: str) -> bool:
+    """Whether `name` names an entry of a folder itself: one path component, not ``.`` or ``..``."""
+    return name not in ("", ".", "..") and not any(character in name for character in "/\\\0")
 
 
 class RunLock:
@@ -58,8 +155,8 @@ class RunLock:
             self.run_dir.rmdir()
 
 
-def lock_run_dir(config: TrainingConfig) -> RunLock:
-    """Take the run directory ``config.checkpointing.output_dir`` for this run: no other ``train`` may write there until it ends.
+def lock_run_dir(layout: RunLayout) -> RunLock:
+    """Take the run directory ``--output-dir`` for this run: no other ``train`` may write there until it ends.
 
     The folder is created if missing (and removed again by `RunLock.release` if the run wrote nothing into it). Of
     the processes of one launch, the first (``RANK`` 0) takes the lock, for all of them.
@@ -67,9 +164,9 @@ def lock_run_dir(config: TrainingConfig) -> RunLock:
     Raises:
         ValueError: If another process holds the folder, naming it; or if ``--output-dir`` is a file.
     """
-    run_dir = Path(config.checkpointing.output_dir)
+    run_dir = layout.root
     if run_dir.exists() and not run_dir.is_dir():
-        raise ValueError(f"--output-dir={config.checkpointing.output_dir} is a file, not a directory")
+        raise ValueError(f"--output-dir={run_dir} is a file, not a directory")
     if fcntl is None or os.environ.get("RANK", "0") != "0":
         return RunLock(run_dir, None, created=False)
     created = not run_dir.exists()
@@ -80,14 +177,14 @@ def lock_run_dir(config: TrainingConfig) -> RunLock:
     except BlockingIOError:
         os.close(descriptor)
         raise ValueError(
-            f"--output-dir={config.checkpointing.output_dir} is in use: another train process is writing to it. Wait for it to "
-            f"end, or choose another --output-dir"
+            f"--output-dir={run_dir} is in use: another train process is writing to it. Wait for it to end, or "
+            f"choose another --output-dir"
         ) from None
     return RunLock(run_dir, descriptor, created)
 
 
 def load_saved_config(saved: Path) -> TrainingConfig:
-    """The ``training_config.json`` of a run directory, its file names checked (`run_outputs`).
+    """The ``training_config.json`` of a run directory, its file names checked (`RunLayout.outputs`).
 
     Raises:
         ValueError: If it is damaged (not JSON, unknown fields) or names a path outside the run directory, naming the
@@ -99,53 +196,12 @@ def load_saved_config(saved: Path) -> TrainingConfig:
         raise ValueError(
             f"{saved} is damaged ({error}): restore it, or move the run directory aside and start a new run"
         ) from error
-    run_outputs(config, saved)
+    RunLayout(saved.parent).outputs(config.data, saved)
     return config
 
 
-def run_outputs(config: TrainingConfig, source: str | Path = "the settings") -> list[str]:
-    """The names `train` (and `average_run`) write in a run directory of these settings: each a plain file name.
-
-    Raises:
-        ValueError: If a name built from the settings (``src_lang``, ``tgt_lang``) is not one plain file name (holds a
-            path separator, is ``..``, ...), naming `source`: deleting it could reach outside the run directory.
-    """
-    for field in ("src_lang", "tgt_lang"):
-        value = getattr(config.data, field)
-        if not isinstance(value, str) or not _is_plain_name(f"test.{value}") or not value:
-            raise ValueError(
-                f"{source}: {field}={value!r} is not a language code (a plain name without / or ..): nothing is "
-                f"deleted or written with it"
-            )
-    return _run_outputs(config)
-
-
-def _is_plain_name(name: str) -> bool:
-    """Whether `name` names an entry of a folder itself: one path component, not ``.`` or ``..``."""
-    return name not in ("", ".", "..") and not any(character in name for character in "/\\\0")
-
-
-def _run_outputs(config: TrainingConfig) -> list[str]:
-    return [
-        RUN_MARKER,
-        RUN_MARKER + ".tmp",
-        TRAINING_CONFIG_NAME,
-        "tokenizer",
-        "checkpoints",
-        "metrics.jsonl",
-        "metrics.jsonl.tmp",
-        "metrics.png",
-        "model",
-        "results.json",
-        "vanilla-transformer",  # the logs of extra trackers (--report-to)
-        f"test.{config.data.src_lang}",
-        f"test.{config.data.tgt_lang}",
-        f"test.hyp.{config.data.tgt_lang}",
-    ]
-
-
 def inspect_run_dir(config: TrainingConfig) -> Path | None:
-    """Check ``config.checkpointing.output_dir`` against ``resume`` and ``overwrite``, before anything is written.
+    """Check the run directory ``--output-dir`` against ``--resume`` and ``--overwrite``, before anything is written.
 
     Returns:
         The checkpoint to resume from, if any: the newest complete one (see `find_resumable_checkpoint`).
@@ -154,38 +210,40 @@ def inspect_run_dir(config: TrainingConfig) -> Path | None:
         ValueError: If the folder holds a run and neither ``--resume`` nor ``--overwrite`` is given, if it is not
             empty and holds no run, or if a resumed run's settings differ where they must not.
     """
-    run_dir = Path(config.checkpointing.output_dir)
+    checkpointing = config.checkpointing
+    layout, output_dir = RunLayout(checkpointing.output_dir), checkpointing.output_dir
+    run_dir, saved = layout.root, layout.settings
     if run_dir.exists() and not run_dir.is_dir():
-        raise ValueError(f"--output-dir={config.checkpointing.output_dir} is a file, not a directory")
-    saved = run_dir / TRAINING_CONFIG_NAME
-    check_run_dir_links(run_dir, run_outputs(config, "the settings"))
+        raise ValueError(f"--output-dir={output_dir} is a file, not a directory")
+    outputs = layout.outputs(config.data, "the settings")
+    check_run_dir_links(run_dir, outputs)
     check_writable_place(run_dir, "--output-dir", run_dir)
     if saved.is_file():
-        if config.checkpointing.overwrite:
+        if checkpointing.overwrite:
             load_saved_config(saved)  # what --overwrite will delete: inside the run directory only
             return None
-        if not config.checkpointing.resume:
+        if not checkpointing.resume:
             raise ValueError(
-                f"--output-dir={config.checkpointing.output_dir} already holds a run: pass --resume to continue it, --overwrite to "
-                f"start it over, or choose another --output-dir"
+                f"--output-dir={output_dir} already holds a run: pass --resume to continue it, --overwrite to start it "
+                f"over, or choose another --output-dir"
             )
         previous = load_saved_config(saved)
-        check_run_dir_links(run_dir, run_outputs(previous, saved))
+        check_run_dir_links(run_dir, layout.outputs(previous.data, saved))
         config.check_resumable_from(previous)
-        return find_resumable_checkpoint(run_dir / "checkpoints")
-    if run_dir.is_dir() and not (run_dir / RUN_MARKER).is_file() and any(run_dir.iterdir()):
+        return find_resumable_checkpoint(layout.checkpoints)
+    if run_dir.is_dir() and not layout.marker.is_file() and any(run_dir.iterdir()):
         raise ValueError(
-            f"--output-dir={config.checkpointing.output_dir} is not empty and holds no run of this program: choose a new or empty "
+            f"--output-dir={output_dir} is not empty and holds no run of this program: choose a new or empty "
             f"directory (--overwrite deletes only runs this program created)"
         )
     return None
 
 
 def check_run_dir_links(run_dir: Path, names: list[str]) -> None:
-    """Before any work: refuse a run directory where a name the run writes or reads (`run_outputs`, and the folders
-    ``checkpoints``, ``tokenizer``, ``model`` at any depth) is a symbolic link to something outside it, naming it; a
-    run folder from a tarball or a colleague must not make ``train --resume`` overwrite files elsewhere. Links are
-    never written through (`vanilla_transformer.atomic`)."""
+    """Before any work: refuse a run directory where a name the run writes or reads (`RunLayout.outputs`, and the
+    folders ``checkpoints``, ``tokenizer``, ``model`` at any depth) is a symbolic link to something outside it, naming
+    it; a run folder from a tarball or a colleague must not make ``train --resume`` overwrite files elsewhere. Links
+    are never written through (`vanilla_transformer.atomic`)."""
     if not run_dir.is_dir():
         return
     for name in names:
@@ -199,7 +257,9 @@ def check_run_dir_links(run_dir: Path, names: list[str]) -> None:
             check_links_inside(path, "run directory's folder")
 
 
-def prepare_run_dir(accelerator: Accelerator, config: TrainingConfig, resume_from: Path | None) -> None:
+def prepare_run_dir(
+    accelerator: Accelerator, checkpointing: CheckpointConfig, data: DataConfig, resume_from: Path | None
+) -> None:
     """Make the run directory ready, once the new run's data and settings have passed their checks.
 
     On the main process: with ``--overwrite``, delete the outputs of the run there; in a folder whose run never
@@ -207,24 +267,24 @@ def prepare_run_dir(accelerator: Accelerator, config: TrainingConfig, resume_fro
     aside the checkpoints newer than `resume_from` (damaged ones, see `find_resumable_checkpoint`). Then create the
     folder and its marker. Every process must call this.
     """
-    run_dir = Path(config.checkpointing.output_dir)
+    layout = RunLayout(checkpointing.output_dir)
     if accelerator.is_main_process:
-        saved = run_dir / TRAINING_CONFIG_NAME
-        if saved.is_file() and config.checkpointing.overwrite:
-            _delete_outputs(run_dir, load_saved_config(saved))
-        elif not saved.is_file() and (run_dir / RUN_MARKER).is_file():
-            _delete_outputs(run_dir, config)
+        saved = layout.settings
+        if saved.is_file() and checkpointing.overwrite:
+            _delete_outputs(layout, load_saved_config(saved).data)
+        elif not saved.is_file() and layout.marker.is_file():
+            _delete_outputs(layout, data)
         if resume_from is not None:
-            for checkpoint in list_checkpoints(run_dir / "checkpoints"):
+            for checkpoint in list_checkpoints(layout.checkpoints):
                 if checkpoint_step(checkpoint) > checkpoint_step(resume_from):
                     aside = checkpoint.with_name(DAMAGED_PREFIX + checkpoint.name)
                     logger.warning(f"setting aside {checkpoint}, which cannot be resumed from, as {aside}")
                     if aside.exists():  # set aside at an earlier resume: the newer copy replaces it
                         shutil.rmtree(aside)
                     os.replace(checkpoint, aside)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        marker = run_dir / RUN_MARKER
-        if resume_from is not None or (config.checkpointing.resume and read_run_id(run_dir / "checkpoints")):
+        layout.root.mkdir(parents=True, exist_ok=True)
+        marker = layout.marker
+        if resume_from is not None or (checkpointing.resume and read_run_id(layout.checkpoints)):
             marker.touch()  # the same run goes on: its id stays
         else:
             write_file(marker, uuid.uuid4().hex + "\n")  # a new run: a new id, which its checkpoints record
@@ -234,18 +294,17 @@ def prepare_run_dir(accelerator: Accelerator, config: TrainingConfig, resume_fro
 def mark_run_started(accelerator: Accelerator, config: TrainingConfig) -> None:
     """Write ``training_config.json`` (atomically): from now on the folder holds a run, to resume or overwrite."""
     if accelerator.is_main_process:
-        saved = Path(config.checkpointing.output_dir) / TRAINING_CONFIG_NAME
-        config.save(saved)  # whole: atomic.write_file
+        config.save(RunLayout(config.checkpointing.output_dir).settings)  # whole: atomic.write_file
     accelerator.wait_for_everyone()
 
 
-def _delete_outputs(run_dir: Path, config: TrainingConfig) -> None:
-    """Delete what a run of `config` writes in `run_dir`, and nothing else (what else is there is listed)."""
-    averages = {path.name for path in run_dir.glob("average-*") if path.is_dir() and path.name[8:].isdigit()}
-    names = set(run_outputs(config, run_dir / TRAINING_CONFIG_NAME)) | averages
+def _delete_outputs(layout: RunLayout, data: DataConfig) -> None:
+    """Delete what a run on `data` writes in its run directory, and nothing else (what else is there is listed)."""
+    run_dir = layout.root
+    names = set(layout.outputs(data, layout.settings)) | {path.name for path in layout.averages()}
     for name in sorted(names):
         path = run_dir / name
-        if path.parent.resolve() != run_dir.resolve():  # never reached: run_outputs checked each name
+        if path.parent.resolve() != run_dir.resolve():  # never reached: RunLayout.outputs checked each name
             raise ValueError(f"refusing to delete {path}: it is not in the run directory {run_dir}")
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
@@ -259,6 +318,7 @@ def _delete_outputs(run_dir: Path, config: TrainingConfig) -> None:
 __all__ = [
     "DAMAGED_PREFIX",
     "RUN_MARKER",
+    "RunLayout",
     "RunLock",
     "check_run_dir_links",
     "inspect_run_dir",
@@ -266,5 +326,4 @@ __all__ = [
     "lock_run_dir",
     "mark_run_started",
     "prepare_run_dir",
-    "run_outputs",
 ]

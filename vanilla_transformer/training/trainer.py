@@ -42,6 +42,7 @@ from .checkpoints import (
 from .config import TrainingConfig, micro_batch_plan
 from .evaluation import Evaluator, best_validation
 from .results import export_model
+from .run_dir import RunLayout
 from .schedule import noam_schedule
 from .step import (
     accumulate_gradients,
@@ -90,11 +91,6 @@ def out_of_time(accelerator: Accelerator, progress: TrainingProgress, max_minute
     return bool(accelerator.reduce(torch.tensor(float(late), device=accelerator.device), "max").item())
 
 
-def gradient_accumulation_steps(config: TrainingConfig, num_processes: int) -> int:
-    """The micro-batches per step and process of `micro_batch_plan`."""
-    return micro_batch_plan(config, num_processes)[1]
-
-
 @dataclass
 class StepResult:
     """What a step taken reports for the log: this process's summed statistics, the gradient norm (before
@@ -129,7 +125,7 @@ class Trainer:
         test: Sequence[Pair] = (),
     ) -> None:
         self.config, self.accelerator, self.tokenizer, self.train_data = config, accelerator, tokenizer, train_data
-        self.run_dir = Path(config.checkpointing.output_dir)
+        self.layout = RunLayout(config.checkpointing.output_dir)
         optimization = config.optimization
         self.max_tokens, self.grad_accum = micro_batch_plan(config, accelerator.num_processes)
         self.sampler = TokenBatchSampler(
@@ -190,7 +186,7 @@ class Trainer:
         return save_checkpoint(
             self.accelerator,
             state,
-            self.run_dir / "checkpoints",
+            self.layout.checkpoints,
             self.progress.step,
             self.config.checkpointing.keep_last,
         )
@@ -292,10 +288,10 @@ class Trainer:
         """Section 6.1: average the last checkpoints (or keep the better candidate on validation), export the model,
         translate the test set with beam search; the run's results (``results.json``, less its time and machine)."""
         config, accelerator, progress = self.config, self.accelerator, self.progress
-        checkpoints = list_checkpoints(self.run_dir / "checkpoints")
+        checkpoints = list_checkpoints(self.layout.checkpoints)
         if not checkpoints or checkpoint_step(checkpoints[-1]) != progress.step:
             self.save_checkpoint()
-            checkpoints = list_checkpoints(self.run_dir / "checkpoints")
+            checkpoints = list_checkpoints(self.layout.checkpoints)
         results = self._training_results()
         candidates = {"averaged": checkpoints[-config.checkpointing.average_checkpoints :], "last": checkpoints[-1:]}
         chosen = "averaged"
@@ -309,7 +305,7 @@ class Trainer:
         )
         if accelerator.is_main_process:  # written whole: a kill leaves the old model directory or the new one
             write_directory(
-                self.run_dir / "model",
+                self.layout.model,
                 lambda folder: export_model(
                     self.unwrapped, self.tokenizer, folder, config.decoding, config.data.max_length
                 ),
@@ -322,7 +318,7 @@ class Trainer:
                 metric = self.evaluator.metric
                 results[f"test_{metric}_{chosen}"] = results[f"test_{metric}"]
         if accelerator.is_main_process:
-            results.update(best_validation(self.run_dir / "metrics.jsonl", self.evaluator.metric))
+            results.update(best_validation(self.layout.metrics, self.evaluator.metric))
         return results
 
     def _training_results(self) -> dict[str, Any]:
@@ -420,6 +416,5 @@ __all__ = [
     "StepResult",
     "Trainer",
     "TrainingProgress",
-    "gradient_accumulation_steps",
     "out_of_time",
 ]
