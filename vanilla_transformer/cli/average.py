@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vanilla_transformer.atomic import write_directory
+from vanilla_transformer.cli.parsing import CommandParser
 from vanilla_transformer.model_dir import is_saved_model_dir
 from vanilla_transformer.training import average_run
 from vanilla_transformer.training.checkpoints import list_checkpoints
@@ -25,7 +26,7 @@ from vanilla_transformer.training.run_dir import load_saved_config
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = CommandParser(description=__doc__.split("\n")[0])
     parser.add_argument("run_dir", help="the training run's --output-dir")
     parser.add_argument("--last", type=int, help="checkpoints to average (default: the run's --average-checkpoints)")
     parser.add_argument("--output", help="model directory to write (default: <run_dir>/average-<last>)")

@@ -12,10 +12,11 @@ import argparse
 from collections.abc import Callable, Sequence
 
 from ..export import marian
+from .parsing import CommandParser
 
 
 def _parser(prog: str, description: str, src_help: str, dst_help: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser = CommandParser(prog=prog, description=description)
     parser.add_argument("src", metavar="SRC", help=src_help)
     parser.add_argument("dst", metavar="DST", help=dst_help + " (must not exist, or be empty)")
     parser.add_argument(

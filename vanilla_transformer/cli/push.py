@@ -26,6 +26,7 @@ from pathlib import Path
 
 from vanilla_transformer.atomic import check_output_dir
 from vanilla_transformer.cli import configure_logging
+from vanilla_transformer.cli.parsing import CommandParser
 from vanilla_transformer.demo.space import push_space, write_space
 from vanilla_transformer.export.hub import prepare_upload_folder, push_to_hub
 from vanilla_transformer.model_dir import is_adapter_dir
@@ -34,7 +35,7 @@ logger = logging.getLogger("push_to_hub")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = CommandParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "model_dir", type=Path, help="trained model directory or LoRA adapter folder, with its tokenizer"
     )

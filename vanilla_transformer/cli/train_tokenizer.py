@@ -28,6 +28,7 @@ from pathlib import Path
 from vanilla_transformer import atomic
 from vanilla_transformer.atomic import write_directory
 from vanilla_transformer.cli import configure_logging
+from vanilla_transformer.cli.parsing import CommandParser
 from vanilla_transformer.data import CorpusSpec, clean_pairs, load_corpus
 from vanilla_transformer.tokenization import train_tokenizer
 
@@ -35,7 +36,7 @@ logger = logging.getLogger("train_tokenizer")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = CommandParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="*", type=Path, help="plain-text files, one sentence per line")
     parser.add_argument("--hf-dataset", help="Hugging Face dataset to train on instead of files, e.g. wmt14")
     parser.add_argument("--hf-config", help="dataset configuration, e.g. de-en")

@@ -29,11 +29,12 @@ from vanilla_transformer.cli.decoding import (
     resolve_search_arguments,
     translate_with_options,
 )
+from vanilla_transformer.cli.parsing import CommandParser
 from vanilla_transformer.model_dir import check_model_dir
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="Translate one sentence per line with the paper's beam search.")
+    parser = CommandParser(description="Translate one sentence per line with the paper's beam search.")
     parser.add_argument("--model", required=True, help="Hugging Face model directory, with its tokenizer")
     parser.add_argument(
         "file",
