@@ -40,7 +40,7 @@ import torch
 from accelerate import Accelerator
 from safetensors.torch import load_file, save_file
 
-from ..atomic import check_links_inside, writing
+from ..atomic import check_links_inside, follow_umask, writing
 from .state import CheckpointError, load_state, rng_state, save_state, set_rng_state
 
 logger = logging.getLogger(__name__)
@@ -124,6 +124,7 @@ def save_checkpoint(
     if accelerator.is_main_process:
         with writing(final, "checkpoint"):
             _write_manifest(temporary, directory, step, accelerator.num_processes)
+        follow_umask(temporary)
         if final.exists():  # a damaged checkpoint of this step, set aside on resuming: never the case in practice
             shutil.rmtree(final)
         temporary.rename(final)
