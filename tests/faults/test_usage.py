@@ -56,3 +56,35 @@ def test_negative_numbers_and_standard_input_are_values_not_options(run_cli, tin
     assert status == 0 and len(out.splitlines()) == 1, err
     status, _, err = run_cli("translate", "--model", tiny_model_dir, "--length-penalty", "-1", stdin=b"one\n")
     assert status == 1 and "--length-penalty" in err and "unrecognized" not in err  # the option's own check
+
+
+@pytest.mark.parametrize("where", ["stdin", "file", "output"])
+def test_translate_says_that_an_empty_input_is_empty(where, run_cli, tiny_model_dir, tmp_path):
+    """An empty input is not an error (its translation is empty, exit status 0), but the user is told, on stderr,
+    naming the input."""
+    empty = tmp_path / "empty.en"
+    empty.write_bytes(b"")
+    options = {"stdin": [], "file": [empty], "output": ["--input", empty, "--output", tmp_path / "out.de"]}[where]
+    status, out, err = run_cli("translate", "--model", tiny_model_dir, *options)
+    named = {"stdin": "standard input", "file": f"FILE={empty}", "output": f"--input={empty}"}[where]
+    assert (status, out) == (0, "")
+    assert f"vanilla-transformer translate: note: {named} is empty: nothing to translate" in err.splitlines()
+    if where == "output":
+        assert (tmp_path / "out.de").read_bytes() == b""
+
+
+def test_train_ends_by_saying_where_the_model_and_results_are(run_cli, tmp_path):
+    from tiny_model import TINY
+
+    run = tmp_path / "run"
+    status, out, err = run_cli("train", *TINY, "--max-steps", "2", "--save-every", "2", "--output-dir", run)
+    assert status == 0, err
+    assert out.splitlines()[-2:] == [f"model: {run / 'model'}", f"results: {run / 'results.json'}"]
+    assert (run / "model" / "config.json").is_file() and (run / "results.json").is_file()
+
+
+def test_the_commands_page_has_a_row_for_every_command():
+    from fault_support import REPO
+
+    rows = [line for line in (REPO / "docs" / "commands.md").read_text().splitlines() if line.startswith("| `")]
+    assert [name for name in COMMANDS if not any(f"`{name}`" in row.split(" | ")[0] for row in rows)] == []

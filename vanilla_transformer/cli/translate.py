@@ -20,6 +20,7 @@ from transformers.utils import GENERATION_CONFIG_NAME
 
 import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
 from vanilla_transformer.atomic import check_output_file, write_file
+from vanilla_transformer.cli import PROG
 from vanilla_transformer.cli.decoding import (
     STDIN,
     add_decoding_arguments,
@@ -66,6 +67,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     sentences = read_input_lines(args.input or STDIN, args.input_option)
+    if not sentences:  # not an error (an empty input has an empty translation), but rarely what was meant
+        given = "standard input" if (args.input or STDIN) == STDIN else f"{args.input_option}={args.input}"
+        print(f"{PROG} translate: note: {given} is empty: nothing to translate", file=sys.stderr)
     if args.ctranslate2:
         from vanilla_transformer.export.ctranslate2 import translate_ctranslate2
 
