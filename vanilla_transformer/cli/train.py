@@ -15,7 +15,6 @@ run warns that it does.
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
