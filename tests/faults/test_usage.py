@@ -88,3 +88,26 @@ def test_the_commands_page_has_a_row_for_every_command():
 
     rows = [line for line in (REPO / "docs" / "commands.md").read_text().splitlines() if line.startswith("| `")]
     assert [name for name in COMMANDS if not any(f"`{name}`" in row.split(" | ")[0] for row in rows)] == []
+
+
+def last_line(err: str) -> str:
+    """The last line a terminal shows of `err` (a progress bar redraws its line with carriage returns)."""
+    return err.replace("\r", "\n").strip().splitlines()[-1]
+
+
+def test_an_error_during_training_is_the_last_line_not_the_progress_bar(run_cli, tmp_path, monkeypatch):
+    """A full disk at a checkpoint: the error line ends the output; the training bar is closed before it."""
+    import errno
+
+    from tiny_model import TINY
+
+    from vanilla_transformer.training import checkpoints
+
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(checkpoints, "save_file", no_space)
+    status, _, err = run_cli("train", *TINY, "--output-dir", tmp_path / "run")
+    assert status == 1
+    assert "training" in err  # the bar was drawn
+    assert last_line(err).startswith("vanilla-transformer train: error: ") and "No space left" in last_line(err)
