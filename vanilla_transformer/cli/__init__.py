@@ -30,6 +30,7 @@ from collections.abc import Sequence
 
 from ..atomic import os_error
 from ..extras import MissingExtraError, require
+from ..library_errors import MEMORY_FIX, PICKLE_FIX, allocation_failure, unpickling_refusal
 
 PROG = "vanilla-transformer"
 
@@ -142,14 +143,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def user_error(error: BaseException) -> tuple[int | None, str]:
     """The exit status and the one line a command prints for `error`: 130 for Ctrl-C, 1 for `USER_ERRORS`, memory
-    and errors of the system (also those a library wraps in its own exception); None for a bug, which keeps its
-    traceback."""
+    (also an allocator's RuntimeError), a pickled file torch refuses and errors of the system (also those a library
+    wraps in its own exception); None for a bug, which keeps its traceback."""
     if isinstance(error, KeyboardInterrupt):
         return 130, "interrupted"
     if isinstance(error, USER_ERRORS):
         return 1, f"error: {error}"
-    if isinstance(error, MemoryError):
-        return 1, "error: out of memory; give smaller inputs (or a smaller --batch-size) or use a larger machine"
+    if isinstance(error, MemoryError) and str(error):  # named by a loader (`load_model`)
+        return 1, f"error: {error}"
+    requested = allocation_failure(error)
+    if requested is not None:
+        return 1, f"error: out of memory{f' ({requested})' if requested else ''}; {MEMORY_FIX}"
+    refused = unpickling_refusal(error)
+    if refused is not None:
+        return 1, f"error: torch refuses to unpickle a weights file{f' ({refused})' if refused else ''}: {PICKLE_FIX}"
     system = os_error(error)
     if system is not None:
         first = (str(error).splitlines() or [""])[0]
