@@ -130,7 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     module_name, _, function = COMMANDS[command][0].partition(":")
     sys.argv[0] = f"{PROG} {command}"  # argparse's prog, in --help and error messages
     try:  # the import too: Ctrl-C while torch loads is an interrupt like any other
-        refuse_remote_code_prompts()
+        if not {"-h", "--help"} & set(rest):  # a --help imports no transformers, nor torch
+            refuse_remote_code_prompts()
         module = importlib.import_module(f"{__name__}.{module_name}")
         return getattr(module, function or "main")(rest)
     except (*USER_ERRORS, KeyboardInterrupt, MemoryError, Exception) as error:

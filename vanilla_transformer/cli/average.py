@@ -18,11 +18,6 @@ from pathlib import Path
 
 from vanilla_transformer.atomic import write_directory
 from vanilla_transformer.cli.parsing import CommandParser
-from vanilla_transformer.model_dir import is_saved_model_dir
-from vanilla_transformer.training import average_run
-from vanilla_transformer.training.checkpoints import list_checkpoints
-from vanilla_transformer.training.config import TRAINING_CONFIG_NAME
-from vanilla_transformer.training.run_dir import load_saved_config
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -36,6 +31,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def default_output(run_dir: Path, last: int | None) -> Path:
     """``<run_dir>/average-<n>``, n the number of checkpoints `average_run` averages (at most `last`); a missing or
     damaged ``training_config.json`` is named."""
+    from vanilla_transformer.training.checkpoints import list_checkpoints  # torch: not for --help
+    from vanilla_transformer.training.config import TRAINING_CONFIG_NAME
+    from vanilla_transformer.training.run_dir import load_saved_config
+
     saved = run_dir / TRAINING_CONFIG_NAME
     if not saved.is_file():
         raise FileNotFoundError(f"{run_dir} is not a training run: it has no {TRAINING_CONFIG_NAME}")
@@ -45,6 +44,9 @@ def default_output(run_dir: Path, last: int | None) -> Path:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    from vanilla_transformer.model_dir import is_saved_model_dir  # torch: not for --help
+    from vanilla_transformer.training import average_run
+
     run_dir = Path(args.run_dir)
     default = default_output(run_dir, args.last)  # checks the run's settings before anything is written
     output = Path(args.output) if args.output else default

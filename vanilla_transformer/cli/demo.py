@@ -16,7 +16,6 @@ from collections.abc import Sequence
 
 from vanilla_transformer.cli import configure_logging
 from vanilla_transformer.cli.parsing import CommandParser
-from vanilla_transformer.demo import build_app, launch_settings
 
 logger = logging.getLogger("demo")
 
@@ -32,6 +31,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     configure_logging()
     args = parse_args(argv)
+    from vanilla_transformer.demo import build_app, launch_settings  # gradio and torch: not for --help
+
     demo = build_app(args.model)
     if demo.vt_session.load_error is not None:
         logger.error("%s (the page says so too)", demo.vt_session.load_error)

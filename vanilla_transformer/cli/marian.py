@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 
-from ..export import marian
 from .parsing import CommandParser
 
 
@@ -41,7 +40,10 @@ def import_main(argv: Sequence[str] | None = None) -> int:
         "MarianMT model directory or Hub id (e.g. Helsinki-NLP/opus-mt-en-de)",
         "model directory to write",
     )
-    return _run(marian.import_marian, parser.parse_args(argv), "vanilla-transformer model written to")
+    args = parser.parse_args(argv)
+    from ..export import marian  # torch: not for --help
+
+    return _run(marian.import_marian, args, "vanilla-transformer model written to")
 
 
 def export_main(argv: Sequence[str] | None = None) -> int:
@@ -52,7 +54,10 @@ def export_main(argv: Sequence[str] | None = None) -> int:
         "vanilla-transformer model directory",
         "MarianMT directory to write",
     )
-    return _run(marian.export_marian, parser.parse_args(argv), "MarianMT model written to")
+    args = parser.parse_args(argv)
+    from ..export import marian  # torch: not for --help
+
+    return _run(marian.export_marian, args, "MarianMT model written to")
 
 
 __all__ = ["export_main", "import_main"]
