@@ -18,7 +18,7 @@ _ALLOCATION = re.compile(
     r"can't allocate memory|out of memory|Cannot allocate memory|failed to allocate|\[enforce fail at alloc",
     re.IGNORECASE,
 )
-_REQUESTED = re.compile(r"tried to allocate (\d+(?:\.\d+)?) ?(bytes|[KMGT]iB)", re.IGNORECASE)
+_REQUESTED = re.compile(r"(?:tried|unable) to allocate (\d+(?:\.\d+)?) ?(bytes|[KMGTP]iB)", re.IGNORECASE)
 _UNPICKLER = re.compile(r"WeightsUnpickler error: ([^\n]*?)(?: was not an allowed global.*)?$", re.MULTILINE)
 
 MEMORY_FIX = "give smaller inputs (or a smaller --batch-size), a smaller model, or use a machine with more memory"
@@ -29,6 +29,10 @@ PICKLE_FIX = (
     "convert it to model.safetensors"
 )
 """What to do about a pickled weights file that torch refuses."""
+
+
+class ModelTooLarge(MemoryError):
+    """A model that does not fit in the memory left, named with the config.json that sets its size."""
 
 
 def allocation_failure(error: BaseException) -> str | None:
@@ -63,11 +67,11 @@ def unpickling_refusal(error: BaseException) -> str | None:
 
 def load_failure(source: str, error: BaseException) -> Exception | None:
     """The one-line error for a model `source` (a folder or Hub id) that failed to load with `error`, naming its
-    file: a MemoryError where its config.json describes more than the memory left, a ValueError where its pickled
+    file: a `ModelTooLarge` (a MemoryError) where its config.json describes more than the memory left, a ValueError where its pickled
     weights were refused; None for other errors."""
     requested = allocation_failure(error)
     if requested is not None:
-        return MemoryError(
+        return ModelTooLarge(
             f"the model of {source} does not fit in the memory left{f' ({requested})' if requested else ''}: its "
             f"size is set by {Path(source, 'config.json')}; free some memory or use a machine with more"
         )
@@ -81,4 +85,4 @@ def load_failure(source: str, error: BaseException) -> Exception | None:
     return None
 
 
-__all__ = ["MEMORY_FIX", "PICKLE_FIX", "allocation_failure", "load_failure", "unpickling_refusal"]
+__all__ = ["MEMORY_FIX", "PICKLE_FIX", "ModelTooLarge", "allocation_failure", "load_failure", "unpickling_refusal"]

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 from ..atomic import os_error
 from ..extras import MissingExtraError, require
-from ..library_errors import MEMORY_FIX, PICKLE_FIX, allocation_failure, unpickling_refusal
+from ..library_errors import MEMORY_FIX, PICKLE_FIX, ModelTooLarge, allocation_failure, unpickling_refusal
 
 PROG = "vanilla-transformer"
 
@@ -148,9 +148,7 @@ def user_error(error: BaseException) -> tuple[int | None, str]:
     wraps in its own exception); None for a bug, which keeps its traceback."""
     if isinstance(error, KeyboardInterrupt):
         return 130, "interrupted"
-    if isinstance(error, USER_ERRORS):
-        return 1, f"error: {error}"
-    if isinstance(error, MemoryError) and str(error):  # named by a loader (`load_model`)
+    if isinstance(error, (*USER_ERRORS, ModelTooLarge)):
         return 1, f"error: {error}"
     requested = allocation_failure(error)
     if requested is not None:
