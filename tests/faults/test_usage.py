@@ -111,3 +111,21 @@ def test_an_error_during_training_is_the_last_line_not_the_progress_bar(run_cli,
     assert status == 1
     assert "training" in err  # the bar was drawn
     assert last_line(err).startswith("vanilla-transformer train: error: ") and "No space left" in last_line(err)
+
+
+def test_a_bar_that_a_library_left_open_is_closed_before_the_error_line(run_cli, tiny_model_dir, monkeypatch):
+    """As the Trainer's bar in finetune: an object alive in the error's traceback holds an open bar."""
+    from tqdm.auto import tqdm
+
+    from vanilla_transformer.cli import translate
+
+    def fails(args, sentences):
+        bar = tqdm(total=len(sentences), desc="library work")
+        bar.update(1)
+        raise ValueError("the work failed")
+
+    monkeypatch.setattr(translate, "translate_with_options", fails)
+    status, _, err = run_cli("translate", "--model", tiny_model_dir, stdin=b"one\ntwo\n")
+    assert status == 1
+    assert "library work" in err  # the bar was drawn
+    assert last_line(err) == "vanilla-transformer translate: error: the work failed"

@@ -138,8 +138,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         status, message = user_error(error)
         if status is None or os.environ.get("VANILLA_TRANSFORMER_TRACEBACK") == "1":
             raise
+        close_progress_bars()
         print(f"{PROG} {command}: {message}", file=sys.stderr)
         return status
+
+
+def close_progress_bars() -> None:
+    """Close the progress bars an error left open (the Trainer's, a library's), before the error line is printed:
+    a bar closed later, as the objects holding it go, would be drawn after that line."""
+    tqdm = sys.modules.get("tqdm.std")
+    for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", ())):  # every tqdm bar alive, of any kind
+        bar.close()
 
 
 def user_error(error: BaseException) -> tuple[int | None, str]:
