@@ -279,7 +279,8 @@ def test_finetune_help_is_short_grouped_and_spelled_as_the_cli(capsys):
     assert "--gradient_checkpointing" in capsys.readouterr().out  # every Trainer option, still reachable
     with pytest.raises(SystemExit):
         script.parse_options(["m", "--numbers", "8", "--output-dir", "o", "--no-such-option", "1"])
-    assert "unrecognized arguments: --no-such-option 1 (--help lists finetune's" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "unrecognized option --no-such-option" in err and "(--help lists finetune's" in err
 
 
 def test_finetune_selects_by_the_named_metric_and_names_it(tiny_model_dir, tmp_path, caplog):

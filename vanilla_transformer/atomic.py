@@ -94,6 +94,7 @@ def write_directory(
             temporary.mkdir()
             _pause("started")
             result = write(temporary)
+            follow_umask(temporary)
             _pause("written")
             _put_in_place(temporary, target)
     except BaseException:
@@ -129,6 +130,28 @@ def replace_file(path: str | os.PathLike[str], write: Callable[[Path], object], 
         temporary.unlink(missing_ok=True)
         raise
     return path
+
+
+def follow_umask(path: str | os.PathLike[str]) -> None:
+    """Give the file at `path`, or every file in the folder at `path`, the mode the umask gives a new file (0644 under
+    the usual 022). safetensors writes its files through a temporary of mode 0600, so without this the weights
+    alone of a model directory or checkpoint were unreadable to the group that can read everything beside them."""
+    root = Path(path)
+    mode = 0o666 & ~_umask()
+    files = [root] if not root.is_dir() else [file for file in root.rglob("*") if not file.is_dir()]
+    for file in files:
+        if not file.is_symlink() and stat.S_IMODE(file.stat().st_mode) != mode:
+            os.chmod(file, mode)
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux shows it (another thread may be creating files)."""
+    with contextlib.suppress(OSError, StopIteration, ValueError):
+        with open("/proc/self/status", encoding="ascii") as status:
+            return int(next(line for line in status if line.startswith("Umask:")).split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def is_stream(path: Path) -> bool:
@@ -372,6 +395,7 @@ __all__ = [
     "check_output_dir",
     "check_output_file",
     "check_writable_place",
+    "follow_umask",
     "is_stream",
     "os_error",
     "remove_leftovers",

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,6 +38,7 @@ from transformers import (
 
 from .atomic import check_links_inside, write_file
 from .extras import import_optional
+from .library_errors import load_failure
 from .model_checks import (
     LOAD_FIX,
     WEIGHTS_FILE,
@@ -244,7 +246,10 @@ def load_model(
         model, info = AutoModelForSeq2SeqLM.from_pretrained(
             name, revision=revision, trust_remote_code=False, use_safetensors=use_safetensors, output_loading_info=True
         )
-    except (OSError, ValueError, RuntimeError, KeyError, TypeError) as error:
+    except (OSError, ValueError, RuntimeError, KeyError, TypeError, MemoryError, pickle.UnpicklingError) as error:
+        failure = load_failure(str(name), error)  # memory, a refused pickle: named with their file
+        if failure is not None:
+            raise failure from error
         if "trust_remote_code" in str(error):
             raise ValueError(remote_code_refusal(name)) from error
         raise ValueError(

@@ -108,12 +108,12 @@ def _corpus(tmp_path):
 
 
 def test_train_tokenizer_refuses_a_models_folder_before_training(tiny_model_dir, tmp_path, run_cli, monkeypatch):
-    from vanilla_transformer.cli import train_tokenizer
+    from vanilla_transformer import tokenization
 
     model = shutil.copytree(tiny_model_dir, tmp_path / "model")
     before = digest(model)
     trained = []
-    monkeypatch.setattr(train_tokenizer, "train_tokenizer", lambda *a, **k: trained.append(a))
+    monkeypatch.setattr(tokenization, "train_tokenizer", lambda *a, **k: trained.append(a))
     status, _, err = run_cli("train-tokenizer", _corpus(tmp_path), "--vocab-size", 300, "--output-dir", model)
     assert status == 1 and "holds a trained model" in err and "--replace-model-tokenizer" in err
     assert trained == [] and digest(model) == before

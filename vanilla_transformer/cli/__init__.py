@@ -30,6 +30,7 @@ from collections.abc import Sequence
 
 from ..atomic import os_error
 from ..extras import MissingExtraError, require
+from ..library_errors import MEMORY_FIX, PICKLE_FIX, ModelTooLarge, allocation_failure, unpickling_refusal
 
 PROG = "vanilla-transformer"
 
@@ -129,27 +130,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     module_name, _, function = COMMANDS[command][0].partition(":")
     sys.argv[0] = f"{PROG} {command}"  # argparse's prog, in --help and error messages
     try:  # the import too: Ctrl-C while torch loads is an interrupt like any other
-        refuse_remote_code_prompts()
+        if not {"-h", "--help"} & set(rest):  # a --help imports no transformers, nor torch
+            refuse_remote_code_prompts()
         module = importlib.import_module(f"{__name__}.{module_name}")
         return getattr(module, function or "main")(rest)
     except (*USER_ERRORS, KeyboardInterrupt, MemoryError, Exception) as error:
         status, message = user_error(error)
         if status is None or os.environ.get("VANILLA_TRANSFORMER_TRACEBACK") == "1":
             raise
+        close_progress_bars()
         print(f"{PROG} {command}: {message}", file=sys.stderr)
         return status
 
 
+def close_progress_bars() -> None:
+    """Close the progress bars an error left open (the Trainer's, a library's), before the error line is printed:
+    a bar closed later, as the objects holding it go, would be drawn after that line."""
+    tqdm = sys.modules.get("tqdm.std")
+    for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", ())):  # every tqdm bar alive, of any kind
+        bar.close()
+
+
 def user_error(error: BaseException) -> tuple[int | None, str]:
     """The exit status and the one line a command prints for `error`: 130 for Ctrl-C, 1 for `USER_ERRORS`, memory
-    and errors of the system (also those a library wraps in its own exception); None for a bug, which keeps its
-    traceback."""
+    (also an allocator's RuntimeError), a pickled file torch refuses and errors of the system (also those a library
+    wraps in its own exception); None for a bug, which keeps its traceback."""
     if isinstance(error, KeyboardInterrupt):
         return 130, "interrupted"
-    if isinstance(error, USER_ERRORS):
+    if isinstance(error, (*USER_ERRORS, ModelTooLarge)):
         return 1, f"error: {error}"
-    if isinstance(error, MemoryError):
-        return 1, "error: out of memory; give smaller inputs (or a smaller --batch-size) or use a larger machine"
+    requested = allocation_failure(error)
+    if requested is not None:
+        return 1, f"error: out of memory{f' ({requested})' if requested else ''}; {MEMORY_FIX}"
+    refused = unpickling_refusal(error)
+    if refused is not None:
+        return 1, f"error: torch refuses to unpickle a weights file{f' ({refused})' if refused else ''}: {PICKLE_FIX}"
     system = os_error(error)
     if system is not None:
         first = (str(error).splitlines() or [""])[0]

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from vanilla_transformer.atomic import check_output_dir, check_output_file
 from vanilla_transformer.cli import configure_logging
+from vanilla_transformer.cli.parsing import CommandParser
 from vanilla_transformer.model_dir import load_model_dir
 from vanilla_transformer.visualization import KINDS, plot_attention
 
@@ -25,7 +26,7 @@ logger = logging.getLogger("visualize_attention")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = CommandParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", help="saved model directory, Hub id or LoRA adapter folder, with its tokenizer")
     parser.add_argument("source", help="source sentence")
     parser.add_argument("--target", help="its translation (default: the model's greedy translation)")

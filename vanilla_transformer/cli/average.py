@@ -17,14 +17,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vanilla_transformer.atomic import write_directory
-from vanilla_transformer.model_dir import is_saved_model_dir
-from vanilla_transformer.training import average_run
-from vanilla_transformer.training.checkpoints import list_checkpoints
-from vanilla_transformer.training.run_dir import RunLayout, load_saved_config
+from vanilla_transformer.cli.parsing import CommandParser
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = CommandParser(description=__doc__.split("\n")[0])
     parser.add_argument("run_dir", help="the training run's --output-dir")
     parser.add_argument("--last", type=int, help="checkpoints to average (default: the run's --average-checkpoints)")
     parser.add_argument("--output", help="model directory to write (default: <run_dir>/average-<last>)")
@@ -34,6 +31,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def default_output(run_dir: Path, last: int | None) -> Path:
     """``<run_dir>/average-<n>``, n the number of checkpoints `average_run` averages (at most `last`); a missing or
     damaged ``training_config.json`` is named."""
+    from vanilla_transformer.training.checkpoints import list_checkpoints  # torch: not for --help
+    from vanilla_transformer.training.run_dir import RunLayout, load_saved_config
+
     layout = RunLayout(run_dir)
     if not layout.settings.is_file():
         raise FileNotFoundError(f"{run_dir} is not a training run: it has no {layout.settings.name}")
@@ -43,6 +43,9 @@ def default_output(run_dir: Path, last: int | None) -> Path:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    from vanilla_transformer.model_dir import is_saved_model_dir  # torch: not for --help
+    from vanilla_transformer.training import average_run
+
     run_dir = Path(args.run_dir)
     default = default_output(run_dir, args.last)  # checks the run's settings before anything is written
     output = Path(args.output) if args.output else default

@@ -15,13 +15,13 @@ import logging
 from collections.abc import Sequence
 
 from vanilla_transformer.cli import configure_logging
-from vanilla_transformer.demo import build_app, launch_settings
+from vanilla_transformer.cli.parsing import CommandParser
 
 logger = logging.getLogger("demo")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = CommandParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", help="saved model directory or Hub id, with its tokenizer")
     parser.add_argument("--host", default="127.0.0.1", help="address to serve on (default: 127.0.0.1, this machine)")
     parser.add_argument("--port", type=int, default=7860, help="port to serve on (default: 7860)")
@@ -31,6 +31,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     configure_logging()
     args = parse_args(argv)
+    from vanilla_transformer.demo import build_app, launch_settings  # gradio and torch: not for --help
+
     demo = build_app(args.model)
     if demo.vt_session.load_error is not None:
         logger.error("%s (the page says so too)", demo.vt_session.load_error)

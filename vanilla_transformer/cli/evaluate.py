@@ -28,12 +28,13 @@ from vanilla_transformer.cli.decoding import (
     read_input_lines,
     translate_with_options,
 )
+from vanilla_transformer.cli.parsing import CommandParser
 from vanilla_transformer.metrics import bleu_applies
 from vanilla_transformer.training import score_translations
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="Score translations: BLEU, chrF and exact match.")
+    parser = CommandParser(description="Score translations: BLEU, chrF and exact match.")
     inputs = "a file, a pipe such as <(head -n 5 file), or - for standard input"
     parser.add_argument("--reference", required=True, help=f"reference translations, one per line: {inputs}")
     parser.add_argument("--hypotheses", help=f"translations to score (instead of --model and --source): {inputs}")

@@ -31,6 +31,7 @@ import argparse
 import dataclasses
 import json
 import logging
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,7 @@ from transformers import HfArgumentParser, Seq2SeqTrainingArguments, set_seed
 from transformers.trainer_utils import get_last_checkpoint
 
 from vanilla_transformer.cli import configure_logging
+from vanilla_transformer.cli.parsing import CommandParser, unknown_option
 from vanilla_transformer.data import CorpusSpec, Pair, load_corpus
 from vanilla_transformer.extras import require
 from vanilla_transformer.model_dir import is_adapter_dir, load_model_dir
@@ -119,14 +121,13 @@ class TrainerHelp(argparse.Action):
 def build_parser() -> argparse.ArgumentParser:
     """finetune's own options, in groups; any other `Seq2SeqTrainingArguments` option passes through to the
     Trainer (`parse_options`)."""
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="vanilla-transformer finetune",
         usage="%(prog)s MODEL (--train SRC TGT --eval SRC TGT | --hf-dataset NAME | --numbers N) --output-dir DIR "
         "[options] [Trainer options]",
         description=__doc__.splitlines()[0],
         epilog="Any other option of transformers' Seq2SeqTrainingArguments (--gradient-checkpointing, --bf16, "
         "--report-to tensorboard, ...) goes to the Trainer; --trainer-help lists them.",
-        allow_abbrev=False,
     )
     parser.add_argument("model", help="saved model directory or Hub id, with its tokenizer")
     parser.add_argument("--trainer-help", action=TrainerHelp, help="list the Trainer's options, then exit")
@@ -239,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
 def trainer_parser() -> HfArgumentParser:
     """The Trainer's options (`Seq2SeqTrainingArguments`), with fine-tuning's defaults (`FINETUNE_DEFAULTS`)."""
     parser = HfArgumentParser(
-        Seq2SeqTrainingArguments, prog="vanilla-transformer finetune MODEL ... [TRAINER OPTIONS]"
+        Seq2SeqTrainingArguments, prog="vanilla-transformer finetune MODEL ... [TRAINER OPTIONS]", allow_abbrev=False
     )
     parser.set_defaults(**FINETUNE_DEFAULTS, output_dir=None, save_strategy=None, save_steps=None)
     return parser
@@ -265,9 +266,13 @@ class Options:
 def parse_options(argv: Sequence[str] | None = None) -> Options:
     """The command line: finetune's own options, and any other `Seq2SeqTrainingArguments` option for the Trainer
     (``--gradient-checkpointing``; ``--trainer-help`` lists them)."""
-    parser = build_parser()
+    parser, trainer = build_parser(), trainer_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    unknown_first = unknown_option(argv, parser, trainer)
+    if unknown_first is not None:
+        parser.error(f"unrecognized option {unknown_first} (--help lists finetune's, --trainer-help the Trainer's)")
     namespace, rest = parser.parse_known_args(argv)
-    trainer_namespace, unknown = trainer_parser().parse_known_args(rest)
+    trainer_namespace, unknown = trainer.parse_known_args(rest)
     if unknown:
         parser.error(
             f"unrecognized arguments: {' '.join(unknown)} (--help lists finetune's, --trainer-help the Trainer's)"

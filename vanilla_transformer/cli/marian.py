@@ -11,11 +11,11 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 
-from ..export import marian
+from .parsing import CommandParser
 
 
 def _parser(prog: str, description: str, src_help: str, dst_help: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser = CommandParser(prog=prog, description=description)
     parser.add_argument("src", metavar="SRC", help=src_help)
     parser.add_argument("dst", metavar="DST", help=dst_help + " (must not exist, or be empty)")
     parser.add_argument(
@@ -40,7 +40,10 @@ def import_main(argv: Sequence[str] | None = None) -> int:
         "MarianMT model directory or Hub id (e.g. Helsinki-NLP/opus-mt-en-de)",
         "model directory to write",
     )
-    return _run(marian.import_marian, parser.parse_args(argv), "vanilla-transformer model written to")
+    args = parser.parse_args(argv)
+    from ..export import marian  # torch: not for --help
+
+    return _run(marian.import_marian, args, "vanilla-transformer model written to")
 
 
 def export_main(argv: Sequence[str] | None = None) -> int:
@@ -51,7 +54,10 @@ def export_main(argv: Sequence[str] | None = None) -> int:
         "vanilla-transformer model directory",
         "MarianMT directory to write",
     )
-    return _run(marian.export_marian, parser.parse_args(argv), "MarianMT model written to")
+    args = parser.parse_args(argv)
+    from ..export import marian  # torch: not for --help
+
+    return _run(marian.export_marian, args, "MarianMT model written to")
 
 
 __all__ = ["export_main", "import_main"]

@@ -26,15 +26,13 @@ from pathlib import Path
 
 from vanilla_transformer.atomic import check_output_dir
 from vanilla_transformer.cli import configure_logging
-from vanilla_transformer.demo.space import push_space, write_space
-from vanilla_transformer.export.hub import prepare_upload_folder, push_to_hub
-from vanilla_transformer.model_dir import is_adapter_dir
+from vanilla_transformer.cli.parsing import CommandParser
 
 logger = logging.getLogger("push_to_hub")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = CommandParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "model_dir", type=Path, help="trained model directory or LoRA adapter folder, with its tokenizer"
     )
@@ -66,6 +64,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="also upload a Gradio Space, org/name, with the demo of the model (vanilla-transformer demo)",
     )
     args = parser.parse_args(argv)
+    from vanilla_transformer.model_dir import is_adapter_dir  # torch: not for --help
+
     if args.space is not None and is_adapter_dir(args.model_dir):
         parser.error(f"--space is for model directories; {args.model_dir} is a LoRA adapter folder")
     if args.base_model is not None and not is_adapter_dir(args.model_dir):
@@ -76,6 +76,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     configure_logging()
     args = parse_args(argv)
+    from vanilla_transformer.demo.space import push_space, write_space  # torch: not for --help
+    from vanilla_transformer.export.hub import prepare_upload_folder, push_to_hub
+    from vanilla_transformer.model_dir import is_adapter_dir
+
     kind = "the adapter" if is_adapter_dir(args.model_dir) else "the model"
     if args.dry_run is not None:
         space_dir = args.dry_run.with_name(args.dry_run.name + "-space")

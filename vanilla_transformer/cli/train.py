@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 
 from vanilla_transformer import training
 
@@ -30,8 +31,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("vanilla_transformer").setLevel(logging.INFO)
     # Accelerate warns at every checkpoint that the tied embeddings are saved once; that is expected here.
     logging.getLogger("accelerate.utils.other").setLevel(logging.ERROR)
-    training.train(parse_args(argv))
+    config = parse_args(argv)
+    training.train(config)
+    report_outputs(Path(config.checkpointing.output_dir))
     return 0
+
+
+def report_outputs(run_dir: Path) -> None:
+    """Say where the run put the model and its results (once, from the main process of a launch)."""
+    from accelerate import PartialState
+
+    if PartialState().is_main_process:
+        print(f"model: {run_dir / 'model'}\nresults: {run_dir / 'results.json'}", flush=True)
 
 
 if __name__ == "__main__":

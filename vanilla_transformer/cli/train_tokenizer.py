@@ -28,14 +28,13 @@ from pathlib import Path
 from vanilla_transformer import atomic
 from vanilla_transformer.atomic import write_directory
 from vanilla_transformer.cli import configure_logging
-from vanilla_transformer.data import CorpusSpec, clean_pairs, load_corpus
-from vanilla_transformer.tokenization import train_tokenizer
+from vanilla_transformer.cli.parsing import CommandParser
 
 logger = logging.getLogger("train_tokenizer")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = CommandParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="*", type=Path, help="plain-text files, one sentence per line")
     parser.add_argument("--hf-dataset", help="Hugging Face dataset to train on instead of files, e.g. wmt14")
     parser.add_argument("--hf-config", help="dataset configuration, e.g. de-en")
@@ -124,6 +123,8 @@ def training_texts(args: argparse.Namespace) -> Sequence[str | Path]:
     """The files, or the source and target sentences of the chosen corpus."""
     if args.files:
         return args.files
+    from vanilla_transformer.data import CorpusSpec, clean_pairs, load_corpus  # torch: not for --help
+
     spec = CorpusSpec.from_options(
         dataset="numbers" if args.numbers is not None else None,
         numbers=(args.numbers, 0, 0) if args.numbers is not None else None,
@@ -140,6 +141,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging()
     args = parse_args(argv)
     into_model = check_output_dir(args)
+    from vanilla_transformer.tokenization import train_tokenizer  # transformers: not for --help
+
     tokenizer = train_tokenizer(training_texts(args), args.vocab_size, min_frequency=args.min_frequency)
     save_tokenizer(tokenizer, args.output_dir, into_model)
     logger.info("saved a tokenizer of %d tokens to %s", len(tokenizer), args.output_dir)

@@ -20,6 +20,7 @@ from transformers.utils import GENERATION_CONFIG_NAME
 
 import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
 from vanilla_transformer.atomic import check_output_file, write_file
+from vanilla_transformer.cli import PROG
 from vanilla_transformer.cli.decoding import (
     STDIN,
     add_decoding_arguments,
@@ -29,11 +30,12 @@ from vanilla_transformer.cli.decoding import (
     resolve_search_arguments,
     translate_with_options,
 )
+from vanilla_transformer.cli.parsing import CommandParser
 from vanilla_transformer.model_dir import check_model_dir
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="Translate one sentence per line with the paper's beam search.")
+    parser = CommandParser(description="Translate one sentence per line with the paper's beam search.")
     parser.add_argument("--model", required=True, help="Hugging Face model directory, with its tokenizer")
     parser.add_argument(
         "file",
@@ -65,6 +67,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     sentences = read_input_lines(args.input or STDIN, args.input_option)
+    if not sentences:  # not an error (an empty input has an empty translation), but rarely what was meant
+        given = "standard input" if (args.input or STDIN) == STDIN else f"{args.input_option}={args.input}"
+        print(f"{PROG} translate: note: {given} is empty: nothing to translate", file=sys.stderr)
     if args.ctranslate2:
         from vanilla_transformer.serving.with_ctranslate2 import translate_ctranslate2
 

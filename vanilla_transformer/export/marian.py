@@ -23,6 +23,7 @@ import copy
 import json
 import logging
 import os
+import pickle
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from transformers import AutoConfig, AutoTokenizer, GenerationConfig, MarianConf
 
 from ..atomic import check_output_dir, write_directory
 from ..configuration_vanilla_transformer import ACTIVATIONS, VanillaTransformerConfig
+from ..library_errors import load_failure
 from ..model_dir import LOAD_FIX, check_model_dir, load_model, save_model_dir
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration, sinusoidal_table
 
@@ -214,7 +216,13 @@ def import_marian(
     check_output_dir(dst, "dst")  # before any work
     check_marian_config(AutoConfig.from_pretrained(src, trust_remote_code=False))
     tokenizer = _load_tokenizer(src) if with_tokenizer else None
-    marian, info = MarianMTModel.from_pretrained(src, output_loading_info=True, trust_remote_code=False)
+    try:
+        marian, info = MarianMTModel.from_pretrained(src, output_loading_info=True, trust_remote_code=False)
+    except (RuntimeError, MemoryError, pickle.UnpicklingError) as error:
+        failure = load_failure(str(src), error)  # memory, a refused pickle: named with their file
+        if failure is None:
+            raise
+        raise failure from error
     check_marian_weights(marian, info)
     model = marian_to_vanilla(marian)
     # generation_config.json, or for older OPUS-MT directories the settings in config.json (num_beams, max_length,

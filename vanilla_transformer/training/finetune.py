@@ -52,7 +52,7 @@ from transformers import (
 )
 from transformers.integrations import get_available_reporting_integrations
 
-from ..atomic import check_output_dir, write_directory, write_file
+from ..atomic import check_output_dir, follow_umask, write_directory, write_file
 from ..data import Pair, clean_pairs, tokenize_pairs
 from ..metrics import bleu_applies, selection_metric
 from ..model_dir import is_peft_model, is_saved_model_dir, lora_settings, save_adapter_dir, save_model_dir
@@ -385,11 +385,14 @@ def _save(
     generation_config: GenerationConfig,
     summary: dict[str, Any] | None,
 ) -> None:
-    """A model directory, or an adapter folder and, with `merged_dir`, the merged model directory."""
+    """A model directory, or an adapter folder and, with `merged_dir`, the merged model directory; the files of
+    `output_dir`, the Trainer's checkpoints too, follow the umask (`follow_umask`)."""
     if not is_peft_model(model):
         save_model_dir(model, tokenizer, output_dir, generation_config=generation_config, summary=summary)
+        follow_umask(output_dir)
         return
     save_adapter_dir(model, tokenizer, output_dir, summary=summary)
+    follow_umask(output_dir)
     if merged_dir is not None:
         merged = model.merge_and_unload()  # the base model, its weights W + (alpha / r) B A; no peft modules left
         write_directory(  # whole or not at all: a rerun replaces an earlier merge, never another folder

@@ -10,6 +10,7 @@ from dataclasses import Field
 from pathlib import Path
 from typing import Any, get_type_hints
 
+from ..cli.parsing import CommandParser
 from .config import PARTS, TrainingConfig, default_output_dir, flag, part_options
 from .presets import DEFAULT_PRESET, TRAINING_PRESETS
 from .run_dir import RunLayout
@@ -58,7 +59,7 @@ def build_parser(preset: str = DEFAULT_PRESET) -> argparse.ArgumentParser:
     Options not given on the command line are absent from the parsed namespace (their default is
     ``argparse.SUPPRESS``), so that `parse_args` can tell what the user chose from what the preset chose.
     """
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         description="Train a Transformer with the recipe of Vaswani et al. (2017). Options override the settings of "
         "the --preset; each option's default is the preset's value.",
         usage="%(prog)s [-h] [--preset NAME] [OPTION ...]",
@@ -81,7 +82,7 @@ def build_parser(preset: str = DEFAULT_PRESET) -> argparse.ArgumentParser:
 def _named_preset(argv: Sequence[str]) -> str:
     """The ``--preset`` that `argv` names, for ``--help``; the default one if none or an unknown one (which the full
     parser then refuses)."""
-    finder = argparse.ArgumentParser(add_help=False)
+    finder = CommandParser(add_help=False)
     finder.add_argument("--preset", default=DEFAULT_PRESET)
     preset = finder.parse_known_args(argv)[0].preset
     return preset if preset in TRAINING_PRESETS else DEFAULT_PRESET

@@ -248,9 +248,9 @@ class Trainer:
         config, accelerator, progress = self.config, self.accelerator, self.progress
         max_steps, max_minutes = config.optimization.max_steps, config.optimization.max_train_minutes
         batches, window = self.batches(), _LogWindow()
-        bar = tqdm(total=max_steps, initial=progress.step, desc="training", disable=not accelerator.is_main_process)
         clock = time.perf_counter()
-        with logging_redirect_tqdm():
+        bar = tqdm(total=max_steps, initial=progress.step, desc="training", disable=not accelerator.is_main_process)
+        with bar, logging_redirect_tqdm():  # closed as an error leaves, so that the error line is the last one
             while progress.step < max_steps and not out_of_time(accelerator, progress, max_minutes):
                 taken = self.train_step([to_device(next(batches), accelerator.device) for _ in range(self.grad_accum)])
                 if taken is None:  # fp16 overflow: the loss scale drops, the step does not count
@@ -273,7 +273,6 @@ class Trainer:
                 if progress.step % config.checkpointing.save_every == 0:
                     self.save_checkpoint()
                     window.restart()
-        bar.close()
         self.train_tokens_per_second = window.train_tokens / window.train_seconds if window.train_seconds else None
         if progress.step < max_steps:
             logger.info(
