@@ -74,9 +74,9 @@ def test_a_model_too_large_for_memory_is_one_line_naming_its_config(model_copy, 
 
 
 def test_memory_running_out_while_translating_is_one_line(tiny_model_dir, run_cli, monkeypatch):
-    from vanilla_transformer import translation
+    from vanilla_transformer.serving import search
 
-    monkeypatch.setattr(translation, "translate_ids", allocate_too_much)
+    monkeypatch.setattr(search, "translate_ids", allocate_too_much)
     status, _, err = run_cli("translate", "--model", tiny_model_dir, "--batch-size", "8", stdin=b"forty-two\n")
     assert status == 1
     assert err.replace("\r", "\n").strip().splitlines()[-1] == (
