@@ -48,7 +48,6 @@ import dataclasses
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -78,7 +77,7 @@ from bench import (
     write_json,
 )
 from bench.figures import environment_load, read_json, table, yes
-from bench.serving import ct2_search, load_translator
+from bench.serving import ct2_search, ct2_translators
 
 from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
 from vanilla_transformer.data import shared_data_dir
@@ -208,108 +207,69 @@ def bench_training(config: VanillaTransformerConfig, corpus: Corpus, settings: S
     return result
 
 
-def _hypotheses(sequences: torch.Tensor) -> list[list[int]]:
+def hypotheses(sequences: torch.Tensor) -> list[list[int]]:
     """The generated tokens of each row: after the decoder start, up to and including the first </s>."""
-    rows = []
-    for row in sequences[:, 1:].tolist():
-        rows.append(row[: row.index(EOS_ID) + 1] if EOS_ID in row else [token for token in row if token != PAD_ID])
-    return rows
-
-
-def _generated_tokens(sequences: torch.Tensor) -> int:
-    return sum(len(row) for row in _hypotheses(sequences))
+    rows = sequences[:, 1:].tolist()
+    return [row[: row.index(EOS_ID) + 1] if EOS_ID in row else [t for t in row if t != PAD_ID] for row in rows]
 
 
 def bench_generation(config: VanillaTransformerConfig, corpus: Corpus, settings: Settings) -> dict[str, Any]:
-    """generate() throughput of both models (and CTranslate2's, if installed), greedy and beam search."""
+    """generate() throughput of both models (and CTranslate2's, if installed), greedy and beam search. Every
+    contestant answers the tokens of each translation (`hypotheses`), which are compared."""
     device = settings.torch_device
     ours, marian = build_pair(config, settings)
     for model in (ours, marian):
         model.eval().to(settings.torch_dtype)
     batches = random_batches(corpus, settings.gen_batch_size, settings.num_batches, settings.seed + 1)
     sources = [{key: b[key].to(device) for key in ("input_ids", "attention_mask")} for b in batches]
-    translators = _ctranslate2_translators(ours, corpus, settings) if settings.ctranslate2 else {}
+    translators = ct2_contestants(ours, corpus, settings) if settings.ctranslate2 else {}
     result: dict[str, Any] = {"ctranslate2": sorted(translators) or None, "ct2_use_mkl": os.environ.get("CT2_USE_MKL")}
     for beams in settings.num_beams:
-        kwargs = dict(max_new_tokens=settings.max_new_tokens, num_beams=beams, do_sample=False)
-
-        def hf(model):
-            @torch.inference_mode()
-            def run(source):
-                output = model.generate(**source, **kwargs)
-                return output, _generated_tokens(output)
-
-            return run
-
-        contestants = {"ours": hf(ours), "marian": hf(marian)}
+        options = dict(max_new_tokens=settings.max_new_tokens, num_beams=beams, do_sample=False)
+        contestants = {
+            name: torch.inference_mode()(lambda source, model=model: hypotheses(model.generate(**source, **options)))
+            for name, model in (("ours", ours), ("marian", marian))
+        }
         for name, translator in translators.items():
-            search = ct2_search(translator, corpus.tokens, beams, lambda _: settings.max_new_tokens)
-            contestants[name] = _counted(search)
+            contestants[name] = ct2_search(translator, corpus.tokens, beams, lambda _: settings.max_new_tokens)
         timings = interleave(contestants, sources, repeats=settings.repeats, device=device)
-        times = {name: timings.medians(name) for name in contestants}
         # What the last repeat returned on every timed batch: its tokens, and their equality (not the warm-up's alone).
-        last = {name: timings.returned[name][-len(sources) :] for name in contestants}
-        outputs = {name: [output for output, _ in returned] for name, returned in last.items()}
-        tokens = {name: [count for _, count in returned] for name, returned in last.items()}
-        equal = [torch.equal(ours, marian) for ours, marian in zip(outputs["ours"], outputs["marian"], strict=True)]
+        outputs = {name: timings.returned[name][-len(sources) :] for name in contestants}
+        equal = [a == b for a, b in zip(outputs["ours"], outputs["marian"], strict=True)]
         row: dict[str, Any] = {
             "outputs_equal_marian": all(equal),
             "batches_equal_marian": f"{sum(equal)}/{len(equal)}",
             "batch_size": settings.gen_batch_size,
         }
         for name in contestants:
-            row[f"{name}_tokens_per_s"] = sum(tokens[name]) / sum(times[name])
+            row[f"{name}_tokens_per_s"] = sum(len(h) for batch in outputs[name] for h in batch) / timings.total(name)
         row["speedup"] = row["ours_tokens_per_s"] / row["marian_tokens_per_s"]
-        ours_hypotheses = [_hypotheses(output) for output in outputs["ours"]]
         for name in translators:
             row[f"{name}_vs_ours"] = row[f"{name}_tokens_per_s"] / row["ours_tokens_per_s"]
             if "int8" not in name:  # the same precision as ours: fp32 on fp32, bf16 on bf16
-                same = [
-                    a == b
-                    for batch, theirs in zip(ours_hypotheses, outputs[name], strict=True)
-                    for a, b in zip(batch, theirs, strict=True)
-                ]
+                pairs = zip(outputs["ours"], outputs[name], strict=True)
+                same = [a == b for mine, theirs in pairs for a, b in zip(mine, theirs, strict=True)]
                 row[f"{name}_outputs_equal_ours"] = all(same)
                 row[f"{name}_rows_equal_ours"] = f"{sum(same)}/{len(same)}"
         result["greedy" if beams == 1 else f"beam{beams}"] = row
     return result
 
 
-def _ctranslate2_translators(model, corpus: Corpus, settings: Settings) -> dict[str, Any]:
-    """CTranslate2 exports of `model` (float32/int8 on CPU, bf16/int8_bf16 on CUDA), or none if unavailable."""
+def ct2_contestants(model, corpus: Corpus, settings: Settings) -> dict[str, Any]:
+    """CTranslate2 exports of `model` (float32/int8 on CPU, bf16/int8_bf16 on CUDA; `bench.serving.ct2_translators`),
+    or none if unavailable."""
     try:
         import ctranslate2
     except ImportError:
         return {}
-    from vanilla_transformer.export.ctranslate2 import export_ctranslate2
-
     device = settings.torch_device
     if device.type == "cuda" and ctranslate2.get_cuda_device_count() == 0:
         return {}
     kinds = {"ct2_fp32": "float32", "ct2_int8": "int8"}
     if device.type == "cuda" and settings.dtype != "fp32":
         kinds = {"ct2_bf16": "bfloat16", "ct2_int8": "int8_bfloat16"}
-    directory = Path(tempfile.mkdtemp(prefix="vanilla-ct2-"))
-    translators = {}
-    for name, quantization in kinds.items():
-        path = export_ctranslate2(model, directory / name, quantization=quantization, vocabulary=corpus.tokens)
-        try:
-            translators[name] = load_translator(
-                path, device=device.type, compute_type=quantization, threads=settings.threads or 0
-            )
-        except (RuntimeError, ValueError) as error:  # a CUDA build this machine's driver or libraries cannot run
-            print(f"CTranslate2 {name} left out: {error}", file=sys.stderr)
-    return translators
-
-
-def _counted(search: Callable[[dict], list[list[int]]]) -> Callable[[dict], tuple[list[list[int]], int]]:
-    """A contestant that also answers how many tokens it generated."""
-
-    def run(source: dict) -> tuple[list[list[int]], int]:
-        hypotheses = search(source)
-        return hypotheses, sum(len(h) for h in hypotheses)
-
-    return run
+    folder = Path(tempfile.mkdtemp(prefix="vanilla-ct2-"))
+    return ct2_translators(model, folder, kinds, device.type, settings.threads or 0, vocabulary=corpus.tokens)[0]
 
 
 def bench_memory(config: VanillaTransformerConfig, corpus: Corpus, settings: Settings) -> dict[str, Any]:
@@ -488,25 +448,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 # --------------------------------------------------------------------------------------------------------------------
 
 
+def decoding_rows(reports: list[dict], cells) -> list[list[str]]:
+    """A row per report and search (greedy, beam 4): the model size, then ``cells(report, figures, search)``."""
+    searches = (("greedy", "greedy"), ("beam4", "beam 4"))
+    return [[report["settings"]["size"], *cells(report, report["generate"][key], search)]
+            for report in reports for key, search in searches]  # fmt: skip
+
+
 def decoding_cpu_table(results: Path) -> str:
     """generate() against MarianMT and CTranslate2 on the CPU (scripts/benchmark.py --sections generate)."""
-    rows = []
-    for report in read_json(results, "decoding_benchmark.json"):
-        for key, search in (("greedy", "greedy"), ("beam4", "beam 4")):
-            row = report["generate"][key]
-            rows.append(
-                [
-                    report["settings"]["size"],
-                    str(report["threads"]),
-                    search,
-                    f"**{row['speedup']:.2f}x**",
-                    f"{row['ct2_fp32_vs_ours']:.2f}x",
-                    f"{row['ct2_int8_vs_ours']:.2f}x",
-                    yes(row["outputs_equal_marian"]),
-                    yes(row["ct2_fp32_outputs_equal_ours"]),
-                    environment_load(report),
-                ]
-            )
+    rows = decoding_rows(read_json(results, "decoding_benchmark.json"), lambda report, row, search: [
+        str(report["threads"]), search, f"**{row['speedup']:.2f}x**", f"{row['ct2_fp32_vs_ours']:.2f}x",
+        f"{row['ct2_int8_vs_ours']:.2f}x", yes(row["outputs_equal_marian"]), yes(row["ct2_fp32_outputs_equal_ours"]),
+        environment_load(report),
+    ])  # fmt: skip
     header = ["size", "threads", "search", "ours / MarianMT", "CTranslate2 fp32 / ours",
               "CTranslate2 int8 / ours", "same tokens as MarianMT", "as CT2 fp32", "load"]  # fmt: skip
     return table(header, ["l", "r", "l", "r", "r", "r", "l", "l", "l"], rows)
@@ -519,22 +474,11 @@ def decoding_cpu_versions(results: Path) -> str:
 
 def decoding_gpu_table(results: Path) -> str:
     """generate() against MarianMT on a GPU, batches of 16 and 128."""
-    rows = []
-    for name in ("decoding_benchmark_cuda_bf16.json", "decoding_benchmark_cuda_bf16_batch128.json"):
-        for report in read_json(results, name):
-            for key, search in (("greedy", "greedy"), ("beam4", "beam 4")):
-                row = report["generate"][key]
-                rows.append(
-                    [
-                        report["settings"]["size"],
-                        str(row["batch_size"]),
-                        search,
-                        f"**{row['speedup']:.2f}x**",
-                        f"{row['ours_tokens_per_s']:,.0f}",
-                        f"{row['marian_tokens_per_s']:,.0f}",
-                        yes(row["outputs_equal_marian"]),
-                    ]
-                )
+    names = ("decoding_benchmark_cuda_bf16.json", "decoding_benchmark_cuda_bf16_batch128.json")
+    rows = decoding_rows([report for name in names for report in read_json(results, name)], lambda _, row, search: [
+        str(row["batch_size"]), search, f"**{row['speedup']:.2f}x**", f"{row['ours_tokens_per_s']:,.0f}",
+        f"{row['marian_tokens_per_s']:,.0f}", yes(row["outputs_equal_marian"]),
+    ])  # fmt: skip
     header = ["size", "batch", "search", "ours / MarianMT", "ours, tokens/s", "MarianMT, tokens/s",
               "same tokens as MarianMT"]  # fmt: skip
     return table(header, ["l", "r", "l", "r", "r", "r", "l"], rows)

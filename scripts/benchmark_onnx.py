@@ -52,14 +52,14 @@ from bench.serving import (
     LENGTH_PENALTY,
     MAX_LENGTH_OFFSET,
     ct2_search,
+    ct2_translators,
     load_onnx,
-    load_translator,
     translate,
+    translate_ctranslate2,
     translate_ids,
 )
 
 from vanilla_transformer.data import CorpusSpec, load_corpus, shared_data_dir
-from vanilla_transformer.export.ctranslate2 import export_ctranslate2
 from vanilla_transformer.export.onnx import export_onnx
 from vanilla_transformer.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.tokenization import train_tokenizer
@@ -102,25 +102,20 @@ def sentences(args: argparse.Namespace) -> tuple[list[str], str]:
 
 
 def engines(model, tokenizer, folder: Path, threads: int) -> tuple[dict[str, Any], dict[str, float]]:
-    """Every contestant's model (ours, its ONNX export in fp32 and int8, its CTranslate2 exports in fp32 and int8),
-    and the seconds each export and load took."""
-    seconds: dict[str, float] = {}
+    """Every contestant's model (ours, its ONNX export in fp32 and int8, its CTranslate2 exports in fp32 and int8,
+    `ct2_translators`), and the seconds each export and load took."""
     started = time.perf_counter()
     export_onnx(model, folder / "onnx", tokenizer=tokenizer, quantize=True)
-    seconds["export_onnx"] = time.perf_counter() - started
+    seconds = {"export_onnx": time.perf_counter() - started}
     loaded: dict[str, Any] = {"torch": model}
     for name, quantized in (("ort_fp32", False), ("ort_int8", True)):
         started = time.perf_counter()
         loaded[name] = load_onnx(folder / "onnx", quantized=quantized, threads=threads)
         seconds[f"load_{name}"] = time.perf_counter() - started
-    for name, quantization in (("ct2_fp32", "float32"), ("ct2_int8", "int8")):
-        started = time.perf_counter()
-        path = export_ctranslate2(model, folder / name, tokenizer=tokenizer, quantization=quantization)
-        seconds[f"export_{name}"] = time.perf_counter() - started
-        started = time.perf_counter()
-        loaded[name] = load_translator(path, compute_type=quantization, threads=threads)
-        seconds[f"load_{name}"] = time.perf_counter() - started
-    return loaded, {name: round(value, 2) for name, value in seconds.items()}
+    quantizations = {"ct2_fp32": "float32", "ct2_int8": "int8"}
+    translators, ct2_seconds = ct2_translators(model, folder, quantizations, threads=threads, tokenizer=tokenizer)
+    seconds |= ct2_seconds
+    return loaded | translators, {name: round(value, 2) for name, value in seconds.items()}
 
 
 def decoders(loaded: dict[str, Any], tokenizer, beams: int) -> dict[str, Callable[[dict], list[list[int]]]]:
@@ -194,8 +189,10 @@ def bench_quality(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="benchmark-onnx-quality-") as folder:
         loaded, _ = engines(model, tokenizer, Path(folder), args.threads)
         hypotheses = {name: translate(loaded[name], tokenizer, sources, **search) for name in CONTESTANTS[:3]}
+        longest = max((len(ids) for ids in tokenizer(sources)["input_ids"]), default=0)
+        ct2 = {"beam_size": 4, "length_penalty": LENGTH_PENALTY, "max_decoding_length": longest + MAX_LENGTH_OFFSET}
         for name in CONTESTANTS[3:]:
-            hypotheses[name] = _translate_ct2(loaded[name], tokenizer, sources)
+            hypotheses[name] = translate_ctranslate2(loaded[name], tokenizer, sources, **ct2)
     result: dict[str, Any] = {
         "model": str(args.quality_model),
         "source": str(args.quality_source),
@@ -211,20 +208,6 @@ def bench_quality(args: argparse.Namespace) -> dict[str, Any]:
             result[f"{engine}_int8"]["bleu"] - result[f"{engine}_fp32"]["bleu"], 2
         )
     return result
-
-
-def _translate_ct2(translator, tokenizer, sources: list[str]) -> list[str]:
-    from bench.serving import translate_ctranslate2
-
-    longest = max((len(ids) for ids in tokenizer(sources)["input_ids"]), default=0)
-    return translate_ctranslate2(
-        translator,
-        tokenizer,
-        sources,
-        beam_size=4,
-        length_penalty=LENGTH_PENALTY,
-        max_decoding_length=longest + MAX_LENGTH_OFFSET,
-    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -256,22 +239,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-# Figures: name -> function of the results folder that returns the Markdown between a page's markers
-# --------------------------------------------------------------------------------------------------------------------
-
-
+# Figures (`bench.figures`)
 ONNX_SERVING = "onnx_serving.json"
-
-
 ONNX_COMMAND = (
     "CT2_USE_MKL=1 python scripts/benchmark_onnx.py --threads 4 --output docs/results/onnx_serving.json "
     "--quality-model MODEL --quality-source SOURCE --quality-reference REFERENCE"
 )
-
-
 ENGINES = [("torch", "PyTorch"), ("ort_fp32", "onnxruntime fp32"), ("ort_int8", "onnxruntime int8")]
-
-
 ENGINES += [("ct2_fp32", "CTranslate2 fp32"), ("ct2_int8", "CTranslate2 int8")]
 
 

@@ -1,40 +1,26 @@
 """Our training step against MarianMT with `Seq2SeqTrainer`, each at its best settings, in one interleaved run.
 
 What a user would pick instead of ``vanilla-transformer train``: the same architecture as a `MarianMTModel`
-(`bench.marian_twin`: the same initial weights) trained by transformers' `Seq2SeqTrainer` at its best
-settings (``bf16``, ``torch_compile``, ``train_sampling_strategy="group_by_length"``, fused AdamW), against our
-`Trainer` (built as ``train`` builds it: each contestant is a set of ``train`` options) at its best settings, each also
-in fp32 eager as the baseline. The model is
-``--model-size`` (a ``PRESETS`` name, default ``multi30k``: N=3, d_model=256, 6.0M parameters with the 8k vocabulary),
-the data Multi30k en->de train (``--data-dir``), at about ``--max-tokens`` (4,096: the multi30k preset's) padded
-tokens per step on both sides: ours by `TokenBatchSampler`, the Trainer's by a batch size B chosen from the data so
-that its length-grouped batches hold as many padded tokens on average.
+(`bench.marian_twin`: the same initial weights) trained by transformers' `Seq2SeqTrainer` at its best settings
+(``bf16``, ``torch_compile``, ``train_sampling_strategy="group_by_length"``, fused AdamW), against our `Trainer` (built
+as ``train`` builds it: each contestant is a set of ``train`` options) at its best settings, each also in fp32 eager
+as the baseline. The model is ``--model-size`` (a ``PRESETS`` name, default ``multi30k``: N=3, d_model=256), the data
+Multi30k en->de train (``--data-dir``), at about ``--max-tokens`` (4,096: the multi30k preset's) padded tokens per
+step on both sides: ours by `TokenBatchSampler`, the Trainer's by a batch size B chosen from the data so that its
+length-grouped batches hold as many padded tokens on average (`trainer_batch_size`).
 
-Method:
+Method: the coordinator builds the tokenizer and the token ids once (`build_data`), so that all train on the same
+ids. Each contestant runs in a worker process of its own (`bench.processes`: Accelerate keeps one process-wide
+state), driven by the kit's interleaved timer (`bench.interleave`): ``--warmup-steps`` steps each (compilation
+included, reported apart), then ``--rounds`` rounds of ``--steps-per-round`` steps per contestant, in an order that
+reverses every round. The Trainer runs its own loop (``trainer.train()``, its data loading included), paused by a
+callback every command's steps. Throughput: non-padding tokens (source + target) over seconds, summed over rounds;
+the per-round median, min and max show the noise. "Best" for each side is its fastest contestant. bf16 contestants
+are left out by default where the CPU emulates bf16 (`preflight.slow_bf16`); naming them in ``--contestants`` runs
+them anyway. Ratios are what to read: absolute figures describe this machine at that moment only.
 
-* The coordinator builds the tokenizer and the tokenized pairs once and hands them to the contestants (through a
-  temporary folder: a JSON file for the Trainer, the token cache that ``train`` reads for ours), so that all train on
-  the same token ids.
-* Each contestant runs in its own long-lived worker process (``--worker SPEC``; Accelerate keeps one process-wide
-  state, whose mixed precision and compilation settings are the first Accelerator's), talking JSON lines over its
-  stdin and stdout. Only one worker runs at a time; the others wait blocked on their pipe.
-* The kit's interleaved timer (`bench.interleave`) drives them: warm-up first (``--warmup-steps`` steps, compilation
-  included), one worker after the other: its seconds are reported apart. Then ``--rounds`` rounds of
-  ``--steps-per-round`` steps per contestant, in an order that reverses every round (A B C D, D C B A, ...), so that
-  a drift of the machine's load hits all alike. The timer times each command's steps: a worker answers once they
-  are done (the device synchronised).
-* The Trainer runs its own loop (``trainer.train()``, its data loading included): a callback reports the time of
-  every K steps at ``on_step_end`` and then blocks on its stdin until the next round.
-* Throughput: non-padding tokens (source + target) over seconds, summed over rounds; the per-round median, min
-  and max show the noise. "Best" for each side is its fastest contestant. bf16 contestants are left out by default
-  where the CPU has no native bf16 instructions (`preflight.slow_bf16`: torch emulates them, tens of times slower);
-  naming them in ``--contestants`` runs them anyway. Ratios are what to read: absolute figures describe this
-  machine at that moment only.
-
-Contestants (``--contestants``, a comma or space separated list): ``ours:precision=no|bf16,compile=no|inductor,
-adam=default|foreach|fused,attn=sdpa|eager`` and ``trainer:precision=no|bf16,compile=no|inductor,
-optim=adamw_torch_fused|adamw_torch,attn=sdpa|eager``; keys left out take the first value. Prints a table and one
-line::
+Contestants (``--contestants``, a comma or space separated list): ``KIND:key=value,...``, the kinds and keys of
+`SPEC_KEYS` (keys left out take the first value). Prints a table and one line::
 
     TRAINING ours_best=... trainer_best=... ratio=...
 
@@ -64,6 +50,8 @@ from bench import Record, interleave, marian_twin, matmul_rate, synthetic_pairs,
 from bench.figures import load, minutes, read_json, table
 from bench.processes import Channel, Worker, build_trainer, prepare_data
 
+from vanilla_transformer.data import IGNORE_INDEX
+
 SPEC_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
     "ours": {
         "precision": ("no", "bf16"),
@@ -92,12 +80,12 @@ DEFAULT_CONTESTANTS = (
 )
 """Each side's fp32 eager baseline and its candidates for best (bf16 ones skipped where bf16 is emulated)."""
 
-IGNORE_INDEX = -100
+SETTINGS = ("model_size", "vocab_size", "max_tokens", "rounds", "steps_per_round", "warmup_steps", "threads")
+SETTINGS += ("max_pairs", "data_dir", "seed", "device", "grad_accum", "preset")
+"""The options the results file records."""
 
 
-# --------------------------------------------------------------------------------------------------------------------
 # Contestants
-# --------------------------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -151,16 +139,7 @@ def parse_contestants(text: str) -> list[Spec]:
     return parsed
 
 
-def bf16_skip_reason(spec: Spec, device_type: str) -> str | None:
-    """Why a bf16 contestant is left out by default on this machine (`preflight.slow_bf16`); None to run it."""
-    from vanilla_transformer.training.preflight import cpu_flags, slow_bf16
-
-    return slow_bf16(device_type, spec["precision"], cpu_flags())
-
-
-# --------------------------------------------------------------------------------------------------------------------
 # Data, built once by the coordinator
-# --------------------------------------------------------------------------------------------------------------------
 
 
 SYNTHETIC_LENGTHS = ((3.200, 0.511), (3.117, 0.525))
@@ -223,9 +202,7 @@ def trainer_batch_size(lengths: list[tuple[int, int]], max_tokens: int, seed: in
     return {"batch_size": chosen, "ours_padded_per_step": ours_mean, "trainer_padded_per_step": trainer_mean(chosen)}
 
 
-# --------------------------------------------------------------------------------------------------------------------
 # Workers: one contestant each, driven over stdin/stdout
-# --------------------------------------------------------------------------------------------------------------------
 
 
 class Tally:
@@ -416,9 +393,7 @@ def worker_main(args: argparse.Namespace) -> int:
     return 0
 
 
-# --------------------------------------------------------------------------------------------------------------------
 # The coordinator
-# --------------------------------------------------------------------------------------------------------------------
 
 
 def start_worker(index: int, spec: Spec, args: argparse.Namespace, data: Path, batch_size: int) -> Worker:
@@ -538,12 +513,15 @@ def cpu_summary() -> dict[str, Any]:
 
 
 def select_contestants(args: argparse.Namespace) -> tuple[list[Spec], dict[str, str]]:
-    """The contestants to run, and those left out with the reason: bf16 on a CPU that emulates it, unless named."""
+    """The contestants to run, and those left out with the reason: bf16 on a CPU that emulates it
+    (`preflight.slow_bf16`), unless named."""
+    from vanilla_transformer.training.preflight import cpu_flags, slow_bf16
+
     specs = parse_contestants(args.contestants or " ".join(DEFAULT_CONTESTANTS))
     if args.contestants:
         return specs, {}
-    device_type = args.device if args.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu"
-    skipped = {spec.name: reason for spec in specs if (reason := bf16_skip_reason(spec, device_type))}
+    device = args.device if args.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu"
+    skipped = {spec.name: reason for spec in specs if (reason := slow_bf16(device, spec["precision"], cpu_flags()))}
     return [spec for spec in specs if spec.name not in skipped], skipped
 
 
@@ -576,12 +554,7 @@ def coordinator_main(args: argparse.Namespace) -> int:
         "contestants": summaries,
         "skipped": skipped,
         "order": order,
-        "settings": {
-            key: getattr(args, key)
-            for key in ("model_size", "vocab_size", "max_tokens", "rounds", "steps_per_round", "warmup_steps")
-        }
-        | {"threads": args.threads, "max_pairs": args.max_pairs, "data_dir": args.data_dir, "seed": args.seed}
-        | {"device": args.device, "grad_accum": args.grad_accum, "preset": args.preset},
+        "settings": {key: getattr(args, key) for key in SETTINGS},
         "data": {**built, **batching},
         "cpu": cpu_summary(),
     }
@@ -597,18 +570,14 @@ def build_parser() -> argparse.ArgumentParser:
     from vanilla_transformer.configuration_vanilla_transformer import PRESETS
     from vanilla_transformer.data import shared_data_dir
 
-    default_data = shared_data_dir("multi30k")
+    data = shared_data_dir("multi30k")
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--contestants", help=f"comma/space separated (default: {shlex.join(DEFAULT_CONTESTANTS)})")
     parser.add_argument("--rounds", type=int, default=6, help="measured rounds (default: %(default)s)")
     parser.add_argument("--steps-per-round", type=int, default=5, help="steps per contestant and round (K)")
     parser.add_argument("--warmup-steps", type=int, default=10, help="steps before measuring, compilation included")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads of every worker (default: 2)")
-    parser.add_argument(
-        "--data-dir",
-        default=str(default_data) if default_data else None,
-        help="the Multi30k files (default: $VANILLA_TRANSFORMER_DATA/multi30k)",
-    )
+    parser.add_argument("--data-dir", default=data and str(data), help="Multi30k's files (default: %(default)s)")
     parser.add_argument("--max-pairs", type=int, default=None, help="use only the first N training pairs")
     parser.add_argument("--model-size", choices=sorted(PRESETS), help="a model preset (default: multi30k)")
     parser.add_argument("--vocab-size", type=int, help="BPE vocabulary (default: 8000)")
@@ -660,7 +629,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # Figures: name -> function of the results folder that returns the Markdown between a page's markers
-# --------------------------------------------------------------------------------------------------------------------
 
 
 def _contestant(spec: str) -> str:
