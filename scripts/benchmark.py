@@ -54,28 +54,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import bench
 import torch
-from bench import (
-    SIZES,
-    Corpus,
-    Record,
-    adam,
-    environment_of,
-    interleave,
-    load_corpus,
-    marian_twin,
-    matmul,
-    model_config,
-    padding_share,
-    peak_memory,
-    random_batches,
-    target_tokens,
-    to_device,
-    token_batches,
-    train_step,
-    training_flops,
-    write_json,
-)
 from bench.figures import environment_load, read_json, table, yes
 from bench.serving import ct2_search, ct2_translators
 
@@ -116,8 +96,8 @@ class Settings:
     seed: int = 0
 
     def __post_init__(self):
-        if self.size not in SIZES:
-            raise ValueError(f"size={self.size!r}; choose one of {sorted(SIZES)}")
+        if self.size not in bench.SIZES:
+            raise ValueError(f"size={self.size!r}; choose one of {sorted(bench.SIZES)}")
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype={self.dtype!r}; choose one of {sorted(DTYPES)}")
         for name in ("batch_size", "num_batches", "gen_batch_size", "max_new_tokens", "repeats", "scaling_batch_size"):
@@ -144,7 +124,7 @@ def build_pair(config: VanillaTransformerConfig, settings: Settings, seed: int |
     config = copy.deepcopy(config)
     config._attn_implementation = settings.attn_implementation
     ours = VanillaTransformerForConditionalGeneration(config).to(settings.torch_device)
-    return ours, marian_twin(ours)
+    return ours, bench.marian_twin(ours)
 
 
 def _autocast(settings: Settings) -> torch.dtype | None:
@@ -168,31 +148,31 @@ def _threads(count: int | None):
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def bench_training(config: VanillaTransformerConfig, corpus: Corpus, settings: Settings) -> dict[str, Any]:
+def bench_training(config: VanillaTransformerConfig, corpus: bench.Corpus, settings: Settings) -> dict[str, Any]:
     """Training-step throughput of both models on random and on token-bucketed batches; our MFU."""
     device = settings.torch_device
     ours, marian = build_pair(config, settings)
     steps = {}
     for name, model in (("ours", ours), ("marian", marian)):
-        steps[name] = train_step(model, adam(model), autocast=_autocast(settings))
-    run_matmul, matmul_flops = matmul(device, settings.torch_dtype)
+        steps[name] = bench.train_step(model, bench.adam(model), autocast=_autocast(settings))
+    run_matmul, matmul_flops = bench.matmul(device, settings.torch_dtype)
     result: dict[str, Any] = {}
-    random_set = random_batches(corpus, settings.batch_size, settings.num_batches, settings.seed)
+    random_set = bench.random_batches(corpus, settings.batch_size, settings.num_batches, settings.seed)
     mean_pair = statistics.mean(len(s) + len(t) for s, t in corpus.pairs)
     max_tokens = settings.max_tokens or int(settings.batch_size * mean_pair * 1.05)
-    bucketed_set = token_batches(corpus, max_tokens, settings.num_batches, settings.seed)
+    bucketed_set = bench.token_batches(corpus, max_tokens, settings.num_batches, settings.seed)
     for name, batches in (("random", random_set), ("bucketed", bucketed_set)):
-        batches = [to_device(b, device) for b in batches]
+        batches = [bench.to_device(b, device) for b in batches]
         # Warm-up: first-call allocations, the optimizer state.
-        timings = interleave({**steps, "matmul": run_matmul}, batches, repeats=settings.repeats, device=device)
+        timings = bench.interleave({**steps, "matmul": run_matmul}, batches, repeats=settings.repeats, device=device)
         times = {name: timings.medians(name) for name in timings.seconds}
-        tokens = sum(target_tokens(b) for b in batches)
-        flops = sum(training_flops(config, b) for b in batches)
+        tokens = sum(bench.target_tokens(b) for b in batches)
+        flops = sum(bench.training_flops(config, b) for b in batches)
         matmul_rate = matmul_flops / statistics.median(times["matmul"])
         result[name] = {
             "batches": len(batches),
             "pairs_per_batch": statistics.mean(b["input_ids"].shape[0] for b in batches),
-            "padding": padding_share(batches),
+            "padding": bench.padding_share(batches),
             "ours_tokens_per_s": tokens / sum(times["ours"]),
             "marian_tokens_per_s": tokens / sum(times["marian"]),
             "speedup": sum(times["marian"]) / sum(times["ours"]),
@@ -213,14 +193,14 @@ def hypotheses(sequences: torch.Tensor) -> list[list[int]]:
     return [row[: row.index(EOS_ID) + 1] if EOS_ID in row else [t for t in row if t != PAD_ID] for row in rows]
 
 
-def bench_generation(config: VanillaTransformerConfig, corpus: Corpus, settings: Settings) -> dict[str, Any]:
+def bench_generation(config: VanillaTransformerConfig, corpus: bench.Corpus, settings: Settings) -> dict[str, Any]:
     """generate() throughput of both models (and CTranslate2's, if installed), greedy and beam search. Every
     contestant answers the tokens of each translation (`hypotheses`), which are compared."""
     device = settings.torch_device
     ours, marian = build_pair(config, settings)
     for model in (ours, marian):
         model.eval().to(settings.torch_dtype)
-    batches = random_batches(corpus, settings.gen_batch_size, settings.num_batches, settings.seed + 1)
+    batches = bench.random_batches(corpus, settings.gen_batch_size, settings.num_batches, settings.seed + 1)
     sources = [{key: b[key].to(device) for key in ("input_ids", "attention_mask")} for b in batches]
     translators = ct2_contestants(ours, corpus, settings) if settings.ctranslate2 else {}
     result: dict[str, Any] = {"ctranslate2": sorted(translators) or None, "ct2_use_mkl": os.environ.get("CT2_USE_MKL")}
@@ -232,7 +212,7 @@ def bench_generation(config: VanillaTransformerConfig, corpus: Corpus, settings:
         }
         for name, translator in translators.items():
             contestants[name] = ct2_search(translator, corpus.tokens, beams, lambda _: settings.max_new_tokens)
-        timings = interleave(contestants, sources, repeats=settings.repeats, device=device)
+        timings = bench.interleave(contestants, sources, repeats=settings.repeats, device=device)
         # What the last repeat returned on every timed batch: its tokens, and their equality (not the warm-up's alone).
         outputs = {name: timings.returned[name][-len(sources) :] for name in contestants}
         equal = [a == b for a, b in zip(outputs["ours"], outputs["marian"], strict=True)]
@@ -255,7 +235,7 @@ def bench_generation(config: VanillaTransformerConfig, corpus: Corpus, settings:
     return result
 
 
-def ct2_contestants(model, corpus: Corpus, settings: Settings) -> dict[str, Any]:
+def ct2_contestants(model, corpus: bench.Corpus, settings: Settings) -> dict[str, Any]:
     """CTranslate2 exports of `model` (float32/int8 on CPU, bf16/int8_bf16 on CUDA; `bench.serving.ct2_translators`),
     or none if unavailable."""
     try:
@@ -272,23 +252,23 @@ def ct2_contestants(model, corpus: Corpus, settings: Settings) -> dict[str, Any]
     return ct2_translators(model, folder, kinds, device.type, settings.threads or 0, vocabulary=corpus.tokens)[0]
 
 
-def bench_memory(config: VanillaTransformerConfig, corpus: Corpus, settings: Settings) -> dict[str, Any]:
+def bench_memory(config: VanillaTransformerConfig, corpus: bench.Corpus, settings: Settings) -> dict[str, Any]:
     """Peak memory of a training step and of greedy and beam generate(), for both models."""
     device = settings.torch_device
     ours, marian = build_pair(config, settings)
-    batch = to_device(random_batches(corpus, settings.batch_size, 1, settings.seed)[0], device)
+    batch = bench.to_device(bench.random_batches(corpus, settings.batch_size, 1, settings.seed)[0], device)
     source = {key: batch[key][: settings.gen_batch_size] for key in ("input_ids", "attention_mask")}
-    result: dict[str, Any] = {"padding": padding_share([batch])}
+    result: dict[str, Any] = {"padding": bench.padding_share([batch])}
     for name, model in (("ours", ours), ("marian", marian)):
-        step = train_step(model, adam(model), autocast=_autocast(settings))
+        step = bench.train_step(model, bench.adam(model), autocast=_autocast(settings))
         step(batch)  # the optimizer state exists before measuring: the peak is the step's own
-        result[f"{name}_train_bytes"] = peak_memory(lambda: step(batch), device)
+        result[f"{name}_train_bytes"] = bench.peak_memory(lambda: step(batch), device)
         model.eval().to(settings.torch_dtype)
         for beams in settings.num_beams:
             kwargs = dict(max_new_tokens=settings.max_new_tokens, num_beams=beams, do_sample=False)
             with torch.inference_mode():
                 generate = lambda: model.generate(**source, **kwargs)  # noqa: E731
-                result[f"{name}_generate{beams}_bytes"] = peak_memory(generate, device)
+                result[f"{name}_generate{beams}_bytes"] = bench.peak_memory(generate, device)
     result["train_ratio"] = result["ours_train_bytes"] / result["marian_train_bytes"]
     return result
 
@@ -305,7 +285,7 @@ def bench_length_scaling(config: VanillaTransformerConfig, settings: Settings) -
     rows = []
     for length in settings.scaling_lengths:
         shape = (settings.scaling_batch_size, length)
-        batch = to_device(
+        batch = bench.to_device(
             {
                 "input_ids": torch.randint(EOS_ID + 1, config.vocab_size, shape, generator=generator),
                 "labels": torch.randint(EOS_ID + 1, config.vocab_size, shape, generator=generator),
@@ -325,11 +305,11 @@ def bench_length_scaling(config: VanillaTransformerConfig, settings: Settings) -
             return run
 
         contestants = {"sdpa": step("sdpa"), "eager": step("eager")}
-        timings = interleave(contestants, [None], repeats=max(1, settings.repeats - 1), device=device)
+        timings = bench.interleave(contestants, [None], repeats=max(1, settings.repeats - 1), device=device)
         row: dict[str, Any] = {"length": length, "batch_size": settings.scaling_batch_size}
         for name, run in contestants.items():
             row[f"{name}_tokens_per_s"] = settings.scaling_batch_size * length / timings.total(name)
-            row[f"{name}_bytes"] = peak_memory(run, device)
+            row[f"{name}_bytes"] = bench.peak_memory(run, device)
         rows.append(row)
     model.set_attn_implementation(settings.attn_implementation)
     return rows
@@ -344,10 +324,10 @@ def run(settings: Settings, sections: Sequence[str] = SECTIONS, log: Callable[[s
     unknown = set(sections) - set(SECTIONS)
     if unknown:
         raise ValueError(f"unknown sections {sorted(unknown)}; choose from {SECTIONS}")
-    record = Record()
+    record = bench.Record()
     with _threads(settings.threads if settings.device == "cpu" else None):
-        config = model_config(settings.size, settings.vocab_size)
-        corpus = load_corpus(settings.vocab_size, settings.data_dir, settings.max_pairs, settings.seed)
+        config = bench.model_config(settings.size, settings.vocab_size)
+        corpus = bench.load_corpus(settings.vocab_size, settings.data_dir, settings.max_pairs, settings.seed)
         report: dict[str, Any] = {
             "settings": dataclasses.asdict(settings),
             "device": _device_name(settings.torch_device),
@@ -399,7 +379,7 @@ OPTIONS = {  # Settings field -> help; every field is an option (``--vocab-size`
     "repeats": "timed runs per batch and contestant",
     "data_dir": "Multi30k directory; synthetic pairs when absent",
 }
-CHOICES = {"size": SIZES, "dtype": tuple(DTYPES), "attn_implementation": ("sdpa", "eager")}
+CHOICES = {"size": bench.SIZES, "dtype": tuple(DTYPES), "attn_implementation": ("sdpa", "eager")}
 TEXT = ("size", "device", "dtype", "attn_implementation", "data_dir")
 MANY = ("size", "threads", "num_beams", "scaling_lengths")
 
@@ -440,7 +420,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(report, indent=1, default=str), flush=True)
             reports.append(report)
     if args.json:
-        write_json(reports if len(reports) > 1 else reports[0], args.json)
+        bench.write_json(reports if len(reports) > 1 else reports[0], args.json)
     return 0
 
 
@@ -468,7 +448,7 @@ def decoding_cpu_table(results: Path) -> str:
 
 
 def decoding_cpu_versions(results: Path) -> str:
-    versions = environment_of(read_json(results, "decoding_benchmark.json")[0])["versions"]
+    versions = bench.environment_of(read_json(results, "decoding_benchmark.json")[0])["versions"]
     return f"transformers {versions['transformers']}, torch {versions['torch']}"
 
 
@@ -486,7 +466,8 @@ def decoding_gpu_table(results: Path) -> str:
 
 def gpu_device(results: Path) -> str:
     report = read_json(results, "decoding_benchmark_cuda_bf16.json")[0]
-    return f"{report['device']}, torch {environment_of(report)['versions']['torch']}, {report['settings']['dtype']}"
+    torch_version = bench.environment_of(report)["versions"]["torch"]
+    return f"{report['device']}, torch {torch_version}, {report['settings']['dtype']}"
 
 
 def gpu_training(results: Path) -> str:
@@ -503,7 +484,7 @@ def gpu_training(results: Path) -> str:
 def decoding_bf16_marian(results: Path) -> str:
     run = read_json(results, "decoding_benchmark_bf16.json")
     ratios = " / ".join(f"{run['generate'][key]['speedup']:.2f}x" for key in ("greedy", "beam4"))
-    return f"{ratios} MarianMT, greedy / beam 4 (load {environment_of(run)['load_average_start'][0]:.1f})"
+    return f"{ratios} MarianMT, greedy / beam 4 (load {bench.environment_of(run)['load_average_start'][0]:.1f})"
 
 
 FIGURES = {

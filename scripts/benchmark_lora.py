@@ -43,40 +43,37 @@ from vanilla_transformer.metrics import exact_match
 from vanilla_transformer.model_dir import load_model_dir
 from vanilla_transformer.training.lora import add_lora
 
+NUMBERS = {  # option: (default, help), each a number of at least 1 (--warmup: 0)
+    "threads": (2, "torch CPU threads"),
+    "steps": (60, "timed training steps of each"),
+    "warmup": (5, "untimed first steps"),
+    "batch-size": (64, "sentence pairs per step"),
+    "lora-r": (8, "LoRA rank"),
+    "lora-alpha": (16, "LoRA alpha"),
+    "learning-rate": (1e-4, "Adam's rate, full fine-tuning"),
+    "lora-learning-rate": (1e-3, "Adam's rate, the adapter"),
+    "score-sentences": (300, "held-out pairs scored after training"),
+    "generate-batches": (8, "batches to translate"),
+    "generate-batch-size": (32, "sentences each"),
+    "num-beams": (4, "beam size of the beam run"),
+}
+
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="runs/numbers/model", help="model directory (default: %(default)s)")
     parser.add_argument("--json", type=Path, required=True, help="write the results to this JSON file")
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: %(default)s)")
-    parser.add_argument("--steps", type=int, default=60, help="timed training steps of each (default: %(default)s)")
-    parser.add_argument("--warmup", type=int, default=5, help="untimed first steps (default: %(default)s)")
-    parser.add_argument("--batch-size", type=int, default=64, help="sentence pairs per step (default: %(default)s)")
-    parser.add_argument("--lora-r", type=int, default=8, help="LoRA rank (default: %(default)s)")
-    parser.add_argument("--lora-alpha", type=int, default=16, help="LoRA alpha (default: %(default)s)")
     parser.add_argument(
-        "--lora-target-modules", default="q_proj,v_proj", help="comma-separated layers (default: %(default)s)"
+        "--lora-target-modules", default="q_proj,v_proj", help="comma-separated (default: %(default)s)"
     )
-    parser.add_argument(
-        "--learning-rate", type=float, default=1e-4, help="Adam's rate, full fine-tuning (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--lora-learning-rate", type=float, default=1e-3, help="Adam's rate, the adapter (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--score-sentences", type=int, default=300, help="held-out pairs scored after training (default: %(default)s)"
-    )
-    parser.add_argument("--generate-batches", type=int, default=8, help="batches to translate (default: %(default)s)")
-    parser.add_argument("--generate-batch-size", type=int, default=32, help="sentences each (default: %(default)s)")
-    parser.add_argument("--num-beams", type=int, default=4, help="beam size of the beam run (default: %(default)s)")
     parser.add_argument("--device", default="cpu", help="default: %(default)s")
+    for name, (default, text) in NUMBERS.items():
+        parser.add_argument(f"--{name}", type=type(default), default=default, help=f"{text} (default: %(default)s)")
     args = parser.parse_args(argv)
-    positive = ("threads", "steps", "batch_size", "lora_r", "generate_batches", "generate_batch_size", "num_beams")
-    for name in (*positive, "score_sentences"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
-    if args.warmup < 0:
-        parser.error(f"--warmup must be non-negative, got {args.warmup}")
+    for name in NUMBERS:
+        value, least = getattr(args, name.replace("-", "_")), 0 if name == "warmup" else 1
+        if isinstance(value, int) and value < least:
+            parser.error(f"--{name} must be at least {least}, got {value}")
     return args
 
 
@@ -104,13 +101,6 @@ def trainable_parameters(model: torch.nn.Module) -> dict[str, int]:
     return {"trainable": trainable, "total": sum(p.numel() for p in model.parameters())}
 
 
-def make_step(model: torch.nn.Module, learning_rate: float) -> Callable[[dict], float]:
-    """One training step of `model` on a batch (`bench.train_step`: loss, backward, the package's Adam, which
-    leaves the frozen parameters alone); returns the loss."""
-    step = train_step(model, adam(model, learning_rate, kernels="auto"))
-    return lambda batch: step(batch).item()
-
-
 def summarize(seconds: Sequence[float]) -> dict[str, float]:
     return {
         "median_s": statistics.median(seconds),
@@ -132,10 +122,13 @@ def benchmark_training(args: argparse.Namespace, base, tokenizer) -> tuple[dict[
     batches = training_batches(tokenizer, full, pairs, args.batch_size, args.device)
     losses: dict[str, list[float]] = {"full": [], "lora": []}
     rates = {"full": args.learning_rate, "lora": args.lora_learning_rate}
-    steps = {name: make_step(model, rates[name]) for name, model in (("full", full), ("lora", lora))}
+    # `bench.train_step`: loss, backward, the package's Adam, which leaves the frozen parameters alone.
+    steps = {
+        name: train_step(model, adam(model, rates[name], "auto")) for name, model in (("full", full), ("lora", lora))
+    }
     # Each contestant steps through the batches in turn: the warm-up steps train on the first --warmup of them.
     feeds = {name: iter(batches) for name in steps}
-    contestants = {name: (lambda _, n=name: losses[n].append(steps[n](next(feeds[n])))) for name in steps}
+    contestants = {name: (lambda _, n=name: losses[n].append(steps[n](next(feeds[n])).item())) for name in steps}
     timings = interleave(contestants, range(len(batches) - args.warmup), warmup=args.warmup)
     figures = {name: summarize(timings.samples(name)) for name in steps}
     result = {

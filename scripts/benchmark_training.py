@@ -46,27 +46,23 @@ from typing import Any
 
 import numpy as np
 import torch
-from bench import Record, interleave, marian_twin, matmul_rate, synthetic_pairs, training_flops
+from bench import Record, interleave, marian_twin, matmul_rate, synchronize, synthetic_pairs, training_flops
 from bench.figures import load, minutes, read_json, table
 from bench.processes import Channel, Worker, build_trainer, prepare_data
 
 from vanilla_transformer.data import IGNORE_INDEX
 
-SPEC_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
-    "ours": {
-        "precision": ("no", "bf16"),
-        "compile": ("no", "inductor"),
-        "adam": ("default", "foreach", "fused"),
-        "attn": ("sdpa", "eager"),
-    },
-    "trainer": {
-        "precision": ("no", "bf16"),
-        "compile": ("no", "inductor"),
-        "optim": ("adamw_torch_fused", "adamw_torch"),
-        "attn": ("sdpa", "eager"),
-    },
+PRECISION = {
+    "precision": {"no": "fp32", "bf16": "bf16"},
+    "compile": {"no": "eager", "inductor": "compiled (inductor)"},
 }
-"""The settings of each kind of contestant, and their values; the first is the default."""
+ATTENTION = {"attn": {"sdpa": "SDPA", "eager": "eager attention"}}
+SPEC_KEYS: dict[str, dict[str, dict[str, str]]] = {
+    "ours": {**PRECISION, "adam": {"default": "Adam", "foreach": "foreach Adam", "fused": "fused Adam"}, **ATTENTION},
+    "trainer": {**PRECISION, "optim": {"adamw_torch_fused": "fused AdamW", "adamw_torch": "AdamW"}, **ATTENTION},
+}
+"""The settings of each kind of contestant, and their values (the first is the default) with their words in the
+published table."""
 
 DEFAULT_CONTESTANTS = (
     "ours:precision=no,compile=no,adam=default",
@@ -107,7 +103,7 @@ class Spec:
                 choices = "; ".join(f"{name}={'|'.join(values)}" for name, values in keys.items())
                 raise ValueError(f"contestant {text!r}: bad setting {item!r}; {kind} takes {choices}")
             given[key] = value
-        return cls(kind, tuple((key, given.get(key, values[0])) for key, values in keys.items()))
+        return cls(kind, tuple((key, given.get(key, next(iter(values)))) for key, values in keys.items()))
 
     def __getitem__(self, key: str) -> str:
         return dict(self.settings)[key]
@@ -119,7 +115,7 @@ class Spec:
     @property
     def is_baseline(self) -> bool:
         """fp32, eager, and the other settings at their defaults: the side's reference."""
-        return all(value == SPEC_KEYS[self.kind][key][0] for key, value in self.settings)
+        return all(value == next(iter(SPEC_KEYS[self.kind][key])) for key, value in self.settings)
 
 
 def parse_contestants(text: str) -> list[Spec]:
@@ -147,33 +143,29 @@ SYNTHETIC_LENGTHS = ((3.200, 0.511), (3.117, 0.525))
 words times 1.35, a 37k BPE's typical tokens per word, plus ``</s>``): means of 28 and 26 tokens."""
 
 
-def synthetic_data(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
-    """``--synthetic-pairs`` pairs of random token ids with WMT14's lengths (`SYNTHETIC_LENGTHS`), for a machine
-    without the corpus (a GPU machine): a step's speed depends on the lengths, not on the words. The tokenizer
-    saved beside them serves for padding only."""
+def build_data(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    """The tokenizer and token cache of Multi30k's training pairs as `train` builds them (`bench.prepare_data`: a
+    BPE of ``--vocab-size``), and the same ids for the Trainer (``folder/examples.json``). With ``--synthetic-pairs``,
+    that many pairs of random ids with WMT14's lengths (`SYNTHETIC_LENGTHS`) instead, for a machine without the
+    corpus (a GPU machine): a step's speed depends on the lengths, not on the words; the tokenizer then serves for
+    padding only."""
     from vanilla_transformer.data.cache import save_token_cache
     from vanilla_transformer.tokenization import train_tokenizer
 
-    pairs = synthetic_pairs(args.synthetic_pairs, args.vocab_size, SYNTHETIC_LENGTHS, longest=256, seed=args.seed)
-    examples = [{"input_ids": source, "labels": target} for source, target in pairs]
-    tokenizer = train_tokenizer(["a few words for the special tokens"], 300)
-    tokenizer.save_pretrained(folder / "tokenizer")
-    save_token_cache(examples, args.vocab_size, folder / "tokens")
-    (folder / "examples.json").write_text(json.dumps(examples), encoding="utf-8")
-    return {"pairs": len(examples), "tokenizer_size": len(tokenizer), "max_length": 256, "synthetic": True}
-
-
-def build_data(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
-    """The tokenizer and token cache of Multi30k's training pairs as `train` builds them (`bench.prepare_data`: a
-    BPE of ``--vocab-size``), and the same ids for the Trainer (``folder/examples.json``); or `synthetic_data` with
-    ``--synthetic-pairs``."""
     if args.synthetic_pairs:
-        return synthetic_data(args, folder)
-    options = ["--preset", "multi30k", "--vocab-size", str(args.vocab_size)]
-    options += ["--data-dir", args.data_dir] if args.data_dir else []  # else $VANILLA_TRANSFORMER_DATA
-    config, _, tokenizer, examples = prepare_data(options, folder, args.max_pairs)
+        pairs = synthetic_pairs(args.synthetic_pairs, args.vocab_size, SYNTHETIC_LENGTHS, longest=256, seed=args.seed)
+        examples = [{"input_ids": source, "labels": target} for source, target in pairs]
+        tokenizer = train_tokenizer(["a few words for the special tokens"], 300)
+        tokenizer.save_pretrained(folder / "tokenizer")
+        save_token_cache(examples, args.vocab_size, folder / "tokens")
+        built = {"max_length": 256, "synthetic": True}
+    else:
+        options = ["--preset", "multi30k", "--vocab-size", str(args.vocab_size)]
+        options += ["--data-dir", args.data_dir] if args.data_dir else []  # else $VANILLA_TRANSFORMER_DATA
+        config, _, tokenizer, examples = prepare_data(options, folder, args.max_pairs)
+        built = {"max_length": config.data.max_length}
     (folder / "examples.json").write_text(json.dumps(examples), encoding="utf-8")
-    return {"pairs": len(examples), "tokenizer_size": len(tokenizer), "max_length": config.data.max_length}
+    return {"pairs": len(examples), "tokenizer_size": len(tokenizer), **built}
 
 
 def trainer_batch_size(lengths: list[tuple[int, int]], max_tokens: int, seed: int) -> dict[str, Any]:
@@ -233,9 +225,8 @@ class Tally:
         """The figures since `reset`, the device synchronised first: the answer comes once the work is done."""
         from vanilla_transformer.training.step import compile_count
 
-        tokens = float(self.tokens.item())  # syncs the device
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        tokens = float(self.tokens.item())
+        synchronize(self.device)
         after = compile_count()
         compiled = after - self.compiled_before if after is not None and self.compiled_before is not None else None
         return {
@@ -631,17 +622,11 @@ def main(argv: list[str] | None = None) -> int:
 # Figures: name -> function of the results folder that returns the Markdown between a page's markers
 
 
-def _contestant(spec: str) -> str:
-    """``ours:precision=no,compile=inductor,adam=fused,attn=sdpa`` as "ours: fp32, inductor, fused Adam, SDPA"."""
-    kind, _, settings = spec.partition(":")
-    values = dict(item.split("=") for item in settings.split(","))
-    words = ["fp32" if values["precision"] == "no" else values["precision"]]
-    words.append("compiled (inductor)" if values["compile"] == "inductor" else "eager")
-    if "adam" in values:
-        words.append({"default": "Adam", "foreach": "foreach Adam", "fused": "fused Adam"}[values["adam"]])
-    else:
-        words.append({"adamw_torch_fused": "fused AdamW", "adamw_torch": "AdamW"}[values["optim"]])
-    words.append({"sdpa": "SDPA", "eager": "eager attention"}[values["attn"]])
+def contestant_label(name: str) -> str:
+    """``ours:precision=no,compile=inductor,adam=fused,attn=sdpa`` as "ours: fp32, compiled (inductor), fused Adam,
+    SDPA", in the words of `SPEC_KEYS`."""
+    kind, _, settings = name.partition(":")
+    words = [SPEC_KEYS[kind][key][value] for key, value in (item.split("=") for item in settings.split(","))]
     return f"{'ours' if kind == 'ours' else 'MarianMT + Seq2SeqTrainer'}: {', '.join(words)}"
 
 
@@ -661,7 +646,7 @@ def contestants_table(run: dict) -> str:
         spread = figures["round_tokens_per_second"]
         best = " (best)" if spec in (run["ours_best"], run["trainer_best"]) else ""
         rows.append([
-            _contestant(spec) + best,
+            contestant_label(spec) + best,
             f"{figures['tokens_per_second']:,.0f}",
             f"{spread['median']:,.0f} [{spread['min']:,.0f}–{spread['max']:,.0f}]",
             ratio(figures["vs_baseline"]),
