@@ -57,12 +57,12 @@ from typing import Any
 import bench
 import torch
 from bench.figures import environment_load, read_json, table, yes
-from bench.serving import ct2_search, ct2_translators
+from bench.serving import ct2_search, ct2_translators, hypotheses
 
 from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
 from vanilla_transformer.data import shared_data_dir
 from vanilla_transformer.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
-from vanilla_transformer.tokenization import EOS_ID, PAD_ID
+from vanilla_transformer.tokenization import EOS_ID
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 """fp32; or bf16: mixed-precision training (float32 weights and Adam, bf16 matmuls) and bf16 generate()."""
@@ -113,9 +113,7 @@ class Settings:
         return DTYPES[self.dtype]
 
 
-# --------------------------------------------------------------------------------------------------------------------
 # The two models
-# --------------------------------------------------------------------------------------------------------------------
 
 
 def build_pair(config: VanillaTransformerConfig, settings: Settings, seed: int | None = None):
@@ -143,9 +141,7 @@ def _threads(count: int | None):
         torch.set_num_threads(previous)
 
 
-# --------------------------------------------------------------------------------------------------------------------
 # Sections
-# --------------------------------------------------------------------------------------------------------------------
 
 
 def bench_training(config: VanillaTransformerConfig, corpus: bench.Corpus, settings: Settings) -> dict[str, Any]:
@@ -185,12 +181,6 @@ def bench_training(config: VanillaTransformerConfig, corpus: bench.Corpus, setti
         if name == "bucketed":
             result[name]["max_tokens"] = max_tokens
     return result
-
-
-def hypotheses(sequences: torch.Tensor) -> list[list[int]]:
-    """The generated tokens of each row: after the decoder start, up to and including the first </s>."""
-    rows = sequences[:, 1:].tolist()
-    return [row[: row.index(EOS_ID) + 1] if EOS_ID in row else [t for t in row if t != PAD_ID] for row in rows]
 
 
 def bench_generation(config: VanillaTransformerConfig, corpus: bench.Corpus, settings: Settings) -> dict[str, Any]:
@@ -363,9 +353,7 @@ def _device_name(device: torch.device) -> str:
     return f"CPU ({platform.processor() or platform.machine()})"
 
 
-# --------------------------------------------------------------------------------------------------------------------
 # The command
-# --------------------------------------------------------------------------------------------------------------------
 
 
 OPTIONS = {  # Settings field -> help; every field is an option (``--vocab-size``), ``ctranslate2`` as --no-ctranslate2
@@ -425,7 +413,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 # Figures: name -> function of the results folder that returns the Markdown between a page's markers
-# --------------------------------------------------------------------------------------------------------------------
 
 
 def decoding_rows(reports: list[dict], cells) -> list[list[str]]:

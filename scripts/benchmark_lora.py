@@ -254,7 +254,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 # Figures: name -> function of the results folder that returns the Markdown between a page's markers
-# --------------------------------------------------------------------------------------------------------------------
 
 
 def lora_table(results: Path) -> str:

@@ -53,6 +53,7 @@ from bench.serving import (
     MAX_LENGTH_OFFSET,
     ct2_search,
     ct2_translators,
+    hypotheses,
     load_onnx,
     translate,
     translate_ctranslate2,
@@ -120,28 +121,17 @@ def engines(model, tokenizer, folder: Path, threads: int) -> tuple[dict[str, Any
 
 def decoders(loaded: dict[str, Any], tokenizer, beams: int) -> dict[str, Callable[[dict], list[list[int]]]]:
     """Each contestant as batch -> token ids of each translation, from the first generated token to ``</s>``."""
-    eos = tokenizer.eos_token_id
-
-    def search(model):
-        def run(batch):
-            output = translate_ids(model, batch["input_ids"], batch["attention_mask"], num_beams=beams)
-            return [_until_eos(row[1:], eos) for row in output.tolist()]
-
-        return run
-
     tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    limit = lambda longest: longest + MAX_LENGTH_OFFSET  # noqa: E731  CTranslate2's: one length limit per batch
 
-    def ct2(translator):  # CTranslate2's penalty |Y|^alpha, one length limit per batch
-        limit = lambda longest: longest + MAX_LENGTH_OFFSET  # noqa: E731
-        return ct2_search(translator, tokens, beams, limit, length_penalty=LENGTH_PENALTY)
+    def run(name: str) -> Callable[[dict], list[list[int]]]:
+        if name.startswith("ct2"):  # CTranslate2's own search: the penalty |Y|^alpha
+            return ct2_search(loaded[name], tokens, beams, limit, length_penalty=LENGTH_PENALTY)
+        return lambda batch: hypotheses(
+            translate_ids(loaded[name], batch["input_ids"], batch["attention_mask"], num_beams=beams)
+        )
 
-    return {
-        name: search(loaded[name]) if name.startswith(("torch", "ort")) else ct2(loaded[name]) for name in CONTESTANTS
-    }
-
-
-def _until_eos(ids: list[int], eos: int) -> list[int]:
-    return ids[: ids.index(eos) + 1] if eos in ids else ids
+    return {name: run(name) for name in CONTESTANTS}
 
 
 def bench_size(size: str, texts: list[str], tokenizer, args: argparse.Namespace) -> dict[str, Any]:
@@ -239,7 +229,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-# Figures (`bench.figures`)
+# Figures: name -> function of the results folder that returns the Markdown between a page's markers
+
+
 ONNX_SERVING = "onnx_serving.json"
 ONNX_COMMAND = (
     "CT2_USE_MKL=1 python scripts/benchmark_onnx.py --threads 4 --output docs/results/onnx_serving.json "

@@ -33,32 +33,19 @@ def numbers_table(results: Path) -> str:
     names, scores = "test exact match / chrF", f"{run['test_exact_match']:.1f}% / {run['test_chrf']:.2f}"
     if "test_bleu" in run:  # left out where no reference holds a 4-gram (0 by construction on number words)
         names, scores = f"{names} / sacreBLEU", f"{scores} / {run['test_bleu']:.2f}"
-    by_magnitude = run.get("test_exact_match_by_magnitude", {})
-    magnitude_rows = [
-        [
-            f"test exact match, numbers {' / '.join(by_magnitude)}",
-            " / ".join(f"{v:.1f}" for v in by_magnitude.values()),
-        ]
-    ]
-    return table(
-        ["measure", "value"],
-        ["l", "l"],
-        [
-            ["wall time of `train()` (tokenizer, data, training, averaging, test)", minutes(run["seconds"])],
-            [f"of which {run['step']:,} training steps", minutes(60 * run["train_minutes"])],
-            [names, scores],
-            *(magnitude_rows if by_magnitude else []),
-            [
-                f"validation exact match at steps {' / '.join(map(str, steps))}",
-                " / ".join(f"{valid[step]:.1f}" for step in steps) + "%",
-            ],
-            [
-                "throughput (non-padding source+target tokens, 1 thread)",
-                f"{run['train_tokens_per_second']:,.0f} tokens/s",
-            ],
-            ["padding share (token-bucketed batches)", f"{run['padding_share']:.2%}"],
-        ],
-    )
+    magnitude = run.get("test_exact_match_by_magnitude", {})
+    rows = [
+        ["wall time of `train()` (tokenizer, data, training, averaging, test)", minutes(run["seconds"])],
+        [f"of which {run['step']:,} training steps", minutes(60 * run["train_minutes"])],
+        [names, scores],
+        *([[f"test exact match, numbers {' / '.join(magnitude)}", " / ".join(f"{v:.1f}" for v in magnitude.values())]]
+          if magnitude else []),
+        [f"validation exact match at steps {' / '.join(map(str, steps))}",
+         " / ".join(f"{valid[step]:.1f}" for step in steps) + "%"],
+        ["throughput (non-padding source+target tokens, 1 thread)", f"{run['train_tokens_per_second']:,.0f} tokens/s"],
+        ["padding share (token-bucketed batches)", f"{run['padding_share']:.2%}"],
+    ]  # fmt: skip
+    return table(["measure", "value"], ["l", "l"], rows)
 
 
 def processor(environment: dict) -> str:
@@ -102,20 +89,12 @@ def multi30k_table(results: Path) -> str:
         speed = (first or run)["train_tokens_per_second"]
         averaged, last = f"{run['valid_bleu_averaged']:.2f}", f"{run['valid_bleu_last']:.2f}"
         averaged, last = (f"**{averaged}**", last) if run["selected"] == "averaged" else (averaged, f"**{last}**")
-        rows.append(
-            [
-                label,
-                f"`{option}`" if option else "—",
-                seconds,
-                f"{run['step']:,} / {run['epochs']:.1f}",
-                f"{speed:,.0f} ({'fp32' if run['mixed_precision'] == 'no' else run['mixed_precision']})",
-                f"{averaged} / {last}",
-                f"**{run['test_bleu']:.2f}**",
-                f"{run['test_bleu_last']:.2f}",
-                f"{run['test_chrf']:.2f}",
-                f"{first['test_bleu']:.2f}" if first else "—",
-            ]
-        )
+        precision = "fp32" if run["mixed_precision"] == "no" else run["mixed_precision"]
+        rows.append([
+            label, f"`{option}`" if option else "—", seconds, f"{run['step']:,} / {run['epochs']:.1f}",
+            f"{speed:,.0f} ({precision})", f"{averaged} / {last}", f"**{run['test_bleu']:.2f}**",
+            f"{run['test_bleu_last']:.2f}", f"{run['test_chrf']:.2f}", f"{first['test_bleu']:.2f}" if first else "—",
+        ])  # fmt: skip
     header = ["run", "command (`vanilla-transformer train --preset multi30k` ...)",
               "time in `train()` (+ rescoring)", "steps / epochs", "tokens/s (precision)",
               "validation BLEU: average of the last 5 / last (bold: kept)",
@@ -178,23 +157,16 @@ def final_losses(results: Path) -> str:
 def multi30k_summary(results: Path) -> str:
     """The headline: test BLEU of the recipe's runs, per direction, with the default job."""
     numbers = read_json(results, "numbers/results.json")
-    rows = [
-        [
-            "`vanilla-transformer train` (number words, English → German, 1.5M parameters)",
-            minutes(numbers["seconds"]),
-            f"exact match {numbers['test_exact_match']:.1f}%, chrF {numbers['test_chrf']:.2f}",
-        ]
-    ]
+    rows = [["`vanilla-transformer train` (number words, English → German, 1.5M parameters)",
+             minutes(numbers["seconds"]), f"exact match {numbers['test_exact_match']:.1f}%, chrF {numbers['test_chrf']:.2f}"]]  # fmt: skip
     for direction, label in (("en-de", "English → German"), ("de-en", "German → English")):
         bleu = [run["test_bleu"] for run in recipe_runs(results, direction)]
         config = read_json(results, f"multi30k/{direction}-seed1/training_config.json")
-        rows.append(
-            [
-                f"`train --preset multi30k` (Multi30k {label}, 6.0M parameters), {len(bleu)} seeds",
-                f"{config['max_train_minutes']:g} minutes of training",
-                f"sacreBLEU {' / '.join(f'{value:.2f}' for value in bleu)} (mean {sum(bleu) / len(bleu):.2f})",
-            ]
-        )
+        rows.append([
+            f"`train --preset multi30k` (Multi30k {label}, 6.0M parameters), {len(bleu)} seeds",
+            f"{config['max_train_minutes']:g} minutes of training",
+            f"sacreBLEU {' / '.join(f'{value:.2f}' for value in bleu)} (mean {sum(bleu) / len(bleu):.2f})",
+        ])  # fmt: skip
     return table(["job (2-core CPU)", "time", "test score"], ["l", "l", "l"], rows)
 
 

@@ -1,6 +1,7 @@
 """The package's serving code that the benchmarks time and score, imported in this one place: the paper's search
 (`translate`, `translate_ids` and their defaults), the onnxruntime step decoder (`load_onnx`) and CTranslate2
-(`load_translator`, `translate_ctranslate2`); a model's CTranslate2 exports, loaded (`ct2_translators`); and
+(`load_translator`, `translate_ctranslate2`); a model's CTranslate2 exports, loaded (`ct2_translators`); the tokens of each translation (`hypotheses`);
+and
 CTranslate2's search as a contestant on batches of token ids (`ct2_search`)."""
 
 import sys
@@ -9,10 +10,20 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from vanilla_transformer.export.ctranslate2 import export_ctranslate2
 from vanilla_transformer.serving.search import LENGTH_PENALTY, MAX_LENGTH_OFFSET, translate, translate_ids
 from vanilla_transformer.serving.with_ctranslate2 import load_translator, translate_ctranslate2
 from vanilla_transformer.serving.with_onnxruntime import load_onnx
+from vanilla_transformer.tokenization import EOS_ID, PAD_ID
+
+
+def hypotheses(sequences: torch.Tensor) -> list[list[int]]:
+    """The generated tokens of each row of `generate()`'s (or `translate_ids`') output: after the decoder start, up
+    to and including the first ``</s>`` (a row without one: its tokens, padding left out)."""
+    rows = sequences[:, 1:].tolist()
+    return [row[: row.index(EOS_ID) + 1] if EOS_ID in row else [t for t in row if t != PAD_ID] for row in rows]
 
 
 def ct2_translators(
@@ -65,6 +76,7 @@ __all__ = [
     "MAX_LENGTH_OFFSET",
     "ct2_search",
     "ct2_translators",
+    "hypotheses",
     "load_onnx",
     "load_translator",
     "translate",
