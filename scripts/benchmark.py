@@ -1,15 +1,9 @@
 #!/usr/bin/env python
 """Speed and memory of the model against MarianMT of the same architecture, and against CTranslate2.
 
-`MarianMTModel` configured as the paper's Transformer (ReLU, sqrt(d_model)-scaled embeddings shared three ways, a
-zero ``final_logits_bias``) is the same network as ours: our parameter names are Marian's, so one state dict loads
-into both once Marian's layout of the model dimension is applied (`bench.marian_twin`, which is
-`vanilla_transformer.export.marian.vanilla_to_marian`). Both models then compute the same function, and every
-comparison here runs them on the same weights and the same batches.
-
-Method: contestants run interleaved on each batch (`bench.interleave`: A, B, then B, A in the next round), each
-batch's median time is kept, and a throughput is the work of all batches over the sum of their medians. Load from other processes then
-slows both alike, so the ratios are what to read; absolute figures describe this machine at that moment only.
+MarianMT is the same network as ours (`bench.marian_twin`): every comparison runs both on the same weights and the
+same batches, interleaved (`bench.interleave`); each batch's median time is kept, and a throughput is the work of
+all batches over the sum of their medians. Read the ratios: absolute figures describe this machine at that moment.
 
 Sections (:func:`run` takes any subset):
 
@@ -21,15 +15,11 @@ Sections (:func:`run` takes any subset):
 * ``generate``: greedy and beam-4 `generate()`, generated tokens per second; CTranslate2 (float32 and int8) on the
   same batches when it is installed. Our `generate()` runs the incremental decoder of
   ``generation_vanilla_transformer.py``; MarianMT's runs transformers' loop. Both must return the same tokens.
-* ``memory``: peak memory of a training step and of `generate()`. On CUDA, ``torch.cuda.max_memory_allocated``
-  above the memory allocated before; on CPU the same quantity from the PyTorch profiler's allocation events: the
-  peak of live tensor bytes allocated during the call. Both exclude allocator caching and non-tensor memory.
+* ``memory``: peak memory of a training step and of `generate()` (`bench.peak_memory`).
 * ``scaling``: training-step throughput and peak memory of our model for sequence lengths 32 to 1024, with SDPA
   and with eager attention (which stores every [T, T] attention matrix for the backward pass).
 
-The data are Multi30k English-German sentence pairs with a byte-level BPE vocabulary trained on them (read from
-``--data-dir``, by default ``$VANILLA_TRANSFORMER_DATA/multi30k``, when present), or else synthetic pairs with
-log-normal lengths fitted to it.
+The data are Multi30k's pairs in a BPE trained on them (``--data-dir``), or synthetic pairs (`bench.load_corpus`).
 
 Usage (one report per size and thread count; ``--json`` writes them, with the run's environment)::
 

@@ -12,19 +12,18 @@ decode the same batches of token ids (tokenizing is outside the timing), each on
 * ``ct2_fp32``, ``ct2_int8``: CTranslate2's own search in C++, length penalty |Y|^0.6 (not GNMT's) and one length
   limit per batch (the batch's longest source + 50).
 
-The PyTorch and onnxruntime searches are GNMT's, alpha 0.6, each sentence at most its input length + 50 tokens. With
-random weights few hypotheses end early, so the searches run to about that limit, the same work for every engine.
-Contestants alternate on every batch (A B C D E, then E D C B A: ``bench.interleave``), each batch's median over
-``--rounds`` is kept, and a throughput is the generated tokens (``</s>`` included) of all batches over the sum of
-their medians. ``ort_fp32`` must return ``torch``'s tokens on every batch (recorded).
+The PyTorch and onnxruntime searches are GNMT's, alpha 0.6, each sentence at most its input length + 50 tokens (with
+random weights few hypotheses end early: the same work for every engine). Contestants are interleaved
+(``bench.interleave``, ``--rounds`` per batch); a throughput is the generated tokens (``</s>`` included) of all
+batches over the sum of their medians. ``ort_fp32`` must return ``torch``'s tokens on every batch (recorded).
 
 **Quality** (``--quality-model``): a trained model directory translates ``--quality-source`` with the paper's search
 in PyTorch, onnxruntime fp32 and int8 (and CTranslate2 fp32 and int8, its own search); BLEU, chrF and exact match
 against ``--quality-reference``, and how many translations equal PyTorch's.
 
-The results file records each export's and load's seconds and, through ``bench.Record``, the command, wall time,
-load average, processor and package versions (onnxruntime and ctranslate2 among them; onnx and onnxscript beside). Run it
-alone on the machine, with CTranslate2's exact int8 kernels on a CPU that is not Intel's (docs/serving.md)::
+The results file records each export's and load's seconds (and onnx's and onnxscript's versions beside
+``bench.Record``'s). Run it alone on the machine, with CTranslate2's exact int8 kernels on a CPU that is not Intel's
+(docs/serving.md)::
 
     CT2_USE_MKL=1 python scripts/benchmark_onnx.py --threads 4 --output docs/results/onnx_serving.json \\
         --quality-model runs/multi30k/model \\
