@@ -100,9 +100,7 @@ def decoding_dtype(results: Path) -> str:
     )
 
 
-FIGURES = {
-    "decoding-dtype": decoding_dtype,
-}
+FIGURES = {"decoding-dtype": decoding_dtype}
 
 
 if __name__ == "__main__":

@@ -102,9 +102,7 @@ def demo_latency(results: Path) -> str:
     return table(header, ["l", "r", "r", "r", "r", "l"], rows)
 
 
-FIGURES = {
-    "demo-latency": demo_latency,
-}
+FIGURES = {"demo-latency": demo_latency}
 
 
 if __name__ == "__main__":

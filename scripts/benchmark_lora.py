@@ -26,7 +26,7 @@ import argparse
 import copy
 import json
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -155,15 +155,6 @@ def score_models(args: argparse.Namespace, models: dict[str, torch.nn.Module], t
     return {"sentences": len(held_out), "search": "beam 4, GNMT alpha 0.6", "exact_match": scores}
 
 
-def make_generate(model, num_beams: int, outputs: list) -> Callable[[dict], None]:
-    def run(batch: dict) -> None:
-        with torch.no_grad():
-            generated = model.generate(**batch, num_beams=num_beams, do_sample=False, max_new_tokens=64)
-        outputs.append(generated)
-
-    return run
-
-
 def marian_with_adapter(lora, targets: Sequence[str], r: int, alpha: int):
     """The LoRA model's base as a `MarianMTModel` with the same adapter: Marian orders the model dimension
     differently (`marian_permutation`), so each LoRA matrix that reads the residual stream (A of q/k/v_proj, fc1)
@@ -209,14 +200,15 @@ def benchmark_generate(args: argparse.Namespace, base, lora, tokenizer) -> dict[
     ]
     results: dict[str, Any] = {}
     for label, num_beams in (("greedy", 1), (f"beam{args.num_beams}", args.num_beams)):
-        outputs: dict[str, list] = {name: [] for name in models}
-        contestants = {name: make_generate(model, num_beams, outputs[name]) for name, model in models.items()}
-        timings = interleave(contestants, batches)  # warm-up: the first batch, once more before the rounds
-        seconds = {name: timings.samples(name) for name in models}
-        pad = tokenizer.pad_token_id
-        tokens = {
-            name: sum(int((out[:, 1:] != pad).sum()) for out in generated[1:]) for name, generated in outputs.items()
+        search = {"num_beams": num_beams, "do_sample": False, "max_new_tokens": 64}
+        contestants = {
+            name: torch.no_grad()(lambda batch, model=model, search=search: model.generate(**batch, **search))
+            for name, model in models.items()
         }
+        timings = interleave(contestants, batches)  # warm-up: the first batch, once more before the rounds
+        seconds, outputs = {name: timings.samples(name) for name in models}, timings.returned
+        pad = tokenizer.pad_token_id
+        tokens = {name: sum(int((out[:, 1:] != pad).sum()) for out in outputs[name]) for name in models}
         results[label] = {
             name: {"tokens_per_s": tokens[name] / sum(seconds[name]), **summarize(seconds[name])} for name in models
         }
@@ -303,11 +295,7 @@ def lora_environment(results: Path) -> str:
     )
 
 
-FIGURES = {
-    "lora-table": lora_table,
-    "lora-generate-table": lora_generate_table,
-    "lora-environment": lora_environment,
-}
+FIGURES = {"lora-table": lora_table, "lora-generate-table": lora_generate_table, "lora-environment": lora_environment}
 
 
 if __name__ == "__main__":

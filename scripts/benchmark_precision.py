@@ -167,9 +167,7 @@ def precision_figures(results: Path) -> str:
     )
 
 
-FIGURES = {
-    "precision": precision_figures,
-}
+FIGURES = {"precision": precision_figures}
 
 
 if __name__ == "__main__":

@@ -217,10 +217,7 @@ def op_counts_setup(results: Path) -> str:
     )
 
 
-FIGURES = {
-    "op-counts": op_counts,
-    "op-counts-setup": op_counts_setup,
-}
+FIGURES = {"op-counts": op_counts, "op-counts-setup": op_counts_setup}
 
 
 if __name__ == "__main__":

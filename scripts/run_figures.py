@@ -5,7 +5,6 @@ with every benchmark's."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -22,6 +21,7 @@ MULTI30K_RUNS = [  # (folder, label), in the order of the table
     ("en-de-avx2-seed1", "English → German, seed 1, on a CPU without native bf16 (AVX2): fp32"),
     ("de-en-avx2-seed1", "German → English, seed 1, on a CPU without native bf16 (AVX2): fp32"),
 ]
+DIRECTIONS = (("en-de", "English → German"), ("de-en", "German → English"))
 
 
 def numbers_table(results: Path) -> str:
@@ -103,17 +103,17 @@ def multi30k_table(results: Path) -> str:
     return table(header, ["l", "l", "r", "r", "r", "r", "r", "r", "r", "r"], rows)
 
 
-def recipe_runs(results: Path, direction: str) -> list[dict]:
-    """The results of the full-length recipe runs (``<direction>-seed<N>``) of a direction, by seed."""
+def recipe_bleu(results: Path, direction: str) -> list[float]:
+    """The test BLEU of the full-length recipe runs (``<direction>-seed<N>``) of a direction, by seed."""
     folders = sorted(path.parent.name for path in (results / "multi30k").glob(f"{direction}-seed*/results.json"))
-    return [multi30k_run(results, folder)[0] for folder in folders]
+    return [multi30k_run(results, folder)[0]["test_bleu"] for folder in folders]
 
 
 def multi30k_seeds(results: Path) -> str:
     """Test BLEU over the seeds of each direction: the values, their mean and spread."""
     parts = []
-    for direction, label in (("en-de", "English → German"), ("de-en", "German → English")):
-        bleu = [run["test_bleu"] for run in recipe_runs(results, direction)]
+    for direction, label in DIRECTIONS:
+        bleu = recipe_bleu(results, direction)
         values = ", ".join(f"{value:.2f}" for value in bleu)
         parts.append(
             f"{label} over {len(bleu)} seeds: {values} test BLEU (mean {sum(bleu) / len(bleu):.2f}, "
@@ -157,10 +157,10 @@ def final_losses(results: Path) -> str:
 def multi30k_summary(results: Path) -> str:
     """The headline: test BLEU of the recipe's runs, per direction, with the default job."""
     numbers = read_json(results, "numbers/results.json")
-    rows = [["`vanilla-transformer train` (number words, English → German, 1.5M parameters)",
-             minutes(numbers["seconds"]), f"exact match {numbers['test_exact_match']:.1f}%, chrF {numbers['test_chrf']:.2f}"]]  # fmt: skip
-    for direction, label in (("en-de", "English → German"), ("de-en", "German → English")):
-        bleu = [run["test_bleu"] for run in recipe_runs(results, direction)]
+    rows = [["`vanilla-transformer train` (number words, English → German, 1.5M parameters)", minutes(numbers["seconds"]),
+             f"exact match {numbers['test_exact_match']:.1f}%, chrF {numbers['test_chrf']:.2f}"]]  # fmt: skip
+    for direction, label in DIRECTIONS:
+        bleu = recipe_bleu(results, direction)
         config = read_json(results, f"multi30k/{direction}-seed1/training_config.json")
         rows.append([
             f"`train --preset multi30k` (Multi30k {label}, 6.0M parameters), {len(bleu)} seeds",
@@ -185,7 +185,7 @@ def transformers_common(results: Path) -> str:
     """The counts of transformers' own common model tests per tested release (.ci/transformers_tests)."""
     parts = []
     for path in sorted((results / "transformers_common").glob("*.json")):
-        run = json.loads(path.read_text(encoding="utf-8"))
+        run = read_json(path.parent, path.name)
         parts.append(
             f"on {run['transformers']}: {run['passed']} passed, {run['skipped']} skipped, {run['failed']} failed "
             f"({run['subtests_passed']:,} subtests passed)"

@@ -133,10 +133,7 @@ def length_penalty_table(results: Path) -> str:
     )
 
 
-FIGURES = {
-    "length-penalty-table": length_penalty_table,
-    "length-ratio": length_ratio,
-}
+FIGURES = {"length-penalty-table": length_penalty_table, "length-ratio": length_ratio}
 
 
 if __name__ == "__main__":
