@@ -120,11 +120,12 @@ def main(argv: list[str] | None = None) -> int:
             timings = interleave(
                 {name: train_step(name) for name in workers}, range(args.steps), warmup=0, progress=progress
             )
+            translations = {
+                name: process.ask(command="translate", sources=sources) for name, process in workers.items()
+            }
             bleu = {
-                name: compute_bleu(process.ask(command="translate", sources=sources)["translations"], references)[
-                    "score"
-                ]
-                for name, process in workers.items()
+                name: compute_bleu(answer["translations"], references)["score"]
+                for name, answer in translations.items()
             }
         finally:
             for process in workers.values():

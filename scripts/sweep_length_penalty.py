@@ -96,11 +96,7 @@ def main(argv: list[str] | None = None) -> int:
             for name, run in runs.items()
         )
         print(f"ALPHA {alpha} mean_bleu={mean_bleu[alpha]:.2f} {cells}")
-    result = {
-        "runs": runs,
-        "mean_bleu": mean_bleu,
-    }
-    record.write(result, args.output)
+    record.write({"runs": runs, "mean_bleu": mean_bleu}, args.output)
     return 0
 
 
