@@ -258,18 +258,12 @@ def lora_table(results: Path) -> str:
     rows = [
         ["trainable parameters", f"{params['full']['trainable']:,}", f"{params['lora']['trainable']:,} ({share:.1%})"],
         ["Adam's learning rate", f"{rates['full']:g}", f"{rates['lora']:g}"],
-        [
-            "training step, median",
-            f"{1000 * steps['full']['median_s']:.1f} ms",
-            f"{1000 * steps['lora']['median_s']:.1f} ms ({training['lora_over_full_median']:.2f}x)",
-        ],
-        [
-            f"exact match on {score['sentences']} held-out pairs after {training['batches']} steps "
-            f"(the base model: {score['exact_match']['base']:.1f}%)",
-            f"{score['exact_match']['full']:.1f}%",
-            f"{score['exact_match']['lora']:.1f}%",
-        ],
-    ]
+        ["training step, median", f"{1000 * steps['full']['median_s']:.1f} ms",
+         f"{1000 * steps['lora']['median_s']:.1f} ms ({training['lora_over_full_median']:.2f}x)"],
+        [f"exact match on {score['sentences']} held-out pairs after {training['batches']} steps "
+         f"(the base model: {score['exact_match']['base']:.1f}%)",
+         f"{score['exact_match']['full']:.1f}%", f"{score['exact_match']['lora']:.1f}%"],
+    ]  # fmt: skip
     return table(["", "full fine-tuning", "LoRA"], ["l", "r", "r"], rows)
 
 

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 import torch
 from bench import Record, interleave, model_config
-from bench.figures import load, minutes, read_json, table
+from bench.figures import environment_load, minutes, read_json, table
 from bench.serving import (
     LENGTH_PENALTY,
     MAX_LENGTH_OFFSET,
@@ -292,7 +292,7 @@ def onnx_serving_environment(results: Path) -> str:
     return (
         f"{run['processor']}, {run['threads']} threads, batches of {run['batch_size']} sentences "
         f"({run['batches']} batches, {run['rounds']} interleaved rounds; {run['data']}){model}; "
-        f"load average {load((run['load_average_start'], run['load_average_end']))}, {minutes(run['wall_seconds'])}; "
+        f"load average {environment_load(run)}, {minutes(run['wall_seconds'])}; "
         f"torch {versions['torch']}, onnxruntime {versions['onnxruntime']}, ctranslate2 {versions['ctranslate2']}"
         f" (CT2_USE_MKL={run['ct2_use_mkl'] or 'unset'})"
     )

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 import torch
 from bench import Record, interleave, marian_twin, matmul_rate, synchronize, synthetic_pairs, training_flops
-from bench.figures import load, minutes, read_json, table
+from bench.figures import environment_load, minutes, read_json, table
 from bench.processes import Channel, Worker, build_trainer, prepare_data
 
 from vanilla_transformer.data import IGNORE_INDEX
@@ -202,8 +202,8 @@ class Tally:
     building our batches, the graphs compiled meanwhile and the peak memory. The steps' time is the coordinator's
     timer's (`bench.interleave`): a worker answers once its steps are done."""
 
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
+    def __init__(self, device: torch.device, config) -> None:
+        self.device, self.config = device, config
         self.reset()
 
     def reset(self) -> None:
@@ -216,10 +216,13 @@ class Tally:
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
 
-    def add(self, tokens: torch.Tensor, positions: int, flops: float = 0.0, steps: int = 1) -> None:
-        """A step's (or, with ``steps=0``, a micro-batch's) tokens, padded positions and model FLOPs."""
+    def add(self, batches: list[dict], tokens: torch.Tensor, steps: int = 1) -> None:
+        """A step's micro-batches (or, with ``steps=0``, one of them): their non-padding `tokens`, padded positions
+        and model FLOPs (`bench.training_flops` of the model's `config`)."""
         self.tokens += tokens.detach().double()
-        self.positions, self.steps, self.flops = self.positions + positions, self.steps + steps, self.flops + flops
+        self.positions += sum(batch["input_ids"].numel() + batch["labels"].numel() for batch in batches)
+        self.flops += sum(training_flops(self.config, batch) for batch in batches)
+        self.steps += steps
 
     def report(self) -> dict[str, Any]:
         """The figures since `reset`, the device synchronised first: the answer comes once the work is done."""
@@ -272,7 +275,7 @@ def ours_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> None:
     config, model = ours_config(args, spec), initial_model(args, spec)
     trainer = build_trainer(config, args.data, model, cpu=args.device == "cpu")
     accelerator = trainer.accelerator
-    batches, meter, model_config = trainer.batches(), Tally(accelerator.device), trainer.unwrapped.config
+    batches, meter = trainer.batches(), Tally(accelerator.device, trainer.unwrapped.config)
     channel.send(event="ready", device=str(accelerator.device))
     while (command := channel.receive())["command"] != "stop":
         meter.reset()
@@ -281,10 +284,7 @@ def ours_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> None:
             micro_batches = [to_device(next(batches), accelerator.device) for _ in range(trainer.grad_accum)]
             meter.data_seconds += time.perf_counter() - started
             taken = trainer.train_step(micro_batches)
-            stats = taken.stats if taken is not None else {"tokens": torch.zeros(())}
-            positions = sum(b["input_ids"].numel() + b["labels"].numel() for b in micro_batches)
-            flops = sum(training_flops(model_config, batch) for batch in micro_batches)
-            meter.add(stats["tokens"], positions, flops)
+            meter.add(micro_batches, taken.stats["tokens"] if taken is not None else torch.zeros(()))
         channel.send(event="done", **meter.report())
 
 
@@ -296,15 +296,13 @@ def trainer_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> No
     tokenizer = AutoTokenizer.from_pretrained(args.data / "tokenizer")
     model = marian_twin(initial_model(args, spec))
     device = torch.device(args.device)
-    meter, config = Tally(device), model.config
+    meter = Tally(device, model.config)
 
     class CountingTrainer(Seq2SeqTrainer):
         """Counts the non-padding tokens of every batch the Trainer's loop trains on."""
 
         def training_step(self, model, inputs, *rest, **options):
-            tokens = inputs["attention_mask"].sum() + (inputs["labels"] != IGNORE_INDEX).sum()
-            flops = training_flops(config, inputs)
-            meter.add(tokens, inputs["input_ids"].numel() + inputs["labels"].numel(), flops, steps=0)
+            meter.add([inputs], inputs["attention_mask"].sum() + (inputs["labels"] != IGNORE_INDEX).sum(), steps=0)
             return super().training_step(model, inputs, *rest, **options)
 
     class Pause(TrainerCallback):
@@ -696,7 +694,7 @@ def training_environment(results: Path) -> str:
         f"{run['cpu']['model']} ({', '.join(flags)}; no native bf16), {settings['threads']} threads, "
         f"{settings['rounds']} rounds of {settings['steps_per_round']} steps per contestant after "
         f"{settings['warmup_steps']} warm-up steps, {minutes(run['wall_seconds'])} in all, 1-minute load "
-        f"{load((run['load_average_start'], run['load_average_end']))}; torch {versions['torch']}, transformers "
+        f"{environment_load(run)}; torch {versions['torch']}, transformers "
         f"{versions['transformers']}, accelerate {versions['accelerate']}; {len(run['skipped'])} bf16 contestants "
         f"left out (emulated bf16)"
     )
