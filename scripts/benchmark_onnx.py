@@ -138,14 +138,8 @@ def bench_size(size: str, texts: list[str], tokenizer, args: argparse.Namespace)
     torch.manual_seed(args.seed)
     model = VanillaTransformerForConditionalGeneration(model_config(size, len(tokenizer))).eval()
     rng = np.random.default_rng(args.seed + 1)
-    batches = [
-        tokenizer(
-            [texts[i] for i in rng.choice(len(texts), args.batch_size, replace=False)],
-            padding=True,
-            return_tensors="pt",
-        )
-        for _ in range(args.batches)
-    ]
+    picks = [rng.choice(len(texts), args.batch_size, replace=False) for _ in range(args.batches)]
+    batches = [tokenizer([texts[i] for i in pick], padding=True, return_tensors="pt") for pick in picks]
     result: dict[str, Any] = {"parameters": sum(p.numel() for p in model.parameters())}
     with tempfile.TemporaryDirectory(prefix="benchmark-onnx-") as folder:
         loaded, result["seconds"] = engines(model, tokenizer, Path(folder), args.threads)
@@ -177,20 +171,20 @@ def bench_quality(args: argparse.Namespace) -> dict[str, Any]:
     search = {"num_beams": 4, "length_penalty": LENGTH_PENALTY, "max_length_offset": MAX_LENGTH_OFFSET}
     with tempfile.TemporaryDirectory(prefix="benchmark-onnx-quality-") as folder:
         loaded, _ = engines(model, tokenizer, Path(folder), args.threads)
-        hypotheses = {name: translate(loaded[name], tokenizer, sources, **search) for name in CONTESTANTS[:3]}
+        translations = {name: translate(loaded[name], tokenizer, sources, **search) for name in CONTESTANTS[:3]}
         longest = max((len(ids) for ids in tokenizer(sources)["input_ids"]), default=0)
         ct2 = {"beam_size": 4, "length_penalty": LENGTH_PENALTY, "max_decoding_length": longest + MAX_LENGTH_OFFSET}
         for name in CONTESTANTS[3:]:
-            hypotheses[name] = translate_ctranslate2(loaded[name], tokenizer, sources, **ct2)
+            translations[name] = translate_ctranslate2(loaded[name], tokenizer, sources, **ct2)
     result: dict[str, Any] = {
         "model": str(args.quality_model),
         "source": str(args.quality_source),
         "reference": str(args.quality_reference),
         "sentences": len(sources),
     }
-    for name, texts in hypotheses.items():
+    for name, texts in translations.items():
         scores = score_translations(texts, references)
-        same = sum(a == b for a, b in zip(texts, hypotheses["torch"], strict=True))
+        same = sum(a == b for a, b in zip(texts, translations["torch"], strict=True))
         result[name] = {**scores, "equal_to_torch": same}
     for engine in ("ort", "ct2"):
         result[f"{engine}_int8_bleu_minus_fp32"] = round(
