@@ -1,15 +1,9 @@
 #!/usr/bin/env python
 """Speed and memory of the model against MarianMT of the same architecture, and against CTranslate2.
 
-`MarianMTModel` configured as the paper's Transformer (ReLU, sqrt(d_model)-scaled embeddings shared three ways, a
-zero ``final_logits_bias``) is the same network as ours: our parameter names are Marian's, so one state dict loads
-into both once Marian's layout of the model dimension is applied (`bench.marian_twin`, which is
-`vanilla_transformer.export.marian.vanilla_to_marian`). Both models then compute the same function, and every
-comparison here runs them on the same weights and the same batches.
-
-Method: contestants run interleaved on each batch (`bench.interleave`: A, B, then B, A in the next round), each
-batch's median time is kept, and a throughput is the work of all batches over the sum of their medians. Load from other processes then
-slows both alike, so the ratios are what to read; absolute figures describe this machine at that moment only.
+MarianMT is the same network as ours (`bench.marian_twin`): every comparison runs both on the same weights and the
+same batches, interleaved (`bench.interleave`); each batch's median time is kept, and a throughput is the work of
+all batches over the sum of their medians. Read the ratios: absolute figures describe this machine at that moment.
 
 Sections (:func:`run` takes any subset):
 
@@ -21,15 +15,11 @@ Sections (:func:`run` takes any subset):
 * ``generate``: greedy and beam-4 `generate()`, generated tokens per second; CTranslate2 (float32 and int8) on the
   same batches when it is installed. Our `generate()` runs the incremental decoder of
   ``generation_vanilla_transformer.py``; MarianMT's runs transformers' loop. Both must return the same tokens.
-* ``memory``: peak memory of a training step and of `generate()`. On CUDA, ``torch.cuda.max_memory_allocated``
-  above the memory allocated before; on CPU the same quantity from the PyTorch profiler's allocation events: the
-  peak of live tensor bytes allocated during the call. Both exclude allocator caching and non-tensor memory.
+* ``memory``: peak memory of a training step and of `generate()` (`bench.peak_memory`).
 * ``scaling``: training-step throughput and peak memory of our model for sequence lengths 32 to 1024, with SDPA
   and with eager attention (which stores every [T, T] attention matrix for the backward pass).
 
-The data are Multi30k English-German sentence pairs with a byte-level BPE vocabulary trained on them (read from
-``--data-dir``, by default ``$VANILLA_TRANSFORMER_DATA/multi30k``, when present), or else synthetic pairs with
-log-normal lengths fitted to it.
+The data are Multi30k's pairs in a BPE trained on them (``--data-dir``), or synthetic pairs (`bench.load_corpus`).
 
 Usage (one report per size and thread count; ``--json`` writes them, with the run's environment)::
 
@@ -48,42 +38,21 @@ import dataclasses
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import bench
 import torch
-from bench import (
-    SIZES,
-    Corpus,
-    Record,
-    adam,
-    environment_of,
-    interleave,
-    load_corpus,
-    marian_twin,
-    matmul,
-    model_config,
-    padding_share,
-    peak_memory,
-    random_batches,
-    target_tokens,
-    to_device,
-    token_batches,
-    train_step,
-    training_flops,
-    write_json,
-)
 from bench.figures import environment_load, read_json, table, yes
-from bench.serving import ct2_search, load_translator
+from bench.serving import ct2_search, ct2_translators, hypotheses
 
 from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
 from vanilla_transformer.data import shared_data_dir
 from vanilla_transformer.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
-from vanilla_transformer.tokenization import EOS_ID, PAD_ID
+from vanilla_transformer.tokenization import EOS_ID
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 """fp32; or bf16: mixed-precision training (float32 weights and Adam, bf16 matmuls) and bf16 generate()."""
@@ -117,8 +86,8 @@ class Settings:
     seed: int = 0
 
     def __post_init__(self):
-        if self.size not in SIZES:
-            raise ValueError(f"size={self.size!r}; choose one of {sorted(SIZES)}")
+        if self.size not in bench.SIZES:
+            raise ValueError(f"size={self.size!r}; choose one of {sorted(bench.SIZES)}")
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype={self.dtype!r}; choose one of {sorted(DTYPES)}")
         for name in ("batch_size", "num_batches", "gen_batch_size", "max_new_tokens", "repeats", "scaling_batch_size"):
@@ -134,9 +103,7 @@ class Settings:
         return DTYPES[self.dtype]
 
 
-# --------------------------------------------------------------------------------------------------------------------
 # The two models
-# --------------------------------------------------------------------------------------------------------------------
 
 
 def build_pair(config: VanillaTransformerConfig, settings: Settings, seed: int | None = None):
@@ -145,7 +112,7 @@ def build_pair(config: VanillaTransformerConfig, settings: Settings, seed: int |
     config = copy.deepcopy(config)
     config._attn_implementation = settings.attn_implementation
     ours = VanillaTransformerForConditionalGeneration(config).to(settings.torch_device)
-    return ours, marian_twin(ours)
+    return ours, bench.marian_twin(ours)
 
 
 def _autocast(settings: Settings) -> torch.dtype | None:
@@ -164,36 +131,34 @@ def _threads(count: int | None):
         torch.set_num_threads(previous)
 
 
-# --------------------------------------------------------------------------------------------------------------------
 # Sections
-# --------------------------------------------------------------------------------------------------------------------
 
 
-def bench_training(config: VanillaTransformerConfig, corpus: Corpus, settings: Settings) -> dict[str, Any]:
+def bench_training(config: VanillaTransformerConfig, corpus: bench.Corpus, settings: Settings) -> dict[str, Any]:
     """Training-step throughput of both models on random and on token-bucketed batches; our MFU."""
     device = settings.torch_device
     ours, marian = build_pair(config, settings)
     steps = {}
     for name, model in (("ours", ours), ("marian", marian)):
-        steps[name] = train_step(model, adam(model), autocast=_autocast(settings))
-    run_matmul, matmul_flops = matmul(device, settings.torch_dtype)
+        steps[name] = bench.train_step(model, bench.adam(model), autocast=_autocast(settings))
+    run_matmul, matmul_flops = bench.matmul(device, settings.torch_dtype)
     result: dict[str, Any] = {}
-    random_set = random_batches(corpus, settings.batch_size, settings.num_batches, settings.seed)
+    random_set = bench.random_batches(corpus, settings.batch_size, settings.num_batches, settings.seed)
     mean_pair = statistics.mean(len(s) + len(t) for s, t in corpus.pairs)
     max_tokens = settings.max_tokens or int(settings.batch_size * mean_pair * 1.05)
-    bucketed_set = token_batches(corpus, max_tokens, settings.num_batches, settings.seed)
+    bucketed_set = bench.token_batches(corpus, max_tokens, settings.num_batches, settings.seed)
     for name, batches in (("random", random_set), ("bucketed", bucketed_set)):
-        batches = [to_device(b, device) for b in batches]
+        batches = [bench.to_device(b, device) for b in batches]
         # Warm-up: first-call allocations, the optimizer state.
-        timings = interleave({**steps, "matmul": run_matmul}, batches, repeats=settings.repeats, device=device)
+        timings = bench.interleave({**steps, "matmul": run_matmul}, batches, repeats=settings.repeats, device=device)
         times = {name: timings.medians(name) for name in timings.seconds}
-        tokens = sum(target_tokens(b) for b in batches)
-        flops = sum(training_flops(config, b) for b in batches)
+        tokens = sum(bench.target_tokens(b) for b in batches)
+        flops = sum(bench.training_flops(config, b) for b in batches)
         matmul_rate = matmul_flops / statistics.median(times["matmul"])
         result[name] = {
             "batches": len(batches),
             "pairs_per_batch": statistics.mean(b["input_ids"].shape[0] for b in batches),
-            "padding": padding_share(batches),
+            "padding": bench.padding_share(batches),
             "ours_tokens_per_s": tokens / sum(times["ours"]),
             "marian_tokens_per_s": tokens / sum(times["marian"]),
             "speedup": sum(times["marian"]) / sum(times["ours"]),
@@ -208,127 +173,82 @@ def bench_training(config: VanillaTransformerConfig, corpus: Corpus, settings: S
     return result
 
 
-def _hypotheses(sequences: torch.Tensor) -> list[list[int]]:
-    """The generated tokens of each row: after the decoder start, up to and including the first </s>."""
-    rows = []
-    for row in sequences[:, 1:].tolist():
-        rows.append(row[: row.index(EOS_ID) + 1] if EOS_ID in row else [token for token in row if token != PAD_ID])
-    return rows
-
-
-def _generated_tokens(sequences: torch.Tensor) -> int:
-    return sum(len(row) for row in _hypotheses(sequences))
-
-
-def bench_generation(config: VanillaTransformerConfig, corpus: Corpus, settings: Settings) -> dict[str, Any]:
-    """generate() throughput of both models (and CTranslate2's, if installed), greedy and beam search."""
+def bench_generation(config: VanillaTransformerConfig, corpus: bench.Corpus, settings: Settings) -> dict[str, Any]:
+    """generate() throughput of both models (and CTranslate2's, if installed), greedy and beam search. Every
+    contestant answers the tokens of each translation (`hypotheses`), which are compared."""
     device = settings.torch_device
     ours, marian = build_pair(config, settings)
     for model in (ours, marian):
         model.eval().to(settings.torch_dtype)
-    batches = random_batches(corpus, settings.gen_batch_size, settings.num_batches, settings.seed + 1)
+    batches = bench.random_batches(corpus, settings.gen_batch_size, settings.num_batches, settings.seed + 1)
     sources = [{key: b[key].to(device) for key in ("input_ids", "attention_mask")} for b in batches]
-    translators = _ctranslate2_translators(ours, corpus, settings) if settings.ctranslate2 else {}
+    translators = ct2_contestants(ours, corpus, settings) if settings.ctranslate2 else {}
     result: dict[str, Any] = {"ctranslate2": sorted(translators) or None, "ct2_use_mkl": os.environ.get("CT2_USE_MKL")}
     for beams in settings.num_beams:
-        kwargs = dict(max_new_tokens=settings.max_new_tokens, num_beams=beams, do_sample=False)
-
-        def hf(model):
-            @torch.inference_mode()
-            def run(source):
-                output = model.generate(**source, **kwargs)
-                return output, _generated_tokens(output)
-
-            return run
-
-        contestants = {"ours": hf(ours), "marian": hf(marian)}
+        options = dict(max_new_tokens=settings.max_new_tokens, num_beams=beams, do_sample=False)
+        contestants = {
+            name: torch.inference_mode()(lambda source, model=model: hypotheses(model.generate(**source, **options)))
+            for name, model in (("ours", ours), ("marian", marian))
+        }
         for name, translator in translators.items():
-            search = ct2_search(translator, corpus.tokens, beams, lambda _: settings.max_new_tokens)
-            contestants[name] = _counted(search)
-        timings = interleave(contestants, sources, repeats=settings.repeats, device=device)
-        times = {name: timings.medians(name) for name in contestants}
+            contestants[name] = ct2_search(translator, corpus.tokens, beams, lambda _: settings.max_new_tokens)
+        timings = bench.interleave(contestants, sources, repeats=settings.repeats, device=device)
         # What the last repeat returned on every timed batch: its tokens, and their equality (not the warm-up's alone).
-        last = {name: timings.returned[name][-len(sources) :] for name in contestants}
-        outputs = {name: [output for output, _ in returned] for name, returned in last.items()}
-        tokens = {name: [count for _, count in returned] for name, returned in last.items()}
-        equal = [torch.equal(ours, marian) for ours, marian in zip(outputs["ours"], outputs["marian"], strict=True)]
+        outputs = {name: timings.returned[name][-len(sources) :] for name in contestants}
+        equal = [a == b for a, b in zip(outputs["ours"], outputs["marian"], strict=True)]
         row: dict[str, Any] = {
             "outputs_equal_marian": all(equal),
             "batches_equal_marian": f"{sum(equal)}/{len(equal)}",
             "batch_size": settings.gen_batch_size,
         }
         for name in contestants:
-            row[f"{name}_tokens_per_s"] = sum(tokens[name]) / sum(times[name])
+            row[f"{name}_tokens_per_s"] = sum(len(h) for batch in outputs[name] for h in batch) / timings.total(name)
         row["speedup"] = row["ours_tokens_per_s"] / row["marian_tokens_per_s"]
-        ours_hypotheses = [_hypotheses(output) for output in outputs["ours"]]
         for name in translators:
             row[f"{name}_vs_ours"] = row[f"{name}_tokens_per_s"] / row["ours_tokens_per_s"]
             if "int8" not in name:  # the same precision as ours: fp32 on fp32, bf16 on bf16
-                same = [
-                    a == b
-                    for batch, theirs in zip(ours_hypotheses, outputs[name], strict=True)
-                    for a, b in zip(batch, theirs, strict=True)
-                ]
+                pairs = zip(outputs["ours"], outputs[name], strict=True)
+                same = [a == b for mine, theirs in pairs for a, b in zip(mine, theirs, strict=True)]
                 row[f"{name}_outputs_equal_ours"] = all(same)
                 row[f"{name}_rows_equal_ours"] = f"{sum(same)}/{len(same)}"
         result["greedy" if beams == 1 else f"beam{beams}"] = row
     return result
 
 
-def _ctranslate2_translators(model, corpus: Corpus, settings: Settings) -> dict[str, Any]:
-    """CTranslate2 exports of `model` (float32/int8 on CPU, bf16/int8_bf16 on CUDA), or none if unavailable."""
+def ct2_contestants(model, corpus: bench.Corpus, settings: Settings) -> dict[str, Any]:
+    """CTranslate2 exports of `model` (float32/int8 on CPU, bf16/int8_bf16 on CUDA; `bench.serving.ct2_translators`),
+    or none if unavailable."""
     try:
         import ctranslate2
     except ImportError:
         return {}
-    from vanilla_transformer.export.ctranslate2 import export_ctranslate2
-
     device = settings.torch_device
     if device.type == "cuda" and ctranslate2.get_cuda_device_count() == 0:
         return {}
     kinds = {"ct2_fp32": "float32", "ct2_int8": "int8"}
     if device.type == "cuda" and settings.dtype != "fp32":
         kinds = {"ct2_bf16": "bfloat16", "ct2_int8": "int8_bfloat16"}
-    directory = Path(tempfile.mkdtemp(prefix="vanilla-ct2-"))
-    translators = {}
-    for name, quantization in kinds.items():
-        path = export_ctranslate2(model, directory / name, quantization=quantization, vocabulary=corpus.tokens)
-        try:
-            translators[name] = load_translator(
-                path, device=device.type, compute_type=quantization, threads=settings.threads or 0
-            )
-        except (RuntimeError, ValueError) as error:  # a CUDA build this machine's driver or libraries cannot run
-            print(f"CTranslate2 {name} left out: {error}", file=sys.stderr)
-    return translators
+    folder = Path(tempfile.mkdtemp(prefix="vanilla-ct2-"))
+    return ct2_translators(model, folder, kinds, device.type, settings.threads or 0, vocabulary=corpus.tokens)[0]
 
 
-def _counted(search: Callable[[dict], list[list[int]]]) -> Callable[[dict], tuple[list[list[int]], int]]:
-    """A contestant that also answers how many tokens it generated."""
-
-    def run(source: dict) -> tuple[list[list[int]], int]:
-        hypotheses = search(source)
-        return hypotheses, sum(len(h) for h in hypotheses)
-
-    return run
-
-
-def bench_memory(config: VanillaTransformerConfig, corpus: Corpus, settings: Settings) -> dict[str, Any]:
+def bench_memory(config: VanillaTransformerConfig, corpus: bench.Corpus, settings: Settings) -> dict[str, Any]:
     """Peak memory of a training step and of greedy and beam generate(), for both models."""
     device = settings.torch_device
     ours, marian = build_pair(config, settings)
-    batch = to_device(random_batches(corpus, settings.batch_size, 1, settings.seed)[0], device)
+    batch = bench.to_device(bench.random_batches(corpus, settings.batch_size, 1, settings.seed)[0], device)
     source = {key: batch[key][: settings.gen_batch_size] for key in ("input_ids", "attention_mask")}
-    result: dict[str, Any] = {"padding": padding_share([batch])}
+    result: dict[str, Any] = {"padding": bench.padding_share([batch])}
     for name, model in (("ours", ours), ("marian", marian)):
-        step = train_step(model, adam(model), autocast=_autocast(settings))
+        step = bench.train_step(model, bench.adam(model), autocast=_autocast(settings))
         step(batch)  # the optimizer state exists before measuring: the peak is the step's own
-        result[f"{name}_train_bytes"] = peak_memory(lambda: step(batch), device)
+        result[f"{name}_train_bytes"] = bench.peak_memory(lambda: step(batch), device)
         model.eval().to(settings.torch_dtype)
         for beams in settings.num_beams:
             kwargs = dict(max_new_tokens=settings.max_new_tokens, num_beams=beams, do_sample=False)
             with torch.inference_mode():
                 generate = lambda: model.generate(**source, **kwargs)  # noqa: E731
-                result[f"{name}_generate{beams}_bytes"] = peak_memory(generate, device)
+                result[f"{name}_generate{beams}_bytes"] = bench.peak_memory(generate, device)
     result["train_ratio"] = result["ours_train_bytes"] / result["marian_train_bytes"]
     return result
 
@@ -345,7 +265,7 @@ def bench_length_scaling(config: VanillaTransformerConfig, settings: Settings) -
     rows = []
     for length in settings.scaling_lengths:
         shape = (settings.scaling_batch_size, length)
-        batch = to_device(
+        batch = bench.to_device(
             {
                 "input_ids": torch.randint(EOS_ID + 1, config.vocab_size, shape, generator=generator),
                 "labels": torch.randint(EOS_ID + 1, config.vocab_size, shape, generator=generator),
@@ -365,11 +285,11 @@ def bench_length_scaling(config: VanillaTransformerConfig, settings: Settings) -
             return run
 
         contestants = {"sdpa": step("sdpa"), "eager": step("eager")}
-        timings = interleave(contestants, [None], repeats=max(1, settings.repeats - 1), device=device)
+        timings = bench.interleave(contestants, [None], repeats=max(1, settings.repeats - 1), device=device)
         row: dict[str, Any] = {"length": length, "batch_size": settings.scaling_batch_size}
         for name, run in contestants.items():
             row[f"{name}_tokens_per_s"] = settings.scaling_batch_size * length / timings.total(name)
-            row[f"{name}_bytes"] = peak_memory(run, device)
+            row[f"{name}_bytes"] = bench.peak_memory(run, device)
         rows.append(row)
     model.set_attn_implementation(settings.attn_implementation)
     return rows
@@ -384,10 +304,10 @@ def run(settings: Settings, sections: Sequence[str] = SECTIONS, log: Callable[[s
     unknown = set(sections) - set(SECTIONS)
     if unknown:
         raise ValueError(f"unknown sections {sorted(unknown)}; choose from {SECTIONS}")
-    record = Record()
+    record = bench.Record()
     with _threads(settings.threads if settings.device == "cpu" else None):
-        config = model_config(settings.size, settings.vocab_size)
-        corpus = load_corpus(settings.vocab_size, settings.data_dir, settings.max_pairs, settings.seed)
+        config = bench.model_config(settings.size, settings.vocab_size)
+        corpus = bench.load_corpus(settings.vocab_size, settings.data_dir, settings.max_pairs, settings.seed)
         report: dict[str, Any] = {
             "settings": dataclasses.asdict(settings),
             "device": _device_name(settings.torch_device),
@@ -423,9 +343,7 @@ def _device_name(device: torch.device) -> str:
     return f"CPU ({platform.processor() or platform.machine()})"
 
 
-# --------------------------------------------------------------------------------------------------------------------
 # The command
-# --------------------------------------------------------------------------------------------------------------------
 
 
 OPTIONS = {  # Settings field -> help; every field is an option (``--vocab-size``), ``ctranslate2`` as --no-ctranslate2
@@ -439,7 +357,7 @@ OPTIONS = {  # Settings field -> help; every field is an option (``--vocab-size`
     "repeats": "timed runs per batch and contestant",
     "data_dir": "Multi30k directory; synthetic pairs when absent",
 }
-CHOICES = {"size": SIZES, "dtype": tuple(DTYPES), "attn_implementation": ("sdpa", "eager")}
+CHOICES = {"size": bench.SIZES, "dtype": tuple(DTYPES), "attn_implementation": ("sdpa", "eager")}
 TEXT = ("size", "device", "dtype", "attn_implementation", "data_dir")
 MANY = ("size", "threads", "num_beams", "scaling_lengths")
 
@@ -480,61 +398,44 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(report, indent=1, default=str), flush=True)
             reports.append(report)
     if args.json:
-        write_json(reports if len(reports) > 1 else reports[0], args.json)
+        bench.write_json(reports if len(reports) > 1 else reports[0], args.json)
     return 0
 
 
 # Figures: name -> function of the results folder that returns the Markdown between a page's markers
-# --------------------------------------------------------------------------------------------------------------------
+
+
+def decoding_rows(reports: list[dict], cells) -> list[list[str]]:
+    """A row per report and search (greedy, beam 4): the model size, then ``cells(report, figures, search)``."""
+    searches = (("greedy", "greedy"), ("beam4", "beam 4"))
+    return [[report["settings"]["size"], *cells(report, report["generate"][key], search)]
+            for report in reports for key, search in searches]  # fmt: skip
 
 
 def decoding_cpu_table(results: Path) -> str:
     """generate() against MarianMT and CTranslate2 on the CPU (scripts/benchmark.py --sections generate)."""
-    rows = []
-    for report in read_json(results, "decoding_benchmark.json"):
-        for key, search in (("greedy", "greedy"), ("beam4", "beam 4")):
-            row = report["generate"][key]
-            rows.append(
-                [
-                    report["settings"]["size"],
-                    str(report["threads"]),
-                    search,
-                    f"**{row['speedup']:.2f}x**",
-                    f"{row['ct2_fp32_vs_ours']:.2f}x",
-                    f"{row['ct2_int8_vs_ours']:.2f}x",
-                    yes(row["outputs_equal_marian"]),
-                    yes(row["ct2_fp32_outputs_equal_ours"]),
-                    environment_load(report),
-                ]
-            )
+    rows = decoding_rows(read_json(results, "decoding_benchmark.json"), lambda report, row, search: [
+        str(report["threads"]), search, f"**{row['speedup']:.2f}x**", f"{row['ct2_fp32_vs_ours']:.2f}x",
+        f"{row['ct2_int8_vs_ours']:.2f}x", yes(row["outputs_equal_marian"]), yes(row["ct2_fp32_outputs_equal_ours"]),
+        environment_load(report),
+    ])  # fmt: skip
     header = ["size", "threads", "search", "ours / MarianMT", "CTranslate2 fp32 / ours",
               "CTranslate2 int8 / ours", "same tokens as MarianMT", "as CT2 fp32", "load"]  # fmt: skip
     return table(header, ["l", "r", "l", "r", "r", "r", "l", "l", "l"], rows)
 
 
 def decoding_cpu_versions(results: Path) -> str:
-    versions = environment_of(read_json(results, "decoding_benchmark.json")[0])["versions"]
+    versions = bench.environment_of(read_json(results, "decoding_benchmark.json")[0])["versions"]
     return f"transformers {versions['transformers']}, torch {versions['torch']}"
 
 
 def decoding_gpu_table(results: Path) -> str:
     """generate() against MarianMT on a GPU, batches of 16 and 128."""
-    rows = []
-    for name in ("decoding_benchmark_cuda_bf16.json", "decoding_benchmark_cuda_bf16_batch128.json"):
-        for report in read_json(results, name):
-            for key, search in (("greedy", "greedy"), ("beam4", "beam 4")):
-                row = report["generate"][key]
-                rows.append(
-                    [
-                        report["settings"]["size"],
-                        str(row["batch_size"]),
-                        search,
-                        f"**{row['speedup']:.2f}x**",
-                        f"{row['ours_tokens_per_s']:,.0f}",
-                        f"{row['marian_tokens_per_s']:,.0f}",
-                        yes(row["outputs_equal_marian"]),
-                    ]
-                )
+    names = ("decoding_benchmark_cuda_bf16.json", "decoding_benchmark_cuda_bf16_batch128.json")
+    rows = decoding_rows([report for name in names for report in read_json(results, name)], lambda _, row, search: [
+        str(row["batch_size"]), search, f"**{row['speedup']:.2f}x**", f"{row['ours_tokens_per_s']:,.0f}",
+        f"{row['marian_tokens_per_s']:,.0f}", yes(row["outputs_equal_marian"]),
+    ])  # fmt: skip
     header = ["size", "batch", "search", "ours / MarianMT", "ours, tokens/s", "MarianMT, tokens/s",
               "same tokens as MarianMT"]  # fmt: skip
     return table(header, ["l", "r", "l", "r", "r", "r", "l"], rows)
@@ -542,7 +443,8 @@ def decoding_gpu_table(results: Path) -> str:
 
 def gpu_device(results: Path) -> str:
     report = read_json(results, "decoding_benchmark_cuda_bf16.json")[0]
-    return f"{report['device']}, torch {environment_of(report)['versions']['torch']}, {report['settings']['dtype']}"
+    torch_version = bench.environment_of(report)["versions"]["torch"]
+    return f"{report['device']}, torch {torch_version}, {report['settings']['dtype']}"
 
 
 def gpu_training(results: Path) -> str:
@@ -559,7 +461,7 @@ def gpu_training(results: Path) -> str:
 def decoding_bf16_marian(results: Path) -> str:
     run = read_json(results, "decoding_benchmark_bf16.json")
     ratios = " / ".join(f"{run['generate'][key]['speedup']:.2f}x" for key in ("greedy", "beam4"))
-    return f"{ratios} MarianMT, greedy / beam 4 (load {environment_of(run)['load_average_start'][0]:.1f})"
+    return f"{ratios} MarianMT, greedy / beam 4 (load {bench.environment_of(run)['load_average_start'][0]:.1f})"
 
 
 FIGURES = {

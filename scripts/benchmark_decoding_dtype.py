@@ -88,7 +88,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # Figures: name -> function of the results folder that returns the Markdown between a page's markers
-# --------------------------------------------------------------------------------------------------------------------
 
 
 def decoding_dtype(results: Path) -> str:
@@ -101,9 +100,7 @@ def decoding_dtype(results: Path) -> str:
     )
 
 
-FIGURES = {
-    "decoding-dtype": decoding_dtype,
-}
+FIGURES = {"decoding-dtype": decoding_dtype}
 
 
 if __name__ == "__main__":

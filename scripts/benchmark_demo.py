@@ -82,7 +82,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # Figures: name -> function of the results folder that returns the Markdown between a page's markers
-# --------------------------------------------------------------------------------------------------------------------
 
 
 def demo_latency(results: Path) -> str:
@@ -103,9 +102,7 @@ def demo_latency(results: Path) -> str:
     return table(header, ["l", "r", "r", "r", "r", "l"], rows)
 
 
-FIGURES = {
-    "demo-latency": demo_latency,
-}
+FIGURES = {"demo-latency": demo_latency}
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import argparse
 import copy
 import json
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,40 +43,37 @@ from vanilla_transformer.metrics import exact_match
 from vanilla_transformer.model_dir import load_model_dir
 from vanilla_transformer.training.lora import add_lora
 
+NUMBERS = {  # option: (default, help), each a number of at least 1 (--warmup: 0)
+    "threads": (2, "torch CPU threads"),
+    "steps": (60, "timed training steps of each"),
+    "warmup": (5, "untimed first steps"),
+    "batch-size": (64, "sentence pairs per step"),
+    "lora-r": (8, "LoRA rank"),
+    "lora-alpha": (16, "LoRA alpha"),
+    "learning-rate": (1e-4, "Adam's rate, full fine-tuning"),
+    "lora-learning-rate": (1e-3, "Adam's rate, the adapter"),
+    "score-sentences": (300, "held-out pairs scored after training"),
+    "generate-batches": (8, "batches to translate"),
+    "generate-batch-size": (32, "sentences each"),
+    "num-beams": (4, "beam size of the beam run"),
+}
+
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="runs/numbers/model", help="model directory (default: %(default)s)")
     parser.add_argument("--json", type=Path, required=True, help="write the results to this JSON file")
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: %(default)s)")
-    parser.add_argument("--steps", type=int, default=60, help="timed training steps of each (default: %(default)s)")
-    parser.add_argument("--warmup", type=int, default=5, help="untimed first steps (default: %(default)s)")
-    parser.add_argument("--batch-size", type=int, default=64, help="sentence pairs per step (default: %(default)s)")
-    parser.add_argument("--lora-r", type=int, default=8, help="LoRA rank (default: %(default)s)")
-    parser.add_argument("--lora-alpha", type=int, default=16, help="LoRA alpha (default: %(default)s)")
     parser.add_argument(
-        "--lora-target-modules", default="q_proj,v_proj", help="comma-separated layers (default: %(default)s)"
+        "--lora-target-modules", default="q_proj,v_proj", help="comma-separated (default: %(default)s)"
     )
-    parser.add_argument(
-        "--learning-rate", type=float, default=1e-4, help="Adam's rate, full fine-tuning (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--lora-learning-rate", type=float, default=1e-3, help="Adam's rate, the adapter (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--score-sentences", type=int, default=300, help="held-out pairs scored after training (default: %(default)s)"
-    )
-    parser.add_argument("--generate-batches", type=int, default=8, help="batches to translate (default: %(default)s)")
-    parser.add_argument("--generate-batch-size", type=int, default=32, help="sentences each (default: %(default)s)")
-    parser.add_argument("--num-beams", type=int, default=4, help="beam size of the beam run (default: %(default)s)")
     parser.add_argument("--device", default="cpu", help="default: %(default)s")
+    for name, (default, text) in NUMBERS.items():
+        parser.add_argument(f"--{name}", type=type(default), default=default, help=f"{text} (default: %(default)s)")
     args = parser.parse_args(argv)
-    positive = ("threads", "steps", "batch_size", "lora_r", "generate_batches", "generate_batch_size", "num_beams")
-    for name in (*positive, "score_sentences"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
-    if args.warmup < 0:
-        parser.error(f"--warmup must be non-negative, got {args.warmup}")
+    for name in NUMBERS:
+        value, least = getattr(args, name.replace("-", "_")), 0 if name == "warmup" else 1
+        if isinstance(value, int) and value < least:
+            parser.error(f"--{name} must be at least {least}, got {value}")
     return args
 
 
@@ -104,13 +101,6 @@ def trainable_parameters(model: torch.nn.Module) -> dict[str, int]:
     return {"trainable": trainable, "total": sum(p.numel() for p in model.parameters())}
 
 
-def make_step(model: torch.nn.Module, learning_rate: float) -> Callable[[dict], float]:
-    """One training step of `model` on a batch (`bench.train_step`: loss, backward, the package's Adam, which
-    leaves the frozen parameters alone); returns the loss."""
-    step = train_step(model, adam(model, learning_rate, kernels="auto"))
-    return lambda batch: step(batch).item()
-
-
 def summarize(seconds: Sequence[float]) -> dict[str, float]:
     return {
         "median_s": statistics.median(seconds),
@@ -132,10 +122,13 @@ def benchmark_training(args: argparse.Namespace, base, tokenizer) -> tuple[dict[
     batches = training_batches(tokenizer, full, pairs, args.batch_size, args.device)
     losses: dict[str, list[float]] = {"full": [], "lora": []}
     rates = {"full": args.learning_rate, "lora": args.lora_learning_rate}
-    steps = {name: make_step(model, rates[name]) for name, model in (("full", full), ("lora", lora))}
+    # `bench.train_step`: loss, backward, the package's Adam, which leaves the frozen parameters alone.
+    steps = {
+        name: train_step(model, adam(model, rates[name], "auto")) for name, model in (("full", full), ("lora", lora))
+    }
     # Each contestant steps through the batches in turn: the warm-up steps train on the first --warmup of them.
     feeds = {name: iter(batches) for name in steps}
-    contestants = {name: (lambda _, n=name: losses[n].append(steps[n](next(feeds[n])))) for name in steps}
+    contestants = {name: (lambda _, n=name: losses[n].append(steps[n](next(feeds[n])).item())) for name in steps}
     timings = interleave(contestants, range(len(batches) - args.warmup), warmup=args.warmup)
     figures = {name: summarize(timings.samples(name)) for name in steps}
     result = {
@@ -160,15 +153,6 @@ def score_models(args: argparse.Namespace, models: dict[str, torch.nn.Module], t
     sources, references = [s for s, _ in held_out], [t for _, t in held_out]
     scores = {name: exact_match(translate(model, tokenizer, sources), references) for name, model in models.items()}
     return {"sentences": len(held_out), "search": "beam 4, GNMT alpha 0.6", "exact_match": scores}
-
-
-def make_generate(model, num_beams: int, outputs: list) -> Callable[[dict], None]:
-    def run(batch: dict) -> None:
-        with torch.no_grad():
-            generated = model.generate(**batch, num_beams=num_beams, do_sample=False, max_new_tokens=64)
-        outputs.append(generated)
-
-    return run
 
 
 def marian_with_adapter(lora, targets: Sequence[str], r: int, alpha: int):
@@ -216,14 +200,15 @@ def benchmark_generate(args: argparse.Namespace, base, lora, tokenizer) -> dict[
     ]
     results: dict[str, Any] = {}
     for label, num_beams in (("greedy", 1), (f"beam{args.num_beams}", args.num_beams)):
-        outputs: dict[str, list] = {name: [] for name in models}
-        contestants = {name: make_generate(model, num_beams, outputs[name]) for name, model in models.items()}
-        timings = interleave(contestants, batches)  # warm-up: the first batch, once more before the rounds
-        seconds = {name: timings.samples(name) for name in models}
-        pad = tokenizer.pad_token_id
-        tokens = {
-            name: sum(int((out[:, 1:] != pad).sum()) for out in generated[1:]) for name, generated in outputs.items()
+        search = {"num_beams": num_beams, "do_sample": False, "max_new_tokens": 64}
+        contestants = {
+            name: torch.no_grad()(lambda batch, model=model, search=search: model.generate(**batch, **search))
+            for name, model in models.items()
         }
+        timings = interleave(contestants, batches)  # warm-up: the first batch, once more before the rounds
+        seconds, outputs = {name: timings.samples(name) for name in models}, timings.returned
+        pad = tokenizer.pad_token_id
+        tokens = {name: sum(int((out[:, 1:] != pad).sum()) for out in outputs[name]) for name in models}
         results[label] = {
             name: {"tokens_per_s": tokens[name] / sum(seconds[name]), **summarize(seconds[name])} for name in models
         }
@@ -261,7 +246,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 # Figures: name -> function of the results folder that returns the Markdown between a page's markers
-# --------------------------------------------------------------------------------------------------------------------
 
 
 def lora_table(results: Path) -> str:
@@ -274,18 +258,12 @@ def lora_table(results: Path) -> str:
     rows = [
         ["trainable parameters", f"{params['full']['trainable']:,}", f"{params['lora']['trainable']:,} ({share:.1%})"],
         ["Adam's learning rate", f"{rates['full']:g}", f"{rates['lora']:g}"],
-        [
-            "training step, median",
-            f"{1000 * steps['full']['median_s']:.1f} ms",
-            f"{1000 * steps['lora']['median_s']:.1f} ms ({training['lora_over_full_median']:.2f}x)",
-        ],
-        [
-            f"exact match on {score['sentences']} held-out pairs after {training['batches']} steps "
-            f"(the base model: {score['exact_match']['base']:.1f}%)",
-            f"{score['exact_match']['full']:.1f}%",
-            f"{score['exact_match']['lora']:.1f}%",
-        ],
-    ]
+        ["training step, median", f"{1000 * steps['full']['median_s']:.1f} ms",
+         f"{1000 * steps['lora']['median_s']:.1f} ms ({training['lora_over_full_median']:.2f}x)"],
+        [f"exact match on {score['sentences']} held-out pairs after {training['batches']} steps "
+         f"(the base model: {score['exact_match']['base']:.1f}%)",
+         f"{score['exact_match']['full']:.1f}%", f"{score['exact_match']['lora']:.1f}%"],
+    ]  # fmt: skip
     return table(["", "full fine-tuning", "LoRA"], ["l", "r", "r"], rows)
 
 
@@ -311,11 +289,7 @@ def lora_environment(results: Path) -> str:
     )
 
 
-FIGURES = {
-    "lora-table": lora_table,
-    "lora-generate-table": lora_generate_table,
-    "lora-environment": lora_environment,
-}
+FIGURES = {"lora-table": lora_table, "lora-generate-table": lora_generate_table, "lora-environment": lora_environment}
 
 
 if __name__ == "__main__":

@@ -12,19 +12,18 @@ decode the same batches of token ids (tokenizing is outside the timing), each on
 * ``ct2_fp32``, ``ct2_int8``: CTranslate2's own search in C++, length penalty |Y|^0.6 (not GNMT's) and one length
   limit per batch (the batch's longest source + 50).
 
-The PyTorch and onnxruntime searches are GNMT's, alpha 0.6, each sentence at most its input length + 50 tokens. With
-random weights few hypotheses end early, so the searches run to about that limit, the same work for every engine.
-Contestants alternate on every batch (A B C D E, then E D C B A: ``bench.interleave``), each batch's median over
-``--rounds`` is kept, and a throughput is the generated tokens (``</s>`` included) of all batches over the sum of
-their medians. ``ort_fp32`` must return ``torch``'s tokens on every batch (recorded).
+The PyTorch and onnxruntime searches are GNMT's, alpha 0.6, each sentence at most its input length + 50 tokens (with
+random weights few hypotheses end early: the same work for every engine). Contestants are interleaved
+(``bench.interleave``, ``--rounds`` per batch); a throughput is the generated tokens (``</s>`` included) of all
+batches over the sum of their medians. ``ort_fp32`` must return ``torch``'s tokens on every batch (recorded).
 
 **Quality** (``--quality-model``): a trained model directory translates ``--quality-source`` with the paper's search
 in PyTorch, onnxruntime fp32 and int8 (and CTranslate2 fp32 and int8, its own search); BLEU, chrF and exact match
 against ``--quality-reference``, and how many translations equal PyTorch's.
 
-The results file records each export's and load's seconds and, through ``bench.Record``, the command, wall time,
-load average, processor and package versions (onnxruntime and ctranslate2 among them; onnx and onnxscript beside). Run it
-alone on the machine, with CTranslate2's exact int8 kernels on a CPU that is not Intel's (docs/serving.md)::
+The results file records each export's and load's seconds (and onnx's and onnxscript's versions beside
+``bench.Record``'s). Run it alone on the machine, with CTranslate2's exact int8 kernels on a CPU that is not Intel's
+(docs/serving.md)::
 
     CT2_USE_MKL=1 python scripts/benchmark_onnx.py --threads 4 --output docs/results/onnx_serving.json \\
         --quality-model runs/multi30k/model \\
@@ -47,19 +46,20 @@ from typing import Any
 import numpy as np
 import torch
 from bench import Record, interleave, model_config
-from bench.figures import load, minutes, read_json, table
+from bench.figures import environment_load, minutes, read_json, table
 from bench.serving import (
     LENGTH_PENALTY,
     MAX_LENGTH_OFFSET,
     ct2_search,
+    ct2_translators,
+    hypotheses,
     load_onnx,
-    load_translator,
     translate,
+    translate_ctranslate2,
     translate_ids,
 )
 
 from vanilla_transformer.data import CorpusSpec, load_corpus, shared_data_dir
-from vanilla_transformer.export.ctranslate2 import export_ctranslate2
 from vanilla_transformer.export.onnx import export_onnx
 from vanilla_transformer.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.tokenization import train_tokenizer
@@ -102,51 +102,35 @@ def sentences(args: argparse.Namespace) -> tuple[list[str], str]:
 
 
 def engines(model, tokenizer, folder: Path, threads: int) -> tuple[dict[str, Any], dict[str, float]]:
-    """Every contestant's model (ours, its ONNX export in fp32 and int8, its CTranslate2 exports in fp32 and int8),
-    and the seconds each export and load took."""
-    seconds: dict[str, float] = {}
+    """Every contestant's model (ours, its ONNX export in fp32 and int8, its CTranslate2 exports in fp32 and int8,
+    `ct2_translators`), and the seconds each export and load took."""
     started = time.perf_counter()
     export_onnx(model, folder / "onnx", tokenizer=tokenizer, quantize=True)
-    seconds["export_onnx"] = time.perf_counter() - started
+    seconds = {"export_onnx": time.perf_counter() - started}
     loaded: dict[str, Any] = {"torch": model}
     for name, quantized in (("ort_fp32", False), ("ort_int8", True)):
         started = time.perf_counter()
         loaded[name] = load_onnx(folder / "onnx", quantized=quantized, threads=threads)
         seconds[f"load_{name}"] = time.perf_counter() - started
-    for name, quantization in (("ct2_fp32", "float32"), ("ct2_int8", "int8")):
-        started = time.perf_counter()
-        path = export_ctranslate2(model, folder / name, tokenizer=tokenizer, quantization=quantization)
-        seconds[f"export_{name}"] = time.perf_counter() - started
-        started = time.perf_counter()
-        loaded[name] = load_translator(path, compute_type=quantization, threads=threads)
-        seconds[f"load_{name}"] = time.perf_counter() - started
-    return loaded, {name: round(value, 2) for name, value in seconds.items()}
+    quantizations = {"ct2_fp32": "float32", "ct2_int8": "int8"}
+    translators, ct2_seconds = ct2_translators(model, folder, quantizations, threads=threads, tokenizer=tokenizer)
+    seconds |= ct2_seconds
+    return loaded | translators, {name: round(value, 2) for name, value in seconds.items()}
 
 
 def decoders(loaded: dict[str, Any], tokenizer, beams: int) -> dict[str, Callable[[dict], list[list[int]]]]:
     """Each contestant as batch -> token ids of each translation, from the first generated token to ``</s>``."""
-    eos = tokenizer.eos_token_id
-
-    def search(model):
-        def run(batch):
-            output = translate_ids(model, batch["input_ids"], batch["attention_mask"], num_beams=beams)
-            return [_until_eos(row[1:], eos) for row in output.tolist()]
-
-        return run
-
     tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    limit = lambda longest: longest + MAX_LENGTH_OFFSET  # noqa: E731  CTranslate2's: one length limit per batch
 
-    def ct2(translator):  # CTranslate2's penalty |Y|^alpha, one length limit per batch
-        limit = lambda longest: longest + MAX_LENGTH_OFFSET  # noqa: E731
-        return ct2_search(translator, tokens, beams, limit, length_penalty=LENGTH_PENALTY)
+    def run(name: str) -> Callable[[dict], list[list[int]]]:
+        if name.startswith("ct2"):  # CTranslate2's own search: the penalty |Y|^alpha
+            return ct2_search(loaded[name], tokens, beams, limit, length_penalty=LENGTH_PENALTY)
+        return lambda batch: hypotheses(
+            translate_ids(loaded[name], batch["input_ids"], batch["attention_mask"], num_beams=beams)
+        )
 
-    return {
-        name: search(loaded[name]) if name.startswith(("torch", "ort")) else ct2(loaded[name]) for name in CONTESTANTS
-    }
-
-
-def _until_eos(ids: list[int], eos: int) -> list[int]:
-    return ids[: ids.index(eos) + 1] if eos in ids else ids
+    return {name: run(name) for name in CONTESTANTS}
 
 
 def bench_size(size: str, texts: list[str], tokenizer, args: argparse.Namespace) -> dict[str, Any]:
@@ -154,14 +138,8 @@ def bench_size(size: str, texts: list[str], tokenizer, args: argparse.Namespace)
     torch.manual_seed(args.seed)
     model = VanillaTransformerForConditionalGeneration(model_config(size, len(tokenizer))).eval()
     rng = np.random.default_rng(args.seed + 1)
-    batches = [
-        tokenizer(
-            [texts[i] for i in rng.choice(len(texts), args.batch_size, replace=False)],
-            padding=True,
-            return_tensors="pt",
-        )
-        for _ in range(args.batches)
-    ]
+    picks = [rng.choice(len(texts), args.batch_size, replace=False) for _ in range(args.batches)]
+    batches = [tokenizer([texts[i] for i in pick], padding=True, return_tensors="pt") for pick in picks]
     result: dict[str, Any] = {"parameters": sum(p.numel() for p in model.parameters())}
     with tempfile.TemporaryDirectory(prefix="benchmark-onnx-") as folder:
         loaded, result["seconds"] = engines(model, tokenizer, Path(folder), args.threads)
@@ -193,38 +171,26 @@ def bench_quality(args: argparse.Namespace) -> dict[str, Any]:
     search = {"num_beams": 4, "length_penalty": LENGTH_PENALTY, "max_length_offset": MAX_LENGTH_OFFSET}
     with tempfile.TemporaryDirectory(prefix="benchmark-onnx-quality-") as folder:
         loaded, _ = engines(model, tokenizer, Path(folder), args.threads)
-        hypotheses = {name: translate(loaded[name], tokenizer, sources, **search) for name in CONTESTANTS[:3]}
+        translations = {name: translate(loaded[name], tokenizer, sources, **search) for name in CONTESTANTS[:3]}
+        longest = max((len(ids) for ids in tokenizer(sources)["input_ids"]), default=0)
+        ct2 = {"beam_size": 4, "length_penalty": LENGTH_PENALTY, "max_decoding_length": longest + MAX_LENGTH_OFFSET}
         for name in CONTESTANTS[3:]:
-            hypotheses[name] = _translate_ct2(loaded[name], tokenizer, sources)
+            translations[name] = translate_ctranslate2(loaded[name], tokenizer, sources, **ct2)
     result: dict[str, Any] = {
         "model": str(args.quality_model),
         "source": str(args.quality_source),
         "reference": str(args.quality_reference),
         "sentences": len(sources),
     }
-    for name, texts in hypotheses.items():
+    for name, texts in translations.items():
         scores = score_translations(texts, references)
-        same = sum(a == b for a, b in zip(texts, hypotheses["torch"], strict=True))
+        same = sum(a == b for a, b in zip(texts, translations["torch"], strict=True))
         result[name] = {**scores, "equal_to_torch": same}
     for engine in ("ort", "ct2"):
         result[f"{engine}_int8_bleu_minus_fp32"] = round(
             result[f"{engine}_int8"]["bleu"] - result[f"{engine}_fp32"]["bleu"], 2
         )
     return result
-
-
-def _translate_ct2(translator, tokenizer, sources: list[str]) -> list[str]:
-    from bench.serving import translate_ctranslate2
-
-    longest = max((len(ids) for ids in tokenizer(sources)["input_ids"]), default=0)
-    return translate_ctranslate2(
-        translator,
-        tokenizer,
-        sources,
-        beam_size=4,
-        length_penalty=LENGTH_PENALTY,
-        max_decoding_length=longest + MAX_LENGTH_OFFSET,
-    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -257,21 +223,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 # Figures: name -> function of the results folder that returns the Markdown between a page's markers
-# --------------------------------------------------------------------------------------------------------------------
 
 
 ONNX_SERVING = "onnx_serving.json"
-
-
 ONNX_COMMAND = (
     "CT2_USE_MKL=1 python scripts/benchmark_onnx.py --threads 4 --output docs/results/onnx_serving.json "
     "--quality-model MODEL --quality-source SOURCE --quality-reference REFERENCE"
 )
-
-
 ENGINES = [("torch", "PyTorch"), ("ort_fp32", "onnxruntime fp32"), ("ort_int8", "onnxruntime int8")]
-
-
 ENGINES += [("ct2_fp32", "CTranslate2 fp32"), ("ct2_int8", "CTranslate2 int8")]
 
 
@@ -327,7 +286,7 @@ def onnx_serving_environment(results: Path) -> str:
     return (
         f"{run['processor']}, {run['threads']} threads, batches of {run['batch_size']} sentences "
         f"({run['batches']} batches, {run['rounds']} interleaved rounds; {run['data']}){model}; "
-        f"load average {load((run['load_average_start'], run['load_average_end']))}, {minutes(run['wall_seconds'])}; "
+        f"load average {environment_load(run)}, {minutes(run['wall_seconds'])}; "
         f"torch {versions['torch']}, onnxruntime {versions['onnxruntime']}, ctranslate2 {versions['ctranslate2']}"
         f" (CT2_USE_MKL={run['ct2_use_mkl'] or 'unset'})"
     )

@@ -120,11 +120,12 @@ def main(argv: list[str] | None = None) -> int:
             timings = interleave(
                 {name: train_step(name) for name in workers}, range(args.steps), warmup=0, progress=progress
             )
+            translations = {
+                name: process.ask(command="translate", sources=sources) for name, process in workers.items()
+            }
             bleu = {
-                name: compute_bleu(process.ask(command="translate", sources=sources)["translations"], references)[
-                    "score"
-                ]
-                for name, process in workers.items()
+                name: compute_bleu(answer["translations"], references)["score"]
+                for name, answer in translations.items()
             }
         finally:
             for process in workers.values():
@@ -153,7 +154,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # Figures: name -> function of the results folder that returns the Markdown between a page's markers
-# --------------------------------------------------------------------------------------------------------------------
 
 
 def precision_figures(results: Path) -> str:
@@ -168,9 +168,7 @@ def precision_figures(results: Path) -> str:
     )
 
 
-FIGURES = {
-    "precision": precision_figures,
-}
+FIGURES = {"precision": precision_figures}
 
 
 if __name__ == "__main__":

@@ -1,40 +1,26 @@
 """Our training step against MarianMT with `Seq2SeqTrainer`, each at its best settings, in one interleaved run.
 
 What a user would pick instead of ``vanilla-transformer train``: the same architecture as a `MarianMTModel`
-(`bench.marian_twin`: the same initial weights) trained by transformers' `Seq2SeqTrainer` at its best
-settings (``bf16``, ``torch_compile``, ``train_sampling_strategy="group_by_length"``, fused AdamW), against our
-`Trainer` (built as ``train`` builds it: each contestant is a set of ``train`` options) at its best settings, each also
-in fp32 eager as the baseline. The model is
-``--model-size`` (a ``PRESETS`` name, default ``multi30k``: N=3, d_model=256, 6.0M parameters with the 8k vocabulary),
-the data Multi30k en->de train (``--data-dir``), at about ``--max-tokens`` (4,096: the multi30k preset's) padded
-tokens per step on both sides: ours by `TokenBatchSampler`, the Trainer's by a batch size B chosen from the data so
-that its length-grouped batches hold as many padded tokens on average.
+(`bench.marian_twin`: the same initial weights) trained by transformers' `Seq2SeqTrainer` at its best settings
+(``bf16``, ``torch_compile``, ``train_sampling_strategy="group_by_length"``, fused AdamW), against our `Trainer` (built
+as ``train`` builds it: each contestant is a set of ``train`` options) at its best settings, each also in fp32 eager
+as the baseline. The model is ``--model-size`` (a ``PRESETS`` name, default ``multi30k``: N=3, d_model=256), the data
+Multi30k en->de train (``--data-dir``), at about ``--max-tokens`` (4,096: the multi30k preset's) padded tokens per
+step on both sides: ours by `TokenBatchSampler`, the Trainer's by a batch size B chosen from the data so that its
+length-grouped batches hold as many padded tokens on average (`trainer_batch_size`).
 
-Method:
+Method: the coordinator builds the tokenizer and the token ids once (`build_data`), so that all train on the same
+ids. Each contestant runs in a worker process of its own (`bench.processes`: Accelerate keeps one process-wide
+state), driven by the kit's interleaved timer (`bench.interleave`): ``--warmup-steps`` steps each (compilation
+included, reported apart), then ``--rounds`` rounds of ``--steps-per-round`` steps per contestant, in an order that
+reverses every round. The Trainer runs its own loop (``trainer.train()``, its data loading included), paused by a
+callback every command's steps. Throughput: non-padding tokens (source + target) over seconds, summed over rounds;
+the per-round median, min and max show the noise. "Best" for each side is its fastest contestant. bf16 contestants
+are left out by default where the CPU emulates bf16 (`preflight.slow_bf16`); naming them in ``--contestants`` runs
+them anyway. Ratios are what to read: absolute figures describe this machine at that moment only.
 
-* The coordinator builds the tokenizer and the tokenized pairs once and hands them to the contestants (through a
-  temporary folder: a JSON file for the Trainer, the token cache that ``train`` reads for ours), so that all train on
-  the same token ids.
-* Each contestant runs in its own long-lived worker process (``--worker SPEC``; Accelerate keeps one process-wide
-  state, whose mixed precision and compilation settings are the first Accelerator's), talking JSON lines over its
-  stdin and stdout. Only one worker runs at a time; the others wait blocked on their pipe.
-* The kit's interleaved timer (`bench.interleave`) drives them: warm-up first (``--warmup-steps`` steps, compilation
-  included), one worker after the other: its seconds are reported apart. Then ``--rounds`` rounds of
-  ``--steps-per-round`` steps per contestant, in an order that reverses every round (A B C D, D C B A, ...), so that
-  a drift of the machine's load hits all alike. The timer times each command's steps: a worker answers once they
-  are done (the device synchronised).
-* The Trainer runs its own loop (``trainer.train()``, its data loading included): a callback reports the time of
-  every K steps at ``on_step_end`` and then blocks on its stdin until the next round.
-* Throughput: non-padding tokens (source + target) over seconds, summed over rounds; the per-round median, min
-  and max show the noise. "Best" for each side is its fastest contestant. bf16 contestants are left out by default
-  where the CPU has no native bf16 instructions (`preflight.slow_bf16`: torch emulates them, tens of times slower);
-  naming them in ``--contestants`` runs them anyway. Ratios are what to read: absolute figures describe this
-  machine at that moment only.
-
-Contestants (``--contestants``, a comma or space separated list): ``ours:precision=no|bf16,compile=no|inductor,
-adam=default|foreach|fused,attn=sdpa|eager`` and ``trainer:precision=no|bf16,compile=no|inductor,
-optim=adamw_torch_fused|adamw_torch,attn=sdpa|eager``; keys left out take the first value. Prints a table and one
-line::
+Contestants (``--contestants``, a comma or space separated list): ``KIND:key=value,...``, the kinds and keys of
+`SPEC_KEYS` (keys left out take the first value). Prints a table and one line::
 
     TRAINING ours_best=... trainer_best=... ratio=...
 
@@ -60,25 +46,23 @@ from typing import Any
 
 import numpy as np
 import torch
-from bench import Record, interleave, marian_twin, matmul_rate, synthetic_pairs, training_flops
-from bench.figures import load, minutes, read_json, table
+from bench import Record, interleave, marian_twin, matmul_rate, synchronize, synthetic_pairs, training_flops
+from bench.figures import environment_load, minutes, read_json, table
 from bench.processes import Channel, Worker, build_trainer, prepare_data
 
-SPEC_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
-    "ours": {
-        "precision": ("no", "bf16"),
-        "compile": ("no", "inductor"),
-        "adam": ("default", "foreach", "fused"),
-        "attn": ("sdpa", "eager"),
-    },
-    "trainer": {
-        "precision": ("no", "bf16"),
-        "compile": ("no", "inductor"),
-        "optim": ("adamw_torch_fused", "adamw_torch"),
-        "attn": ("sdpa", "eager"),
-    },
+from vanilla_transformer.data import IGNORE_INDEX
+
+PRECISION = {
+    "precision": {"no": "fp32", "bf16": "bf16"},
+    "compile": {"no": "eager", "inductor": "compiled (inductor)"},
 }
-"""The settings of each kind of contestant, and their values; the first is the default."""
+ATTENTION = {"attn": {"sdpa": "SDPA", "eager": "eager attention"}}
+SPEC_KEYS: dict[str, dict[str, dict[str, str]]] = {
+    "ours": {**PRECISION, "adam": {"default": "Adam", "foreach": "foreach Adam", "fused": "fused Adam"}, **ATTENTION},
+    "trainer": {**PRECISION, "optim": {"adamw_torch_fused": "fused AdamW", "adamw_torch": "AdamW"}, **ATTENTION},
+}
+"""The settings of each kind of contestant, and their values (the first is the default) with their words in the
+published table."""
 
 DEFAULT_CONTESTANTS = (
     "ours:precision=no,compile=no,adam=default",
@@ -92,12 +76,12 @@ DEFAULT_CONTESTANTS = (
 )
 """Each side's fp32 eager baseline and its candidates for best (bf16 ones skipped where bf16 is emulated)."""
 
-IGNORE_INDEX = -100
+SETTINGS = ("model_size", "vocab_size", "max_tokens", "rounds", "steps_per_round", "warmup_steps", "threads")
+SETTINGS += ("max_pairs", "data_dir", "seed", "device", "grad_accum", "preset")
+"""The options the results file records."""
 
 
-# --------------------------------------------------------------------------------------------------------------------
 # Contestants
-# --------------------------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -119,7 +103,7 @@ class Spec:
                 choices = "; ".join(f"{name}={'|'.join(values)}" for name, values in keys.items())
                 raise ValueError(f"contestant {text!r}: bad setting {item!r}; {kind} takes {choices}")
             given[key] = value
-        return cls(kind, tuple((key, given.get(key, values[0])) for key, values in keys.items()))
+        return cls(kind, tuple((key, given.get(key, next(iter(values)))) for key, values in keys.items()))
 
     def __getitem__(self, key: str) -> str:
         return dict(self.settings)[key]
@@ -131,7 +115,7 @@ class Spec:
     @property
     def is_baseline(self) -> bool:
         """fp32, eager, and the other settings at their defaults: the side's reference."""
-        return all(value == SPEC_KEYS[self.kind][key][0] for key, value in self.settings)
+        return all(value == next(iter(SPEC_KEYS[self.kind][key])) for key, value in self.settings)
 
 
 def parse_contestants(text: str) -> list[Spec]:
@@ -151,17 +135,7 @@ def parse_contestants(text: str) -> list[Spec]:
     return parsed
 
 
-def bf16_skip_reason(spec: Spec, device_type: str) -> str | None:
-    """Why a bf16 contestant is left out by default on this machine (`preflight.slow_bf16`); None to run it."""
-    from vanilla_transformer.environment import cpu_flags
-    from vanilla_transformer.training.preflight import slow_bf16
-
-    return slow_bf16(device_type, spec["precision"], cpu_flags())
-
-
-# --------------------------------------------------------------------------------------------------------------------
 # Data, built once by the coordinator
-# --------------------------------------------------------------------------------------------------------------------
 
 
 SYNTHETIC_LENGTHS = ((3.200, 0.511), (3.117, 0.525))
@@ -169,33 +143,29 @@ SYNTHETIC_LENGTHS = ((3.200, 0.511), (3.117, 0.525))
 words times 1.35, a 37k BPE's typical tokens per word, plus ``</s>``): means of 28 and 26 tokens."""
 
 
-def synthetic_data(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
-    """``--synthetic-pairs`` pairs of random token ids with WMT14's lengths (`SYNTHETIC_LENGTHS`), for a machine
-    without the corpus (a GPU machine): a step's speed depends on the lengths, not on the words. The tokenizer
-    saved beside them serves for padding only."""
+def build_data(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    """The tokenizer and token cache of Multi30k's training pairs as `train` builds them (`bench.prepare_data`: a
+    BPE of ``--vocab-size``), and the same ids for the Trainer (``folder/examples.json``). With ``--synthetic-pairs``,
+    that many pairs of random ids with WMT14's lengths (`SYNTHETIC_LENGTHS`) instead, for a machine without the
+    corpus (a GPU machine): a step's speed depends on the lengths, not on the words; the tokenizer then serves for
+    padding only."""
     from vanilla_transformer.data.cache import save_token_cache
     from vanilla_transformer.tokenization import train_tokenizer
 
-    pairs = synthetic_pairs(args.synthetic_pairs, args.vocab_size, SYNTHETIC_LENGTHS, longest=256, seed=args.seed)
-    examples = [{"input_ids": source, "labels": target} for source, target in pairs]
-    tokenizer = train_tokenizer(["a few words for the special tokens"], 300)
-    tokenizer.save_pretrained(folder / "tokenizer")
-    save_token_cache(examples, args.vocab_size, folder / "tokens")
-    (folder / "examples.json").write_text(json.dumps(examples), encoding="utf-8")
-    return {"pairs": len(examples), "tokenizer_size": len(tokenizer), "max_length": 256, "synthetic": True}
-
-
-def build_data(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
-    """The tokenizer and token cache of Multi30k's training pairs as `train` builds them (`bench.prepare_data`: a
-    BPE of ``--vocab-size``), and the same ids for the Trainer (``folder/examples.json``); or `synthetic_data` with
-    ``--synthetic-pairs``."""
     if args.synthetic_pairs:
-        return synthetic_data(args, folder)
-    options = ["--preset", "multi30k", "--vocab-size", str(args.vocab_size)]
-    options += ["--data-dir", args.data_dir] if args.data_dir else []  # else $VANILLA_TRANSFORMER_DATA
-    config, _, tokenizer, examples = prepare_data(options, folder, args.max_pairs)
+        pairs = synthetic_pairs(args.synthetic_pairs, args.vocab_size, SYNTHETIC_LENGTHS, longest=256, seed=args.seed)
+        examples = [{"input_ids": source, "labels": target} for source, target in pairs]
+        tokenizer = train_tokenizer(["a few words for the special tokens"], 300)
+        tokenizer.save_pretrained(folder / "tokenizer")
+        save_token_cache(examples, args.vocab_size, folder / "tokens")
+        built = {"max_length": 256, "synthetic": True}
+    else:
+        options = ["--preset", "multi30k", "--vocab-size", str(args.vocab_size)]
+        options += ["--data-dir", args.data_dir] if args.data_dir else []  # else $VANILLA_TRANSFORMER_DATA
+        config, _, tokenizer, examples = prepare_data(options, folder, args.max_pairs)
+        built = {"max_length": config.data.max_length}
     (folder / "examples.json").write_text(json.dumps(examples), encoding="utf-8")
-    return {"pairs": len(examples), "tokenizer_size": len(tokenizer), "max_length": config.data.max_length}
+    return {"pairs": len(examples), "tokenizer_size": len(tokenizer), **built}
 
 
 def trainer_batch_size(lengths: list[tuple[int, int]], max_tokens: int, seed: int) -> dict[str, Any]:
@@ -224,9 +194,7 @@ def trainer_batch_size(lengths: list[tuple[int, int]], max_tokens: int, seed: in
     return {"batch_size": chosen, "ours_padded_per_step": ours_mean, "trainer_padded_per_step": trainer_mean(chosen)}
 
 
-# --------------------------------------------------------------------------------------------------------------------
 # Workers: one contestant each, driven over stdin/stdout
-# --------------------------------------------------------------------------------------------------------------------
 
 
 class Tally:
@@ -234,8 +202,8 @@ class Tally:
     building our batches, the graphs compiled meanwhile and the peak memory. The steps' time is the coordinator's
     timer's (`bench.interleave`): a worker answers once its steps are done."""
 
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
+    def __init__(self, device: torch.device, config) -> None:
+        self.device, self.config = device, config
         self.reset()
 
     def reset(self) -> None:
@@ -248,18 +216,20 @@ class Tally:
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
 
-    def add(self, tokens: torch.Tensor, positions: int, flops: float = 0.0, steps: int = 1) -> None:
-        """A step's (or, with ``steps=0``, a micro-batch's) tokens, padded positions and model FLOPs."""
+    def add(self, batches: list[dict], tokens: torch.Tensor, steps: int = 1) -> None:
+        """A step's micro-batches (or, with ``steps=0``, one of them): their non-padding `tokens`, padded positions
+        and model FLOPs (`bench.training_flops` of the model's `config`)."""
         self.tokens += tokens.detach().double()
-        self.positions, self.steps, self.flops = self.positions + positions, self.steps + steps, self.flops + flops
+        self.positions += sum(batch["input_ids"].numel() + batch["labels"].numel() for batch in batches)
+        self.flops += sum(training_flops(self.config, batch) for batch in batches)
+        self.steps += steps
 
     def report(self) -> dict[str, Any]:
         """The figures since `reset`, the device synchronised first: the answer comes once the work is done."""
         from vanilla_transformer.training.step import compile_count
 
-        tokens = float(self.tokens.item())  # syncs the device
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        tokens = float(self.tokens.item())
+        synchronize(self.device)
         after = compile_count()
         compiled = after - self.compiled_before if after is not None and self.compiled_before is not None else None
         return {
@@ -305,7 +275,7 @@ def ours_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> None:
     config, model = ours_config(args, spec), initial_model(args, spec)
     trainer = build_trainer(config, args.data, model, cpu=args.device == "cpu")
     accelerator = trainer.accelerator
-    batches, meter, model_config = trainer.batches(), Tally(accelerator.device), trainer.unwrapped.config
+    batches, meter = trainer.batches(), Tally(accelerator.device, trainer.unwrapped.config)
     channel.send(event="ready", device=str(accelerator.device))
     while (command := channel.receive())["command"] != "stop":
         meter.reset()
@@ -314,10 +284,7 @@ def ours_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> None:
             micro_batches = [to_device(next(batches), accelerator.device) for _ in range(trainer.grad_accum)]
             meter.data_seconds += time.perf_counter() - started
             taken = trainer.train_step(micro_batches)
-            stats = taken.stats if taken is not None else {"tokens": torch.zeros(())}
-            positions = sum(b["input_ids"].numel() + b["labels"].numel() for b in micro_batches)
-            flops = sum(training_flops(model_config, batch) for batch in micro_batches)
-            meter.add(stats["tokens"], positions, flops)
+            meter.add(micro_batches, taken.stats["tokens"] if taken is not None else torch.zeros(()))
         channel.send(event="done", **meter.report())
 
 
@@ -329,15 +296,13 @@ def trainer_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> No
     tokenizer = AutoTokenizer.from_pretrained(args.data / "tokenizer")
     model = marian_twin(initial_model(args, spec))
     device = torch.device(args.device)
-    meter, config = Tally(device), model.config
+    meter = Tally(device, model.config)
 
     class CountingTrainer(Seq2SeqTrainer):
         """Counts the non-padding tokens of every batch the Trainer's loop trains on."""
 
         def training_step(self, model, inputs, *rest, **options):
-            tokens = inputs["attention_mask"].sum() + (inputs["labels"] != IGNORE_INDEX).sum()
-            flops = training_flops(config, inputs)
-            meter.add(tokens, inputs["input_ids"].numel() + inputs["labels"].numel(), flops, steps=0)
+            meter.add([inputs], inputs["attention_mask"].sum() + (inputs["labels"] != IGNORE_INDEX).sum(), steps=0)
             return super().training_step(model, inputs, *rest, **options)
 
     class Pause(TrainerCallback):
@@ -417,9 +382,7 @@ def worker_main(args: argparse.Namespace) -> int:
     return 0
 
 
-# --------------------------------------------------------------------------------------------------------------------
 # The coordinator
-# --------------------------------------------------------------------------------------------------------------------
 
 
 def start_worker(index: int, spec: Spec, args: argparse.Namespace, data: Path, batch_size: int) -> Worker:
@@ -539,12 +502,16 @@ def cpu_summary() -> dict[str, Any]:
 
 
 def select_contestants(args: argparse.Namespace) -> tuple[list[Spec], dict[str, str]]:
-    """The contestants to run, and those left out with the reason: bf16 on a CPU that emulates it, unless named."""
+    """The contestants to run, and those left out with the reason: bf16 on a CPU that emulates it
+    (`preflight.slow_bf16`), unless named."""
+    from vanilla_transformer.environment import cpu_flags
+    from vanilla_transformer.training.preflight import slow_bf16
+
     specs = parse_contestants(args.contestants or " ".join(DEFAULT_CONTESTANTS))
     if args.contestants:
         return specs, {}
-    device_type = args.device if args.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu"
-    skipped = {spec.name: reason for spec in specs if (reason := bf16_skip_reason(spec, device_type))}
+    device = args.device if args.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu"
+    skipped = {spec.name: reason for spec in specs if (reason := slow_bf16(device, spec["precision"], cpu_flags()))}
     return [spec for spec in specs if spec.name not in skipped], skipped
 
 
@@ -577,12 +544,7 @@ def coordinator_main(args: argparse.Namespace) -> int:
         "contestants": summaries,
         "skipped": skipped,
         "order": order,
-        "settings": {
-            key: getattr(args, key)
-            for key in ("model_size", "vocab_size", "max_tokens", "rounds", "steps_per_round", "warmup_steps")
-        }
-        | {"threads": args.threads, "max_pairs": args.max_pairs, "data_dir": args.data_dir, "seed": args.seed}
-        | {"device": args.device, "grad_accum": args.grad_accum, "preset": args.preset},
+        "settings": {key: getattr(args, key) for key in SETTINGS},
         "data": {**built, **batching},
         "cpu": cpu_summary(),
     }
@@ -598,18 +560,14 @@ def build_parser() -> argparse.ArgumentParser:
     from vanilla_transformer.configuration_vanilla_transformer import PRESETS
     from vanilla_transformer.data import shared_data_dir
 
-    default_data = shared_data_dir("multi30k")
+    data = shared_data_dir("multi30k")
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--contestants", help=f"comma/space separated (default: {shlex.join(DEFAULT_CONTESTANTS)})")
     parser.add_argument("--rounds", type=int, default=6, help="measured rounds (default: %(default)s)")
     parser.add_argument("--steps-per-round", type=int, default=5, help="steps per contestant and round (K)")
     parser.add_argument("--warmup-steps", type=int, default=10, help="steps before measuring, compilation included")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads of every worker (default: 2)")
-    parser.add_argument(
-        "--data-dir",
-        default=str(default_data) if default_data else None,
-        help="the Multi30k files (default: $VANILLA_TRANSFORMER_DATA/multi30k)",
-    )
+    parser.add_argument("--data-dir", default=data and str(data), help="Multi30k's files (default: %(default)s)")
     parser.add_argument("--max-pairs", type=int, default=None, help="use only the first N training pairs")
     parser.add_argument("--model-size", choices=sorted(PRESETS), help="a model preset (default: multi30k)")
     parser.add_argument("--vocab-size", type=int, help="BPE vocabulary (default: 8000)")
@@ -661,20 +619,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # Figures: name -> function of the results folder that returns the Markdown between a page's markers
-# --------------------------------------------------------------------------------------------------------------------
 
 
-def _contestant(spec: str) -> str:
-    """``ours:precision=no,compile=inductor,adam=fused,attn=sdpa`` as "ours: fp32, inductor, fused Adam, SDPA"."""
-    kind, _, settings = spec.partition(":")
-    values = dict(item.split("=") for item in settings.split(","))
-    words = ["fp32" if values["precision"] == "no" else values["precision"]]
-    words.append("compiled (inductor)" if values["compile"] == "inductor" else "eager")
-    if "adam" in values:
-        words.append({"default": "Adam", "foreach": "foreach Adam", "fused": "fused Adam"}[values["adam"]])
-    else:
-        words.append({"adamw_torch_fused": "fused AdamW", "adamw_torch": "AdamW"}[values["optim"]])
-    words.append({"sdpa": "SDPA", "eager": "eager attention"}[values["attn"]])
+def contestant_label(name: str) -> str:
+    """``ours:precision=no,compile=inductor,adam=fused,attn=sdpa`` as "ours: fp32, compiled (inductor), fused Adam,
+    SDPA", in the words of `SPEC_KEYS`."""
+    kind, _, settings = name.partition(":")
+    words = [SPEC_KEYS[kind][key][value] for key, value in (item.split("=") for item in settings.split(","))]
     return f"{'ours' if kind == 'ours' else 'MarianMT + Seq2SeqTrainer'}: {', '.join(words)}"
 
 
@@ -694,7 +645,7 @@ def contestants_table(run: dict) -> str:
         spread = figures["round_tokens_per_second"]
         best = " (best)" if spec in (run["ours_best"], run["trainer_best"]) else ""
         rows.append([
-            _contestant(spec) + best,
+            contestant_label(spec) + best,
             f"{figures['tokens_per_second']:,.0f}",
             f"{spread['median']:,.0f} [{spread['min']:,.0f}–{spread['max']:,.0f}]",
             ratio(figures["vs_baseline"]),
@@ -744,7 +695,7 @@ def training_environment(results: Path) -> str:
         f"{run['cpu']['model']} ({', '.join(flags)}; no native bf16), {settings['threads']} threads, "
         f"{settings['rounds']} rounds of {settings['steps_per_round']} steps per contestant after "
         f"{settings['warmup_steps']} warm-up steps, {minutes(run['wall_seconds'])} in all, 1-minute load "
-        f"{load((run['load_average_start'], run['load_average_end']))}; torch {versions['torch']}, transformers "
+        f"{environment_load(run)}; torch {versions['torch']}, transformers "
         f"{versions['transformers']}, accelerate {versions['accelerate']}; {len(run['skipped'])} bf16 contestants "
         f"left out (emulated bf16)"
     )

@@ -169,10 +169,8 @@ def count(size: str, vocab_size: int, batch_size: int, decode_batch_size: int, s
         "decoding_step": {},
     }
     for beams in (1, 4):
-        search = "greedy" if beams == 1 else f"beam {beams}"
-        result["decoding_step"][search] = {
-            "ours": decoding_step(ours, decode, beams, steps),
-            "MarianMT": decoding_step(marian, decode, beams, steps),
+        result["decoding_step"]["greedy" if beams == 1 else f"beam {beams}"] = {
+            name: decoding_step(model, decode, beams, steps) for name, model in (("ours", ours), ("MarianMT", marian))
         }
     return result
 
@@ -195,23 +193,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # Figures: name -> function of the results folder that returns the Markdown between a page's markers
-# --------------------------------------------------------------------------------------------------------------------
 
 
 def op_counts(results: Path) -> str:
     """Operators (kernels) a training step and a decoding step launch, ours against MarianMT (scripts/count_ops.py)."""
     counts = read_json(results, "op_counts.json")
-    rows = [
-        [f"training step ({counts['training_batch']['pairs']} pairs)", name, f"{report['kernels']:,.0f}",
-         f"{report['operators']:,.0f}"]
-        for name, report in counts["training_step"].items()
-    ]  # fmt: skip
-    for search, reports in counts["decoding_step"].items():
-        rows += [
-            [f"decoding step, {search} ({counts['decoding_batch']} sentences)", name, f"{report['kernels']:,.0f}",
-             f"{report['operators']:,.0f}"]
-            for name, report in reports.items()
-        ]  # fmt: skip
+    steps = [(f"training step ({counts['training_batch']['pairs']} pairs)", counts["training_step"])]
+    steps += [(f"decoding step, {search} ({counts['decoding_batch']} sentences)", reports)
+              for search, reports in counts["decoding_step"].items()]  # fmt: skip
+    rows = [[step, name, f"{report['kernels']:,.0f}", f"{report['operators']:,.0f}"]
+            for step, reports in steps for name, report in reports.items()]  # fmt: skip
     return table(["step", "contestant", "kernels", "operators (views included)"], ["l", "l", "r", "r"], rows)
 
 
@@ -226,10 +217,7 @@ def op_counts_setup(results: Path) -> str:
     )
 
 
-FIGURES = {
-    "op-counts": op_counts,
-    "op-counts-setup": op_counts_setup,
-}
+FIGURES = {"op-counts": op_counts, "op-counts-setup": op_counts_setup}
 
 
 if __name__ == "__main__":

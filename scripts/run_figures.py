@@ -5,7 +5,6 @@ with every benchmark's."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -22,6 +21,7 @@ MULTI30K_RUNS = [  # (folder, label), in the order of the table
     ("en-de-avx2-seed1", "English → German, seed 1, on a CPU without native bf16 (AVX2): fp32"),
     ("de-en-avx2-seed1", "German → English, seed 1, on a CPU without native bf16 (AVX2): fp32"),
 ]
+DIRECTIONS = (("en-de", "English → German"), ("de-en", "German → English"))
 
 
 def numbers_table(results: Path) -> str:
@@ -33,32 +33,19 @@ def numbers_table(results: Path) -> str:
     names, scores = "test exact match / chrF", f"{run['test_exact_match']:.1f}% / {run['test_chrf']:.2f}"
     if "test_bleu" in run:  # left out where no reference holds a 4-gram (0 by construction on number words)
         names, scores = f"{names} / sacreBLEU", f"{scores} / {run['test_bleu']:.2f}"
-    by_magnitude = run.get("test_exact_match_by_magnitude", {})
-    magnitude_rows = [
-        [
-            f"test exact match, numbers {' / '.join(by_magnitude)}",
-            " / ".join(f"{v:.1f}" for v in by_magnitude.values()),
-        ]
-    ]
-    return table(
-        ["measure", "value"],
-        ["l", "l"],
-        [
-            ["wall time of `train()` (tokenizer, data, training, averaging, test)", minutes(run["seconds"])],
-            [f"of which {run['step']:,} training steps", minutes(60 * run["train_minutes"])],
-            [names, scores],
-            *(magnitude_rows if by_magnitude else []),
-            [
-                f"validation exact match at steps {' / '.join(map(str, steps))}",
-                " / ".join(f"{valid[step]:.1f}" for step in steps) + "%",
-            ],
-            [
-                "throughput (non-padding source+target tokens, 1 thread)",
-                f"{run['train_tokens_per_second']:,.0f} tokens/s",
-            ],
-            ["padding share (token-bucketed batches)", f"{run['padding_share']:.2%}"],
-        ],
-    )
+    magnitude = run.get("test_exact_match_by_magnitude", {})
+    rows = [
+        ["wall time of `train()` (tokenizer, data, training, averaging, test)", minutes(run["seconds"])],
+        [f"of which {run['step']:,} training steps", minutes(60 * run["train_minutes"])],
+        [names, scores],
+        *([[f"test exact match, numbers {' / '.join(magnitude)}", " / ".join(f"{v:.1f}" for v in magnitude.values())]]
+          if magnitude else []),
+        [f"validation exact match at steps {' / '.join(map(str, steps))}",
+         " / ".join(f"{valid[step]:.1f}" for step in steps) + "%"],
+        ["throughput (non-padding source+target tokens, 1 thread)", f"{run['train_tokens_per_second']:,.0f} tokens/s"],
+        ["padding share (token-bucketed batches)", f"{run['padding_share']:.2%}"],
+    ]  # fmt: skip
+    return table(["measure", "value"], ["l", "l"], rows)
 
 
 def processor(environment: dict) -> str:
@@ -102,20 +89,12 @@ def multi30k_table(results: Path) -> str:
         speed = (first or run)["train_tokens_per_second"]
         averaged, last = f"{run['valid_bleu_averaged']:.2f}", f"{run['valid_bleu_last']:.2f}"
         averaged, last = (f"**{averaged}**", last) if run["selected"] == "averaged" else (averaged, f"**{last}**")
-        rows.append(
-            [
-                label,
-                f"`{option}`" if option else "—",
-                seconds,
-                f"{run['step']:,} / {run['epochs']:.1f}",
-                f"{speed:,.0f} ({'fp32' if run['mixed_precision'] == 'no' else run['mixed_precision']})",
-                f"{averaged} / {last}",
-                f"**{run['test_bleu']:.2f}**",
-                f"{run['test_bleu_last']:.2f}",
-                f"{run['test_chrf']:.2f}",
-                f"{first['test_bleu']:.2f}" if first else "—",
-            ]
-        )
+        precision = "fp32" if run["mixed_precision"] == "no" else run["mixed_precision"]
+        rows.append([
+            label, f"`{option}`" if option else "—", seconds, f"{run['step']:,} / {run['epochs']:.1f}",
+            f"{speed:,.0f} ({precision})", f"{averaged} / {last}", f"**{run['test_bleu']:.2f}**",
+            f"{run['test_bleu_last']:.2f}", f"{run['test_chrf']:.2f}", f"{first['test_bleu']:.2f}" if first else "—",
+        ])  # fmt: skip
     header = ["run", "command (`vanilla-transformer train --preset multi30k` ...)",
               "time in `train()` (+ rescoring)", "steps / epochs", "tokens/s (precision)",
               "validation BLEU: average of the last 5 / last (bold: kept)",
@@ -124,17 +103,17 @@ def multi30k_table(results: Path) -> str:
     return table(header, ["l", "l", "r", "r", "r", "r", "r", "r", "r", "r"], rows)
 
 
-def recipe_runs(results: Path, direction: str) -> list[dict]:
-    """The results of the full-length recipe runs (``<direction>-seed<N>``) of a direction, by seed."""
+def recipe_bleu(results: Path, direction: str) -> list[float]:
+    """The test BLEU of the full-length recipe runs (``<direction>-seed<N>``) of a direction, by seed."""
     folders = sorted(path.parent.name for path in (results / "multi30k").glob(f"{direction}-seed*/results.json"))
-    return [multi30k_run(results, folder)[0] for folder in folders]
+    return [multi30k_run(results, folder)[0]["test_bleu"] for folder in folders]
 
 
 def multi30k_seeds(results: Path) -> str:
     """Test BLEU over the seeds of each direction: the values, their mean and spread."""
     parts = []
-    for direction, label in (("en-de", "English → German"), ("de-en", "German → English")):
-        bleu = [run["test_bleu"] for run in recipe_runs(results, direction)]
+    for direction, label in DIRECTIONS:
+        bleu = recipe_bleu(results, direction)
         values = ", ".join(f"{value:.2f}" for value in bleu)
         parts.append(
             f"{label} over {len(bleu)} seeds: {values} test BLEU (mean {sum(bleu) / len(bleu):.2f}, "
@@ -178,23 +157,16 @@ def final_losses(results: Path) -> str:
 def multi30k_summary(results: Path) -> str:
     """The headline: test BLEU of the recipe's runs, per direction, with the default job."""
     numbers = read_json(results, "numbers/results.json")
-    rows = [
-        [
-            "`vanilla-transformer train` (number words, English → German, 1.5M parameters)",
-            minutes(numbers["seconds"]),
-            f"exact match {numbers['test_exact_match']:.1f}%, chrF {numbers['test_chrf']:.2f}",
-        ]
-    ]
-    for direction, label in (("en-de", "English → German"), ("de-en", "German → English")):
-        bleu = [run["test_bleu"] for run in recipe_runs(results, direction)]
+    rows = [["`vanilla-transformer train` (number words, English → German, 1.5M parameters)", minutes(numbers["seconds"]),
+             f"exact match {numbers['test_exact_match']:.1f}%, chrF {numbers['test_chrf']:.2f}"]]  # fmt: skip
+    for direction, label in DIRECTIONS:
+        bleu = recipe_bleu(results, direction)
         config = read_json(results, f"multi30k/{direction}-seed1/training_config.json")
-        rows.append(
-            [
-                f"`train --preset multi30k` (Multi30k {label}, 6.0M parameters), {len(bleu)} seeds",
-                f"{config['max_train_minutes']:g} minutes of training",
-                f"sacreBLEU {' / '.join(f'{value:.2f}' for value in bleu)} (mean {sum(bleu) / len(bleu):.2f})",
-            ]
-        )
+        rows.append([
+            f"`train --preset multi30k` (Multi30k {label}, 6.0M parameters), {len(bleu)} seeds",
+            f"{config['max_train_minutes']:g} minutes of training",
+            f"sacreBLEU {' / '.join(f'{value:.2f}' for value in bleu)} (mean {sum(bleu) / len(bleu):.2f})",
+        ])  # fmt: skip
     return table(["job (2-core CPU)", "time", "test score"], ["l", "l", "l"], rows)
 
 
@@ -213,7 +185,7 @@ def transformers_common(results: Path) -> str:
     """The counts of transformers' own common model tests per tested release (.ci/transformers_tests)."""
     parts = []
     for path in sorted((results / "transformers_common").glob("*.json")):
-        run = json.loads(path.read_text(encoding="utf-8"))
+        run = read_json(path.parent, path.name)
         parts.append(
             f"on {run['transformers']}: {run['passed']} passed, {run['skipped']} skipped, {run['failed']} failed "
             f"({run['subtests_passed']:,} subtests passed)"

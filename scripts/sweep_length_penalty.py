@@ -98,16 +98,11 @@ def main(argv: list[str] | None = None) -> int:
             for name, run in runs.items()
         )
         print(f"ALPHA {alpha} mean_bleu={mean_bleu[alpha]:.2f} {cells}")
-    result = {
-        "runs": runs,
-        "mean_bleu": mean_bleu,
-    }
-    record.write(result, args.output)
+    record.write({"runs": runs, "mean_bleu": mean_bleu}, args.output)
     return 0
 
 
 # Figures: name -> function of the results folder that returns the Markdown between a page's markers
-# --------------------------------------------------------------------------------------------------------------------
 
 
 def length_ratio(results: Path) -> str:
@@ -136,10 +131,7 @@ def length_penalty_table(results: Path) -> str:
     )
 
 
-FIGURES = {
-    "length-penalty-table": length_penalty_table,
-    "length-ratio": length_ratio,
-}
+FIGURES = {"length-penalty-table": length_penalty_table, "length-ratio": length_ratio}
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ them):
 * `figures`: reading a results folder and writing Markdown tables, for the benchmarks' figure functions;
 * `marian_twin` is MarianMT of the same weights (`vanilla_transformer.export.marian.vanilla_to_marian`);
 * `processes`: contestants in worker processes of their own, and our `Trainer` built from ``train`` options;
-* `serving`: the package's search, onnxruntime and CTranslate2 decoding, imported in one place;
+* `serving`: the package's search, onnxruntime and CTranslate2 decoding, imported in one place; a model's
+  CTranslate2 exports loaded (`ct2_translators`); the tokens of each translation (`hypotheses`);
 * `matmul` (a contestant) and `peak_memory` measure the device: a dense matmul and a call's peak memory.
 """
 
@@ -42,30 +43,7 @@ from .workloads import (
     training_flops,
 )
 
-__all__ = [
-    "SIZES",
-    "Corpus",
-    "Record",
-    "Timings",
-    "adam",
-    "collate",
-    "environment_of",
-    "forward_flops",
-    "interleave",
-    "load_corpus",
-    "marian_twin",
-    "matmul",
-    "matmul_rate",
-    "model_config",
-    "padding_share",
-    "peak_memory",
-    "random_batches",
-    "synchronize",
-    "synthetic_pairs",
-    "target_tokens",
-    "to_device",
-    "token_batches",
-    "train_step",
-    "training_flops",
-    "write_json",
-]
+__all__ = ["SIZES", "Corpus", "Record", "Timings", "adam", "collate", "environment_of", "forward_flops",
+    "interleave", "load_corpus", "marian_twin", "matmul", "matmul_rate", "model_config", "padding_share",
+    "peak_memory", "random_batches", "synchronize", "synthetic_pairs", "target_tokens", "to_device", "token_batches",
+    "train_step", "training_flops", "write_json"]  # fmt: skip

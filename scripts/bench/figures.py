@@ -31,15 +31,10 @@ def minutes(seconds: float) -> str:
     return f"{whole} min {rest} s" if whole else f"{rest} s"
 
 
-def load(pair: list[list[float]] | tuple) -> str:
-    """The 1-minute load averages at the start and end of a measurement."""
-    return f"{pair[0][0]:.1f} → {pair[1][0]:.1f}"
-
-
 def environment_load(run: dict) -> str:
-    """The load averages of a results file of any schema (`environment_of`)."""
+    """The 1-minute load averages at the start and end of a results file's run, of any schema (`environment_of`)."""
     environment = environment_of(run)
-    return load((environment["load_average_start"], environment["load_average_end"]))
+    return f"{environment['load_average_start'][0]:.1f} → {environment['load_average_end'][0]:.1f}"
 
 
 def yes(flag: bool) -> str:

@@ -32,9 +32,7 @@ def model_config(size: str, vocab_size: int, **overrides) -> VanillaTransformerC
     return VanillaTransformerConfig.from_preset(size, **{"vocab_size": vocab_size, "dropout": 0.1, **overrides})
 
 
-# --------------------------------------------------------------------------------------------------------------------
 # Data: realistic sentence lengths, random and token-bucketed batches
-# --------------------------------------------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass
@@ -126,9 +124,7 @@ def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str,
     return {key: value.to(device) for key, value in batch.items()}
 
 
-# --------------------------------------------------------------------------------------------------------------------
 # FLOPs
-# --------------------------------------------------------------------------------------------------------------------
 
 
 def forward_flops(
@@ -161,9 +157,7 @@ def training_flops(config: VanillaTransformerConfig, batch: dict[str, torch.Tens
     return 3 * forward_flops(config, sources, targets)
 
 
-# --------------------------------------------------------------------------------------------------------------------
 # The training step
-# --------------------------------------------------------------------------------------------------------------------
 
 
 def adam(model: torch.nn.Module, learning_rate: float = 1e-4, kernels: str = "fused") -> torch.optim.Adam:
