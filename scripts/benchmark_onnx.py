@@ -19,8 +19,9 @@ Contestants alternate on every batch (A B C D E, then E D C B A: ``bench.interle
 their medians. ``ort_fp32`` must return ``torch``'s tokens on every batch (recorded).
 
 **Quality** (``--quality-model``): a trained model directory translates ``--quality-source`` with the paper's search
-in PyTorch, onnxruntime fp32 and int8 (and CTranslate2 fp32 and int8, its own search); BLEU, chrF and exact match
-against ``--quality-reference``, and how many translations equal PyTorch's.
+in PyTorch, onnxruntime fp32 and int8, and CTranslate2 fp32 and int8 (``translate_ctranslate2``: the paper's search
+run by CTranslate2's, unlike the timed ``ct2_*`` contestants above); BLEU, chrF and exact match against
+``--quality-reference``, and how many translations equal PyTorch's.
 
 The results file records each export's and load's seconds and, through ``bench.Record``, the command, wall time,
 load average, processor and package versions (onnxruntime and ctranslate2 among them; onnx and onnxscript beside). Run it
@@ -221,14 +222,13 @@ def bench_quality(args: argparse.Namespace) -> dict[str, Any]:
 def _translate_ct2(translator, tokenizer, sources: list[str]) -> list[str]:
     from vanilla_transformer.serving.with_ctranslate2 import translate_ctranslate2
 
-    longest = max((len(ids) for ids in tokenizer(sources)["input_ids"]), default=0)
     return translate_ctranslate2(
         translator,
         tokenizer,
         sources,
         beam_size=4,
         length_penalty=LENGTH_PENALTY,
-        max_decoding_length=longest + MAX_LENGTH_OFFSET,
+        max_length_offset=MAX_LENGTH_OFFSET,
     )
 
 

@@ -1,5 +1,6 @@
 """Export to CTranslate2: the exported model decodes exactly as our generate(), and int8 keeps the BLEU."""
 
+import collections
 import json
 import os
 import platform
@@ -68,10 +69,9 @@ def test_greedy_output_equals_generate_token_for_token(exported):
     got = [tokenizer.convert_tokens_to_ids(result.hypotheses[0]) for result in results]
     assert got == expected
     assert len({tuple(row) for row in expected}) > 20  # a trained model: varied outputs
-    # The string-level API runs the package's search with one beam: here, where the model is confident, greedy's.
+    # The string-level API runs the package's search with one beam, each sentence to its input length + 50 tokens.
     texts = translate_ctranslate2(translator, tokenizer, source_sentences, beam_size=1)
     assert texts == translate(model, tokenizer, source_sentences, num_beams=1)
-    assert texts == tokenizer.batch_decode(ours, skip_special_tokens=True)
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
@@ -96,14 +96,29 @@ def peaked_export(make_peaked_model, seed: int, root):
     return model, vocabulary, load_translator(root / f"peaked-{seed}", threads=1)
 
 
+class RecordingTranslator:
+    """A `ctranslate2.Translator` that records the sources and length of each beam search it is asked for."""
+
+    def __init__(self, translator):
+        self.translator, self.searches = translator, []
+
+    def translate_batch(self, sources, **options):
+        if options.get("num_hypotheses", 1) > 1:
+            self.searches += [(tuple(source), options["max_decoding_length"]) for source in sources]
+        return self.translator.translate_batch(sources, **options)
+
+
 def test_search_returns_the_package_search_where_ctranslate2s_own_does_not(make_peaked_model, padded_batch, tmp_path):
     """`search_ctranslate2` returns `translate_ids`'s tokens (GNMT's penalty, exact stopping, each sentence its own
     limit), beam 4 and one beam, alpha 0.6 and 2; CTranslate2's own search, even given each sentence's limit, differs
-    on some: it ranks by |Y| ** alpha and stops once k * patience hypotheses have finished."""
-    offset, differs = 6, {4: 0, 1: 0}
+    on some: it ranks by |Y| ** alpha and stops once k * patience hypotheses have finished. Sentences searched again
+    (not settled at their first length) and cut at their limit are among them."""
+    offset, differs, cut = 6, {4: 0, 1: 0}, 0
+    searched = collections.Counter()
     generator = torch.Generator().manual_seed(1)
     for seed in (1, 2):
         model, vocabulary, translator = peaked_export(make_peaked_model, seed, tmp_path)
+        translator = RecordingTranslator(translator)
         words = [i for i in range(12) if not vocabulary[i].startswith("<")]
         sources = [
             [words[int(i)] for i in torch.randint(len(words), (int(length),), generator=generator)]
@@ -115,16 +130,22 @@ def test_search_returns_the_package_search_where_ctranslate2s_own_does_not(make_
         for num_beams, alpha in ((4, 0.6), (4, 2.0), (1, 0.6), (1, 2.0)):
             search = dict(num_beams=num_beams, length_penalty=alpha)
             expected = translate_ids(model, *padded_batch(sources), **search, max_length_offset=offset)
+            translator.searches.clear()
             found = search_ctranslate2(translator, tokens, limits, **search, end_token="</s>", batch_size=5)
+            searched.update(collections.Counter(source for source, _ in translator.searches).values())
+            cut += sum(
+                len(output) == limit and output[-1] != "</s>" for output, limit in zip(found, limits, strict=True)
+            )
             for row, output, source, limit in zip(expected.tolist(), found, tokens, limits, strict=True):
                 assert [vocabulary[i] for i in row[1 : 1 + len(output)]] == output
                 assert all(i == model.config.pad_token_id for i in row[1 + len(output) :])
-                own = translator.translate_batch(
+                own = translator.translator.translate_batch(
                     [source], beam_size=num_beams, length_penalty=alpha, max_decoding_length=limit,
                     min_decoding_length=0, return_end_token=True,
                 )[0].hypotheses[0]  # fmt: skip
                 differs[num_beams] += own != output
     assert differs[4] > 0 and differs[1] > 0, differs
+    assert searched[1] > 0 and max(searched) > 1 and cut > 0, (searched, cut)
 
 
 def test_translate_ctranslate2_returns_translate_s_translations(tiny_model_dir, tmp_path):

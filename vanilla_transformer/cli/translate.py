@@ -48,8 +48,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--ctranslate2",
         metavar="DIR",
-        help="decode with this CTranslate2 export of --model (vanilla-transformer export-ctranslate2); its beam search divides "
-        "by length ** alpha, not GNMT's penalty",
+        help="decode with this CTranslate2 export of --model (vanilla-transformer export-ctranslate2): the same search "
+        "(--num-beams, GNMT's --length-penalty, each sentence at most its input length + --max-length-offset tokens, "
+        "exact stopping) run by CTranslate2's beam search, so the same translations up to the rounding of its "
+        "kernels (and of int8 weights); it decodes a greedy pass first, and more steps than CTranslate2's own stop rule",
     )
     add_decoding_arguments(parser)
     args = parser.parse_args(argv)
