@@ -1,5 +1,6 @@
 """Export to CTranslate2: the exported model decodes exactly as our generate(), and int8 keeps the BLEU."""
 
+import collections
 import json
 import os
 import platform
@@ -23,9 +24,11 @@ from tiny_model import load_script  # noqa: E402
 
 from vanilla_transformer import sinusoidal_table  # noqa: E402
 from vanilla_transformer.export.ctranslate2 import export_ctranslate2, model_spec  # noqa: E402
+from vanilla_transformer.serving.search import translate, translate_ids  # noqa: E402
 from vanilla_transformer.serving.with_ctranslate2 import (  # noqa: E402
     cpu_backend,
     load_translator,
+    search_ctranslate2,
     translate_ctranslate2,
 )
 
@@ -66,22 +69,101 @@ def test_greedy_output_equals_generate_token_for_token(exported):
     got = [tokenizer.convert_tokens_to_ids(result.hypotheses[0]) for result in results]
     assert got == expected
     assert len({tuple(row) for row in expected}) > 20  # a trained model: varied outputs
-    # The string-level API gives the decoded translations.
-    texts = translate_ctranslate2(translator, tokenizer, source_sentences, beam_size=1, max_decoding_length=20)
-    assert texts == tokenizer.batch_decode(ours, skip_special_tokens=True)
+    # The string-level API runs the package's search with one beam, each sentence to its input length + 50 tokens.
+    texts = translate_ctranslate2(translator, tokenizer, source_sentences, beam_size=1)
+    assert texts == translate(model, tokenizer, source_sentences, num_beams=1)
 
 
-def test_beam_search_equals_generate_when_scores_are_not_length_normalised(exported):
-    # (With length normalisation the two count the length differently, and a few near-ties differ.)
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_beam_search_equals_the_package_search(exported, alpha):
     model, tokenizer, root = exported
     source_sentences = sentences(40, seed=8)
-    source = tokenizer(source_sentences, return_tensors="pt", padding=True)
-    with torch.no_grad():
-        ours = model.generate(**source, max_new_tokens=20, num_beams=4, length_penalty=0.0, do_sample=False)
     texts = translate_ctranslate2(
-        root / "fp32", tokenizer, source_sentences, beam_size=4, length_penalty=0.0, max_decoding_length=20, threads=1
+        root / "fp32", tokenizer, source_sentences, beam_size=4, length_penalty=alpha, threads=1
     )
-    assert texts == tokenizer.batch_decode(ours, skip_special_tokens=True)
+    assert texts == translate(model, tokenizer, source_sentences, num_beams=4, length_penalty=alpha)
+
+
+def peaked_export(make_peaked_model, seed: int, root):
+    """A random peaked model (`make_peaked_model`) of 12 tokens, whose outputs end at varied lengths, and its fp32
+    export with a made-up vocabulary (``</s>`` at the model's eos_token_id)."""
+    model = make_peaked_model(vocab_size=12, seed=seed, head_std=0.3, eos_std=1.0)
+    vocabulary = [f"w{i}" for i in range(12)]
+    for name in ("bos", "eos", "pad"):
+        vocabulary[getattr(model.config, f"{name}_token_id")] = f"<{name}>"
+    vocabulary[model.config.eos_token_id] = "</s>"
+    export_ctranslate2(model, root / f"peaked-{seed}", vocabulary=vocabulary)
+    return model, vocabulary, load_translator(root / f"peaked-{seed}", threads=1)
+
+
+class RecordingTranslator:
+    """A `ctranslate2.Translator` that records the sources and length of each beam search it is asked for."""
+
+    def __init__(self, translator):
+        self.translator, self.searches = translator, []
+
+    def translate_batch(self, sources, **options):
+        if options.get("num_hypotheses", 1) > 1:
+            self.searches += [(tuple(source), options["max_decoding_length"]) for source in sources]
+        return self.translator.translate_batch(sources, **options)
+
+
+def test_search_returns_the_package_search_where_ctranslate2s_own_does_not(make_peaked_model, padded_batch, tmp_path):
+    """`search_ctranslate2` returns `translate_ids`'s tokens (GNMT's penalty, exact stopping, each sentence its own
+    limit), beam 4 and one beam, alpha 0.6 and 2; CTranslate2's own search, even given each sentence's limit, differs
+    on some: it ranks by |Y| ** alpha and stops once k * patience hypotheses have finished. Sentences searched again
+    (not settled at their first length) and cut at their limit are among them."""
+    offset, differs, cut = 6, {4: 0, 1: 0}, 0
+    searched = collections.Counter()
+    generator = torch.Generator().manual_seed(1)
+    for seed in (1, 2):
+        model, vocabulary, translator = peaked_export(make_peaked_model, seed, tmp_path)
+        translator = RecordingTranslator(translator)
+        words = [i for i in range(12) if not vocabulary[i].startswith("<")]
+        sources = [
+            [words[int(i)] for i in torch.randint(len(words), (int(length),), generator=generator)]
+            + [model.config.eos_token_id]
+            for length in torch.randint(1, 7, (24,), generator=generator)
+        ]
+        tokens = [[vocabulary[i] for i in source] for source in sources]
+        limits = [len(source) + offset for source in sources]
+        for num_beams, alpha in ((4, 0.6), (4, 2.0), (1, 0.6), (1, 2.0)):
+            search = dict(num_beams=num_beams, length_penalty=alpha)
+            expected = translate_ids(model, *padded_batch(sources), **search, max_length_offset=offset)
+            translator.searches.clear()
+            found = search_ctranslate2(translator, tokens, limits, **search, end_token="</s>", batch_size=5)
+            searched.update(collections.Counter(source for source, _ in translator.searches).values())
+            cut += sum(
+                len(output) == limit and output[-1] != "</s>" for output, limit in zip(found, limits, strict=True)
+            )
+            for row, output, source, limit in zip(expected.tolist(), found, tokens, limits, strict=True):
+                assert [vocabulary[i] for i in row[1 : 1 + len(output)]] == output
+                assert all(i == model.config.pad_token_id for i in row[1 + len(output) :])
+                own = translator.translator.translate_batch(
+                    [source], beam_size=num_beams, length_penalty=alpha, max_decoding_length=limit,
+                    min_decoding_length=0, return_end_token=True,
+                )[0].hypotheses[0]  # fmt: skip
+                differs[num_beams] += own != output
+    assert differs[4] > 0 and differs[1] > 0, differs
+    assert searched[1] > 0 and max(searched) > 1 and cut > 0, (searched, cut)
+
+
+def test_translate_ctranslate2_returns_translate_s_translations(tiny_model_dir, tmp_path):
+    """A barely trained model (uncertain, so that searches which differ disagree): the CTranslate2 path gives
+    `translate`'s translations, the paper's search, at beam 4 and with one beam."""
+    from tiny_model import SPLITS
+
+    from vanilla_transformer.model_dir import load_model_dir
+
+    model, tokenizer = load_model_dir(tiny_model_dir, "cpu")
+    export_ctranslate2(str(tiny_model_dir), tmp_path / "fp32")
+    source_sentences = [source for source, _ in SPLITS.train[:48] + SPLITS.valid]
+    for num_beams in (4, 1):
+        expected = translate(model, tokenizer, source_sentences, num_beams=num_beams)
+        found = translate_ctranslate2(
+            tmp_path / "fp32", tokenizer, source_sentences, beam_size=num_beams, length_penalty=0.6, threads=1
+        )
+        assert found == expected
 
 
 def test_int8_bleu_within_half_a_point_of_float32(exported):
@@ -110,21 +192,20 @@ def test_in_memory_export_needs_a_vocabulary_of_the_model_size(tmp_path, confide
     assert all(torch.equal(before[name], p) for name, p in model.state_dict().items())  # the model is untouched
 
 
-def test_translate_script_decodes_with_the_export(exported, tmp_path):
-    """`vanilla-transformer translate --ctranslate2 DIR` gives the greedy translations of our own generate()."""
-    model, tokenizer, root = exported
+@pytest.mark.parametrize("num_beams", ["4", "1"])
+def test_translate_script_decodes_with_the_export(exported, tmp_path, num_beams):
+    """`vanilla-transformer translate --ctranslate2 DIR` gives the translations of `translate --model` (the model's
+    search settings, each sentence at most its input length + 50 tokens)."""
+    _, _, root = exported
     source_sentences = sentences(12, seed=11)
     (tmp_path / "source.txt").write_text("".join(s + "\n" for s in source_sentences), encoding="utf-8")
     translate_script = load_script("translate")
-    arguments = ["--model", str(root / "model"), "--input", str(tmp_path / "source.txt"), "--num-beams", "1"]
-    arguments += ["--ctranslate2", str(root / "fp32"), "--output", str(tmp_path / "out.txt"), "--num-threads", "1"]
-    assert translate_script.main(arguments) == 0
-    source = tokenizer(source_sentences, return_tensors="pt", padding=True)
-    longest = max(len(ids) for ids in tokenizer(source_sentences)["input_ids"])
-    with torch.no_grad():
-        ours = model.generate(**source, max_new_tokens=longest + 50, num_beams=1, do_sample=False)
-    expected = tokenizer.batch_decode(ours, skip_special_tokens=True)
-    assert (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines() == expected
+    arguments = ["--model", str(root / "model"), "--input", str(tmp_path / "source.txt"), "--num-beams", num_beams]
+    arguments += ["--num-threads", "1", "--output"]
+    assert translate_script.main([*arguments, str(tmp_path / "ours.txt")]) == 0
+    assert translate_script.main([*arguments, str(tmp_path / "out.txt"), "--ctranslate2", str(root / "fp32")]) == 0
+    expected = (tmp_path / "ours.txt").read_text(encoding="utf-8").splitlines()
+    assert len(expected) == 12 and (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines() == expected
 
 
 def test_int8_export_warns_where_ctranslate2_would_use_onednn(monkeypatch, tmp_path, confident_copy_model):

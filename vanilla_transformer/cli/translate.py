@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from transformers import AutoTokenizer, GenerationConfig
+from transformers import AutoConfig, AutoTokenizer, GenerationConfig
 from transformers.utils import GENERATION_CONFIG_NAME
 
 import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
@@ -50,8 +50,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--ctranslate2",
         metavar="DIR",
-        help="decode with this CTranslate2 export of --model (vanilla-transformer export-ctranslate2); its beam search divides "
-        "by length ** alpha, not GNMT's penalty",
+        help="decode with this CTranslate2 export of --model (vanilla-transformer export-ctranslate2): the same search "
+        "(--num-beams, GNMT's --length-penalty, each sentence at most its input length + --max-length-offset tokens, "
+        "exact stopping) run by CTranslate2's beam search, so the same translations up to the rounding of its "
+        "kernels (and of int8 weights); it decodes a greedy pass first, and more steps than CTranslate2's own stop rule",
     )
     add_decoding_arguments(parser)
     args = parser.parse_args(argv)
@@ -78,14 +80,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=False)
         saved = Path(args.model, GENERATION_CONFIG_NAME).is_file()
         resolve_search_arguments(args, GenerationConfig.from_pretrained(args.model) if saved else None)
-        longest = max((len(ids) for ids in tokenizer(sentences)["input_ids"]), default=0)
         translations = translate_ctranslate2(
             args.ctranslate2,
             tokenizer,
             sentences,
             beam_size=args.num_beams,
             length_penalty=args.length_penalty,
-            max_decoding_length=longest + args.max_length_offset,
+            max_length_offset=args.max_length_offset,
+            max_decoding_length=getattr(AutoConfig.from_pretrained(args.model), "max_position_embeddings", None),
             batch_size=args.batch_size,
             device=args.device,
             threads=args.num_threads or 0,

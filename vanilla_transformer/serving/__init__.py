@@ -5,7 +5,8 @@
 * `step_decoders`: `step_decoder`, the router that picks the decoder one search runs on, and `CachedStepDecoder`
   (any Hugging Face encoder-decoder); this package's fast decoder is the remote-code ``decoder_vanilla_transformer``;
 * `with_onnxruntime`: an ONNX folder served by onnxruntime (`load_onnx`), on which the same search runs;
-* `with_ctranslate2`: a CTranslate2 folder and its own C++ beam search (`load_translator`, `translate_ctranslate2`).
+* `with_ctranslate2`: a CTranslate2 folder, on which CTranslate2's C++ beam search runs the paper's search
+  (`load_translator`, `search_ctranslate2`, `translate_ctranslate2`).
 
 Writing those folders is `vanilla_transformer.export`; serving never writes one.
 """
