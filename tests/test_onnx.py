@@ -207,7 +207,7 @@ def test_only_an_onnx_export_is_replaced(exported, tmp_path):
     with pytest.raises(ValueError, match="was not written by this program"):
         export_onnx(exported / "model", mine, force=True)
     assert (mine / "todo.txt").read_text() == "keep me"
-    with pytest.raises(ValueError, match="was not written by this program"):  # the model itself
+    with pytest.raises(ValueError, match="the model being exported"):  # the model itself
         export_onnx(exported / "model", exported / "model", force=True)
     assert (exported / "model" / "model.safetensors").is_file()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -123,21 +124,87 @@ def check_tensors(
             raise ValueError(f"{path}: {name} is stored as {dtype}, in {model} {want}: {fix}")
 
 
+SIZE_SETTINGS = ("vocab_size", "encoder_layers", "decoder_layers", "max_position_embeddings")
+"""The declared sizes that drive a model's memory, each with d_model (and the feed-forward sizes)."""
+
+
+def declared_bytes(config: Any, bytes_per_parameter: int = 4) -> dict[str, int]:
+    """The memory of the model `config` declares, by the setting of `SIZE_SETTINGS` that drives each part: the
+    embedding, the layers of each stack (their attention and feed-forward weights), the two positional tables.
+    `bytes_per_parameter`: 4 to hold float32 weights, 16 to train them with Adam (weights, gradients, two moments)."""
+    d_model = int(getattr(config, "d_model", 0) or 0)
+    ffn = {part: int(getattr(config, f"{part}_ffn_dim", 0) or 0) for part in ("encoder", "decoder")}
+    per_layer = {"encoder": 4 * d_model**2 + 2 * d_model * ffn["encoder"], "decoder": 8 * d_model**2 + 2 * d_model * ffn["decoder"]}  # fmt: skip
+    count = {name: int(getattr(config, name, 0) or 0) for name in SIZE_SETTINGS}
+    return {
+        "vocab_size": count["vocab_size"] * d_model * bytes_per_parameter,
+        "encoder_layers": count["encoder_layers"] * per_layer["encoder"] * bytes_per_parameter,
+        "decoder_layers": count["decoder_layers"] * per_layer["decoder"] * bytes_per_parameter,
+        "max_position_embeddings": 2 * count["max_position_embeddings"] * d_model * 4,
+    }
+
+
+def layers_held(header: Mapping[str, tuple[str, list[int]]], stack: str) -> int:
+    """How many layers of `stack` (``encoder``, ``decoder``) a weights file holds: one more than the highest index
+    of a ``<stack>.layers.<i>.`` tensor."""
+    pattern = re.compile(rf"(?:^|\.){stack}\.layers\.(\d+)\.")
+    return max((int(match.group(1)) + 1 for name in header if (match := pattern.search(name))), default=0)
+
+
+def check_declared_sizes(
+    config: Any,
+    source: str,
+    header: Mapping[str, tuple[str, list[int]]] | None = None,
+    *,
+    weights: str = WEIGHTS_FILE,
+    bytes_per_parameter: int = 4,
+    fix: str = LOAD_FIX,
+) -> None:
+    """Refuse, before anything is built or allocated, a model whose declared sizes (`source`: a config.json, a run's
+    settings) the weights do not hold (the layers of each stack in `header`, the weights file's header) or memory
+    cannot (`declared_bytes` against `environment.available_memory`): one line naming the setting and its value."""
+    from .environment import available_memory
+
+    for stack in ("encoder", "decoder") if header else ():
+        declared, held = getattr(config, f"{stack}_layers", None), layers_held(header, stack)
+        if held and declared != held:
+            raise ValueError(f"{source} declares {stack}_layers={declared:,}, {weights} holds {held}: {fix}")
+    parts = declared_bytes(config, bytes_per_parameter)
+    need, available = sum(parts.values()), available_memory()
+    if need > available:
+        setting = max(parts, key=parts.__getitem__)
+        raise ValueError(
+            f"{source} declares {setting}={getattr(config, setting):,} (d_model={getattr(config, 'd_model', '?')}): "
+            f"a model of {need / 1e9:,.1f} GB, more than the {available / 1e9:,.1f} GB of memory available here; "
+            f"{fix}"
+        )
+
+
 def check_weights(directory: str | os.PathLike[str]) -> None:
     """Check every tensor of the directory's ``model.safetensors`` against the model its config.json describes (built
-    on the meta device: no memory, no weights): name, shape and dtype (its config's ``dtype`` when recorded)."""
+    on the meta device: no memory, no weights): name, shape and dtype (its config's ``dtype`` when recorded); first, the
+    sizes config.json declares against what the weights hold and memory allows (`check_declared_sizes`)."""
     directory = Path(directory)
     weights = directory / WEIGHTS_FILE
-    if not weights.is_file():
-        return
+
+    def refusal(error: Exception) -> ValueError:
+        if "trust_remote_code" in str(error):
+            return ValueError(remote_code_refusal(directory))
+        return ValueError(f"{directory / 'config.json'} does not describe a model ({error}): {LOAD_FIX}")
+
     try:
         config = AutoConfig.from_pretrained(directory, trust_remote_code=False)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise refusal(error) from error
+    header = safetensors_header(weights) if weights.is_file() else None
+    check_declared_sizes(config, str(directory / "config.json"), header, weights=str(weights))
+    if header is None:
+        return
+    try:
         with torch.device("meta"):
             model = AutoModelForSeq2SeqLM.from_config(config, trust_remote_code=False)
     except (OSError, ValueError, KeyError, TypeError) as error:
-        if "trust_remote_code" in str(error):
-            raise ValueError(remote_code_refusal(directory)) from error
-        raise ValueError(f"{directory / 'config.json'} does not describe a model ({error}): {LOAD_FIX}") from error
+        raise refusal(error) from error
     recorded = getattr(config, "dtype", None)
     expected = model.state_dict()
     if isinstance(recorded, torch.dtype):
@@ -151,7 +218,11 @@ __all__ = [
     "REMOTE_CODE_FILES",
     "SAFETENSORS_DTYPES",
     "WEIGHTS_FILE",
+    "SIZE_SETTINGS",
+    "check_declared_sizes",
     "check_no_foreign_code",
+    "declared_bytes",
+    "layers_held",
     "check_tensors",
     "check_weights",
     "remote_code_refusal",

@@ -404,6 +404,7 @@ def check_model_dir(directory: str | os.PathLike[str]) -> None:
             f"{directory} is a LoRA adapter folder, not a model directory: write a merged model directory with "
             "vanilla-transformer finetune --lora --merge"
         )
+    check_not_exported(directory)
     if not (directory / "config.json").is_file():
         if (directory / "model" / "config.json").is_file():
             raise FileNotFoundError(
@@ -414,6 +415,30 @@ def check_model_dir(directory: str | os.PathLike[str]) -> None:
     check_model_files(directory)
     check_no_foreign_code(directory)
     check_weights(directory)
+
+
+def check_not_exported(directory: Path) -> None:
+    """Name an export given where a model directory goes: an ONNX folder (``export-onnx``) or a CTranslate2 model
+    (``export-ctranslate2``) holds no PyTorch weights; ``translate`` and ``evaluate`` serve the first, and
+    every command takes the model directory it was exported from."""
+    from .serving.with_ctranslate2 import is_ctranslate2_dir  # serving reads model directories: imported here
+    from .serving.with_onnxruntime import is_onnx_dir
+
+    kind = (
+        "an ONNX export"
+        if is_onnx_dir(directory)
+        else "a CTranslate2 export"
+        if is_ctranslate2_dir(directory)
+        else None
+    )
+    if kind is not None:
+        served = (
+            "translate and evaluate serve it (--engine onnxruntime)" if "ONNX" in kind else "it has no weights here"
+        )
+        raise ValueError(
+            f"{directory} is {kind}, not a model directory: {served}; give this command the model directory it was "
+            f"exported from"
+        )
 
 
 JSON_FILES = (
@@ -461,6 +486,7 @@ __all__ = [
     "base_model_of",
     "check_model_dir",
     "check_model_files",
+    "check_not_exported",
     "is_adapter_dir",
     "is_local_path",
     "is_peft_model",

@@ -2,6 +2,7 @@
 
 import hashlib
 import os
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -30,3 +31,18 @@ def run_cli_process(*argv, stdin: bytes = b"", env: dict | None = None, timeout:
         timeout=timeout,
         preexec_fn=preexec_fn,
     )
+
+
+CAP = 6 << 30
+"""Bytes of address space of a capped process (`run_capped`): torch and the package load, an unbounded read or a
+search sized by a file's word does not fit."""
+
+
+def _capped():
+    resource.setrlimit(resource.RLIMIT_AS, (CAP, CAP))
+
+
+def run_capped(*argv, env=None, timeout=300):
+    """`run_cli_process` in a process whose address space is capped at `CAP`: what would fill the machine fails fast
+    (a MemoryError, an allocator's error) instead."""
+    return run_cli_process(*argv, env={"OMP_NUM_THREADS": "1", **(env or {})}, timeout=timeout, preexec_fn=_capped)

@@ -4,21 +4,10 @@ command runs in a real process whose address space is capped, so that the unboun
 MemoryError instead of filling the machine."""
 
 import os
-import resource
 import threading
 
 import pytest
-from fault_support import run_cli_process
-
-CAP = 6 << 30  # bytes of address space: torch and the package load, an unbounded read does not fit
-
-
-def _capped():
-    resource.setrlimit(resource.RLIMIT_AS, (CAP, CAP))
-
-
-def run_capped(*argv, env=None, timeout=300):
-    return run_cli_process(*argv, env={"OMP_NUM_THREADS": "1", **(env or {})}, timeout=timeout, preexec_fn=_capped)
+from fault_support import run_capped
 
 
 def _feed_forever(fifo, chunk):

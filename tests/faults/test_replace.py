@@ -80,7 +80,7 @@ def test_export_ctranslate2_never_replaces_its_own_input(tiny_model_dir, tmp_pat
     before = digest(model)
     for output in (model, tmp_path, model / "ct2"):
         status, _, err = run_cli("export-ctranslate2", model, output, "--force")
-        assert status == 1 and "would replace or hold the model being converted" in err, err
+        assert status == 1 and "would replace or hold the model being exported" in err, err
         assert digest(model) == before
 
 

@@ -33,7 +33,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "$VANILLA_TRANSFORMER_TRANSFORMERS_JS, else ./node_modules/@huggingface/transformers); install it with "
         "npm install --ignore-scripts @huggingface/transformers",
     )
-    parser.add_argument("--force", action="store_true", help="replace output_dir if it is an ONNX export")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace output_dir if it is an ONNX export holding nothing else (never the model itself or a folder holding it)",
+    )
     args = parser.parse_args(argv)
     if args.transformers_js is not None and not args.web:
         parser.error("--transformers-js goes with --web")

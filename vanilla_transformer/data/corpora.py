@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from transformers import PreTrainedTokenizerBase
 
+from ..environment import available_memory
 from ..extras import import_optional
 
 if TYPE_CHECKING:
@@ -270,15 +271,10 @@ _LINE_OVERHEAD = 64
 
 def input_limit() -> int:
     """The most bytes (text plus `_LINE_OVERHEAD` per line) an input of lines may hold: a quarter of the memory this
-    machine has available, read from ``/proc/meminfo`` (else 4 GiB), or `INPUT_LIMIT_ENV`."""
+    machine has available (`environment.available_memory`), or `INPUT_LIMIT_ENV`."""
     if os.environ.get(INPUT_LIMIT_ENV):
         return int(os.environ[INPUT_LIMIT_ENV])
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            available = next(int(line.split()[1]) * 1024 for line in meminfo if line.startswith("MemAvailable:"))
-    except (OSError, StopIteration, ValueError, IndexError):
-        return 4 << 30
-    return max(available // 4, 64 << 20)
+    return max(available_memory() // 4, 64 << 20)
 
 
 def _too_large(name: str, limit: int) -> ValueError:

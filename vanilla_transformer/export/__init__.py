@@ -11,10 +11,20 @@ from pathlib import Path
 from ..atomic import check_output_dir
 
 
-def check_export_dir(output_dir: Path, force: bool, replaceable: Callable[[Path], bool], kind: str) -> None:
+def check_export_dir(
+    output_dir: Path, force: bool, replaceable: Callable[[Path], bool], kind: str, *, source: Path | None = None
+) -> None:
     """Before any work, the output folder of an export that ``--force`` may replace: a non-empty `output_dir` needs
     `force`, and then must be `kind` (`replaceable`); a link, a file or an unwritable place is refused
-    (`atomic.check_output_dir`, the package's one rule)."""
+    (`atomic.check_output_dir`, the package's one rule); so is the model folder `source` being exported, a folder
+    holding it or one inside it (replacing it would delete the model)."""
+    if source is not None:
+        model, output = Path(source).resolve(), Path(output_dir).resolve()
+        if model == output or model in output.parents or output in model.parents:
+            raise ValueError(
+                f"output_dir={output_dir} would replace or hold the model being exported ({source}): choose another "
+                f"output directory"
+            )
     if output_dir.is_dir() and not output_dir.is_symlink() and any(output_dir.iterdir()) and not force:
         raise ValueError(f"{output_dir} exists and is not empty: pass force=True (--force) to replace {kind}")
     check_output_dir(output_dir, "output_dir", replaceable=replaceable)

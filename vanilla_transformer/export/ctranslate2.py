@@ -194,8 +194,7 @@ def export_ctranslate2(
             raise ValueError(
                 "a saved model directory is converted with its own tokenizer: pass neither tokenizer nor vocabulary"
             )
-        _check_not_onto_input(Path(model), Path(output_dir))
-        check_export_dir(Path(output_dir), force, is_ctranslate2_dir, "a CTranslate2 model")
+        check_export_dir(Path(output_dir), force, is_ctranslate2_dir, "a CTranslate2 model", source=Path(model))
         check_model_dir(model)
         converter = ct2.converters.TransformersConverter(str(model))
     else:
@@ -215,17 +214,6 @@ def export_ctranslate2(
         what="output_dir",
     )
     return output_dir
-
-
-def _check_not_onto_input(model_dir: Path, output_dir: Path) -> None:
-    """Refuse an output that is the model's directory, holds it, or lies inside it: replacing it would delete the
-    model being converted."""
-    model, output = model_dir.resolve(), output_dir.resolve()
-    if model == output or model in output.parents or output in model.parents:
-        raise ValueError(
-            f"output_dir={output_dir} would replace or hold the model being converted ({model_dir}): choose another "
-            f"output directory"
-        )
 
 
 __all__ = ["ONEDNN_INT8_WARNING", "QUANTIZATIONS", "export_ctranslate2", "model_spec"]

@@ -43,7 +43,7 @@ from ..serving.with_onnxruntime import (
 from . import check_export_dir
 from .marian import marian_config_from_vanilla, save_tokenizer_for_any_transformers
 from .onnx_graphs import DecoderGraph, EncoderGraph
-from .web import find_transformers_js, write_page
+from .web import PAGE_FILES, find_transformers_js, write_page
 
 OPSET = 18
 
@@ -64,7 +64,8 @@ def export_onnx(
         model: A saved model directory (with its tokenizer), or an in-memory model with `tokenizer`.
         output_dir: The folder to write.
         quantize: Also write onnxruntime's dynamic int8 graphs, ``onnx/*_quantized.onnx``.
-        force: Replace `output_dir` if it is an ONNX folder written here (never another folder).
+        force: Replace `output_dir` if it is an ONNX folder written here and holds nothing else (`is_onnx_export`;
+            never another folder, nor the model being exported, a folder holding it or one inside it).
         web: Also write the static page that translates in the browser (``export.web.write_page``), with the files
             of the npm package `transformers_js` (``web.find_transformers_js``: by default ``$VANILLA_TRANSFORMER_
             TRANSFORMERS_JS`` or ``./node_modules/@huggingface/transformers``).
@@ -74,8 +75,11 @@ def export_onnx(
             a PEFT adapter not merged, a hook), or `output_dir` is not empty and not an ONNX export (or without `force`).
     """
     import_optional("onnxscript", "onnx", "ONNX export")
+    if quantize:
+        import_optional("onnxruntime.quantization", "onnx", "int8 ONNX export")
     output_dir = Path(output_dir)  # checked before any work: exists, is ours, writable, not a link
-    check_export_dir(output_dir, force, is_onnx_dir, "an ONNX export")
+    source = Path(model) if isinstance(model, (str, os.PathLike)) else None
+    check_export_dir(output_dir, force, is_onnx_export, "an ONNX export", source=source)
     if web:
         transformers_js = find_transformers_js(transformers_js)  # before the export: a missing package fails at once
     if isinstance(model, (str, os.PathLike)):
@@ -99,8 +103,36 @@ def export_onnx(
         if web:
             write_page(folder, transformers_js)
 
-    write_directory(output_dir, write, replaceable=is_onnx_dir, what="output_dir")
+    write_directory(output_dir, write, replaceable=is_onnx_export, what="output_dir")
     return output_dir
+
+
+EXPORT_FILES = frozenset(
+    {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}
+)
+"""The files `export_onnx` writes at the top of its folder, besides ``onnx/`` and the page's (``web.PAGE_FILES``,
+``js/``)."""
+
+
+def is_onnx_export(directory: str | os.PathLike) -> bool:
+    """Whether `directory` is an ONNX folder (`is_onnx_dir`) holding only what `export_onnx` writes, and no link: what
+    ``--force`` may replace. A folder with anything else in it (a ``.git``, a README, a model of someone's) is a
+    user's, and is never deleted."""
+    directory = Path(directory)
+    if not is_onnx_dir(directory):
+        return False
+    graphs = {name for file in (ENCODER_FILE, DECODER_FILE) for name in (file, quantized_name(file))}
+    for path in directory.rglob("*"):
+        relative = path.relative_to(directory)
+        if path.is_symlink():
+            return False
+        if len(relative.parts) == 1:
+            known = relative.name in EXPORT_FILES | set(PAGE_FILES) or relative.name in ("onnx", "js")
+        else:
+            known = relative.as_posix() in graphs or (relative.parts[0] == "js" and len(relative.parts) == 2)
+        if not known or path.is_dir() != (len(relative.parts) == 1 and relative.name in ("onnx", "js")):
+            return False
+    return True
 
 
 def _write_files(model, tokenizer, folder: Path) -> None:
@@ -198,4 +230,4 @@ def quantize_onnx(folder: str | os.PathLike) -> None:
         )
 
 
-__all__ = ["export_onnx", "quantize_onnx"]
+__all__ = ["EXPORT_FILES", "export_onnx", "is_onnx_export", "quantize_onnx"]

@@ -42,7 +42,8 @@ PAGE_FILES = ("index.html", "translate.js")
 
 def find_transformers_js(path: str | os.PathLike | None = None) -> Path:
     """The ``@huggingface/transformers`` package folder: `path`, else ``$VANILLA_TRANSFORMER_TRANSFORMERS_JS``, else
-    ``node_modules/@huggingface/transformers`` in the current folder. Raises a ValueError naming what is missing."""
+    ``node_modules/@huggingface/transformers`` in the current folder, with the onnxruntime-web it needs
+    (`onnxruntime_web`). Raises a ValueError naming what is missing."""
     if path is None:
         path = os.environ.get(TRANSFORMERS_JS_ENV) or Path("node_modules/@huggingface/transformers")
         where = f"${TRANSFORMERS_JS_ENV}" if os.environ.get(TRANSFORMERS_JS_ENV) else "./node_modules"
@@ -51,6 +52,7 @@ def find_transformers_js(path: str | os.PathLike | None = None) -> Path:
     folder = Path(path)
     if not (folder / BUNDLE).is_file() or not (folder / "package.json").is_file():
         raise ValueError(f"{where}: no @huggingface/transformers package at {folder} (no {BUNDLE}); {INSTALL_HINT}")
+    onnxruntime_web(folder)  # the runtime it needs, found before anything is written
     return folder
 
 

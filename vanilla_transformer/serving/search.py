@@ -190,6 +190,7 @@ def translate_ids(
     sources = attention_mask.sum(1)
     limit = getattr(config, "max_position_embeddings", None) or int(sources.max()) + max_length_offset
     max_lengths = output_limits(sources, max_length_offset, limit)
+    check_search_memory(config, *input_ids.shape, num_beams, int(max_lengths.max()), input_ids.device)
     decoder = step_decoder(model, input_ids, attention_mask, num_beams, int(max_lengths.max()))
     fill = config.pad_token_id if config.pad_token_id is not None else config.eos_token_id
     return beam_search(
@@ -243,8 +244,7 @@ def translate(
     check_search_settings(required=True, **search)
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got batch_size={batch_size}")
-    encoded = tokenizer(list(sentences))["input_ids"] if sentences else []
-    _check_source_lengths(encoded, getattr(model.config, "max_position_embeddings", None))
+    encoded = _encode(tokenizer, sentences, getattr(model.config, "max_position_embeddings", None))
     # Longest first: similar lengths share a batch (little padding), and memory problems show at once.
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]), reverse=True)
     translations: list[str] = [""] * len(encoded)
@@ -293,8 +293,7 @@ def trace_beam_search(
     how the search proceeds. The same search as `translate`, so `text` is its translation."""
     search = dict(num_beams=num_beams, length_penalty=length_penalty, max_length_offset=max_length_offset)
     check_search_settings(required=True, **search)
-    encoded = tokenizer([sentence])["input_ids"]
-    _check_source_lengths(encoded, getattr(model.config, "max_position_embeddings", None))
+    encoded = _encode(tokenizer, [sentence], getattr(model.config, "max_position_embeddings", None))
     steps: list[BeamStep] = []
     finished: list[tuple[list[int], float, float]] = []  # every one so far, across steps
 
@@ -341,9 +340,54 @@ def _right_padded(tokenizer: PreTrainedTokenizerBase, encoded: Sequence[Sequence
     return tokenizer.pad({"input_ids": list(encoded)}, padding_side="right", return_tensors="pt").to(device)
 
 
-def _check_source_lengths(encoded: Sequence[Sequence[int]], limit: int | None) -> None:
-    """Name the first sentence longer than the model's positions, before any is translated."""
-    for number, ids in enumerate(encoded, start=1):
+ENCODE_CHUNK_CHARS = 1 << 16
+"""The most characters of sentences the tokenizer encodes at once (one sentence, however long, at least): it holds
+some hundred bytes per token, so that a whole input of long lines, encoded at once, would not fit in memory."""
+
+
+def _encode(tokenizer: PreTrainedTokenizerBase, sentences: Sequence[str], limit: int | None) -> list[list[int]]:
+    """The token ids of `sentences`, encoded `ENCODE_CHUNK_CHARS` at a time, each checked against the model's
+    positions `limit` as it comes (`_check_source_lengths`): a sentence too long is named before the next is
+    encoded, and the tokenizer never holds more than a chunk."""
+    encoded: list[list[int]] = []
+    start = 0
+    while start < len(sentences):
+        end, size = start + 1, len(sentences[start])
+        while end < len(sentences) and size + len(sentences[end]) <= ENCODE_CHUNK_CHARS:
+            size, end = size + len(sentences[end]), end + 1
+        ids = tokenizer(list(sentences[start:end]), verbose=False)["input_ids"]  # too long: named below
+        _check_source_lengths(ids, limit, first=start + 1)
+        encoded.extend(ids)
+        start = end
+    return encoded
+
+
+def check_search_memory(
+    config: PreTrainedConfig, batch: int, source: int, num_beams: int, steps: int, device: torch.device | str = "cpu"
+) -> None:
+    """Refuse, before the search allocates, a batch whose search memory could not hold: `batch` sentences of up to
+    `source` tokens, `num_beams` hypotheses each, up to `steps` output tokens, and each decoder layer's cache (keys
+    and values of the outputs and of the sources) of every hypothesis, with a row of logits over the vocabulary. A
+    ValueError naming num_beams and the sizes, against `environment.available_memory`."""
+    from ..environment import available_memory
+
+    layers = getattr(config, "decoder_layers", None) or getattr(config, "num_hidden_layers", None) or 1
+    width = getattr(config, "d_model", None) or getattr(config, "hidden_size", None) or 1
+    rows, vocab = batch * num_beams, getattr(config, "vocab_size", None) or 1
+    need = 4 * rows * (2 * layers * (steps + source) * width + 3 * vocab) + 3 * 8 * rows * (steps + 1)
+    available = available_memory(device)
+    if need > available:
+        raise ValueError(
+            f"the search would hold {need / 1e9:,.1f} GB: {batch} sentences of up to {source} tokens, num_beams="
+            f"{num_beams:,} hypotheses each of up to {steps} tokens, {layers} decoder layers; more than the "
+            f"{available / 1e9:,.1f} GB of memory available: lower num_beams (--num-beams) or the batch size"
+        )
+
+
+def _check_source_lengths(encoded: Sequence[Sequence[int]], limit: int | None, first: int = 1) -> None:
+    """Name the first sentence longer than the model's positions, before any is translated; `first` is the number
+    of the first of `encoded`."""
+    for number, ids in enumerate(encoded, start=first):
         if limit is not None and len(ids) > limit:
             raise ValueError(
                 f"sentence {number} has {len(ids):,} tokens, more than the model's max_position_embeddings={limit}: "
@@ -358,6 +402,7 @@ __all__ = [
     "BeamStep",
     "BeamTrace",
     "check_generation_settings",
+    "check_search_memory",
     "check_search_settings",
     "paper_generation_config",
     "trace_beam_search",

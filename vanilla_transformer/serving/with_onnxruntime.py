@@ -21,8 +21,10 @@ import numpy as np
 import torch
 from transformers import AutoConfig, PretrainedConfig
 
+from ..atomic import check_links_inside
 from ..extras import import_optional
-from ..model_dir import load_tokenizer
+from ..model_dir import check_model_files, load_tokenizer
+from ..tokenization import check_tokenizer_matches_config
 
 ENCODER_FILE = "onnx/encoder_model.onnx"
 DECODER_FILE = "onnx/decoder_model_merged.onnx"
@@ -81,27 +83,129 @@ class OnnxSeq2SeqModel:
 
 def load_onnx(folder: str | os.PathLike, *, quantized: bool = False, threads: int = 0) -> OnnxSeq2SeqModel:
     """The ONNX folder `folder` (`export_onnx`), its int8 graphs if `quantized`, on onnxruntime's CPU provider with
-    `threads` intra-op threads (0: onnxruntime's default)."""
+    `threads` intra-op threads (0: onnxruntime's default). Nothing is opened before the folder passes
+    `check_onnx_dir`: no link out of it, JSON files that parse, graphs that fit its config.json and the tokenizer."""
     ort = import_optional("onnxruntime", "onnx", "serving with onnxruntime")
     folder = Path(folder)
+    files = [quantized_name(f) if quantized else f for f in (ENCODER_FILE, DECODER_FILE)]
+    config = check_onnx_dir(folder, files)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    encoder, decoder = (_session(ort, folder / file, options) for file in files)
+    tokenizer = load_tokenizer(folder)
+    try:
+        check_tokenizer_matches_config(tokenizer, config)
+    except ValueError as error:
+        raise ValueError(f"{folder}: its tokenizer does not fit its config.json ({error}); {EXPORT_AGAIN}") from error
+    return OnnxSeq2SeqModel(folder, encoder, decoder, config, tokenizer)
+
+
+EXPORT_AGAIN = "export the model directory again with vanilla-transformer export-onnx"
+"""What the errors of a damaged ONNX folder tell the user to do."""
+
+
+def check_onnx_dir(folder: Path, files: list[str]) -> PretrainedConfig:
+    """The config of the ONNX folder `folder`, once the folder is known to be what `export_onnx` writes, before any
+    graph is opened by onnxruntime: an ONNX export (`is_onnx_dir`) with `files`, no link out of it
+    (`check_links_inside`), JSON files that parse (`check_model_files`), and graphs that fit its config.json
+    (`check_graph`). A ValueError naming the file and what to do."""
     if not is_onnx_dir(folder):
         raise ValueError(
             f"{folder} is not an ONNX export (no {ENCODER_FILE} and {DECODER_FILE} with config.json): write one with "
             f"vanilla-transformer export-onnx"
         )
-    files = [quantized_name(f) if quantized else f for f in (ENCODER_FILE, DECODER_FILE)]
+    check_links_inside(folder, "ONNX folder")
     for file in files:
         if not (folder / file).is_file():
             raise ValueError(f"{folder} has no {file}: export it with --quantize")
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    encoder, decoder = (
-        ort.InferenceSession(str(folder / file), options, providers=["CPUExecutionProvider"]) for file in files
-    )
-    config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
-    return OnnxSeq2SeqModel(folder, encoder, decoder, config, load_tokenizer(folder))
+    check_model_files(folder)
+    try:
+        config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{folder / 'config.json'} does not describe a model ({error}); {EXPORT_AGAIN}") from error
+    for file in files:
+        check_graph(folder, file, config)
+    return config
+
+
+def check_graph(folder: Path, file: str, config: PretrainedConfig) -> None:
+    """Refuse, naming the file, a graph that is not ONNX, keeps weights in a file outside `folder`, or disagrees with
+    `config` (``d_model``, ``vocab_size``, ``max_position_embeddings``, ``decoder_layers``,
+    ``decoder_attention_heads``): what onnxruntime would refuse, or fail on, as a traceback mid-translation."""
+    onnx = import_optional("onnx", "onnx", "serving with onnxruntime")
+    path = folder / file
+    try:
+        graph = onnx.load(str(path), load_external_data=False).graph
+    except Exception as error:  # a file that is not ONNX: protobuf's DecodeError, or onnx's own
+        raise ValueError(f"{path} is not an ONNX graph ({type(error).__name__}): {EXPORT_AGAIN}") from error
+    inside = folder.resolve()
+    for tensor in _tensors(graph):
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        location = {entry.key: entry.value for entry in tensor.external_data}.get("location", "")
+        target = (path.parent / location).resolve()
+        if inside not in target.parents:
+            raise ValueError(
+                f"{path} keeps the weight {tensor.name} in {location}, outside the ONNX folder {folder}: a folder's "
+                f"graphs read only its own files; {EXPORT_AGAIN}"
+            )
+    d_model, heads = config.d_model, config.decoder_attention_heads
+    for tensor in graph.initializer:
+        rows = list(tensor.dims)[:1]
+        if tensor.name.endswith("embed_positions.pe"):
+            setting, fits = "max_position_embeddings", rows and rows[0] >= config.max_position_embeddings
+        elif tensor.name in ("encoder.embed_tokens.weight", "lm_head.weight"):
+            setting, fits = "vocab_size", rows == [config.vocab_size]
+        else:
+            continue
+        if not fits or list(tensor.dims)[1:] != [d_model]:
+            raise ValueError(
+                f"{path}: {tensor.name} has shape {list(tensor.dims)}, which does not fit {setting}="
+                f"{getattr(config, setting)} and d_model={d_model} of {folder / 'config.json'}: {EXPORT_AGAIN}"
+            )
+    if file.startswith(DECODER_FILE.removesuffix(".onnx")):
+        _check_cache_inputs(path, graph, config, heads, d_model)
+
+
+def _check_cache_inputs(path: Path, graph, config: PretrainedConfig, heads: int, d_model: int) -> None:
+    """The merged decoder takes the cache of ``decoder_layers`` layers, each ``[batch, heads, length, head_dim]``."""
+    names = [value.name for value in graph.input if value.name.startswith("past_key_values.")]
+    if names != cache_names(config.decoder_layers, "past_key_values"):
+        raise ValueError(
+            f"{path} takes the cache of {len(names) // len(CACHE_KINDS)} decoder layers, its config.json declares "
+            f"decoder_layers={config.decoder_layers}: {EXPORT_AGAIN}"
+        )
+    head_dim = d_model // heads if heads and d_model % heads == 0 else None
+    for value in graph.input:
+        if value.name in names:
+            dims = [d.dim_value if d.HasField("dim_value") else None for d in value.type.tensor_type.shape.dim]
+            if len(dims) != 4 or dims[1] != heads or dims[3] != head_dim:
+                raise ValueError(
+                    f"{path}: {value.name} has shape {dims}, its config.json declares decoder_attention_heads={heads} "
+                    f"of {head_dim} dimensions (d_model={d_model}): {EXPORT_AGAIN}"
+                )
+
+
+def _tensors(graph):
+    """Every tensor of `graph` and its subgraphs (the merged decoder's branches): initializers and constants."""
+    yield from graph.initializer
+    for node in graph.node:
+        for attribute in node.attribute:
+            yield from ([attribute.t] if attribute.HasField("t") else [])
+            yield from attribute.tensors
+            for subgraph in ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs):
+                yield from _tensors(subgraph)
+
+
+def _session(ort, path: Path, options):
+    """onnxruntime's session of the graph `path`; what onnxruntime refuses is one line naming the file."""
+    try:
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as error:  # onnxruntime's own exception classes (Fail, InvalidGraph, ...), not exported
+        first = (str(error).strip().splitlines() or [""])[0]
+        raise ValueError(f"{path} does not load in onnxruntime ({first}): {EXPORT_AGAIN}") from error
 
 
 class OnnxStepDecoder:
@@ -149,8 +253,11 @@ __all__ = [
     "DECODER_FILE",
     "ENCODER_FILE",
     "OnnxSeq2SeqModel",
+    "EXPORT_AGAIN",
     "OnnxStepDecoder",
     "cache_names",
+    "check_graph",
+    "check_onnx_dir",
     "is_onnx_dir",
     "load_onnx",
     "quantized_name",

@@ -31,8 +31,9 @@ from ..data import (
 from ..data import load_splits as load_corpus_splits
 from ..data.cache import TokenCorpus, build_token_cache, cache_key, default_cache_dir, tokenizer_fingerprint
 from ..data.spec import corpus_data_dir
+from ..model_checks import check_declared_sizes
 from ..tokenization import check_tokenizer_matches_config, train_tokenizer
-from .config import DataConfig, ModelConfig, TrainingConfig
+from .config import TRAINING_CONFIG_NAME, DataConfig, ModelConfig, TrainingConfig
 from .preflight import check_training_pairs
 from .presets import PRESET_DATA_FOLDERS
 
@@ -152,7 +153,8 @@ def _file_identity(path: str | Path) -> list[Any]:
 
 
 def build_model_config(model: ModelConfig) -> VanillaTransformerConfig:
-    """The model configuration: the ``--model`` preset of Table 3, with the overrides of the model settings."""
+    """The model configuration: the ``--model`` preset of Table 3, with the overrides of the model settings; a model
+    that memory could not hold to train is refused, naming the setting (`check_declared_sizes`)."""
     overrides = {
         "d_model": model.d_model,
         "encoder_layers": model.layers,
@@ -164,7 +166,15 @@ def build_model_config(model: ModelConfig) -> VanillaTransformerConfig:
         "dropout": model.dropout,
     }
     given = {name: value for name, value in overrides.items() if value is not None}
-    return VanillaTransformerConfig.from_preset(model.preset, vocab_size=model.vocab_size, **given)
+    config = VanillaTransformerConfig.from_preset(model.preset, vocab_size=model.vocab_size, **given)
+    check_declared_sizes(  # before any data is read or weight allocated: weights, gradients and Adam's two moments
+        config,
+        f"the model settings (--model {model.preset}, --layers, --d-model, --ffn-dim, --vocab-size; on --resume, the "
+        f"run's {TRAINING_CONFIG_NAME})",
+        bytes_per_parameter=16,
+        fix="choose a smaller model, or train on a machine with more memory",
+    )
+    return config
 
 
 def prepare_data(
