@@ -10,6 +10,8 @@ from pathlib import Path
 
 from bench.figures import minutes, read_json, read_jsonl, table
 
+from vanilla_transformer.training.run_dir import RunLayout
+
 MULTI30K_RUNS = [  # (folder, label), in the order of the table
     ("en-de-seed1", "English → German, seed 1 (recipe)"),
     ("en-de-seed2", "English → German, seed 2 (recipe)"),
@@ -24,10 +26,26 @@ MULTI30K_RUNS = [  # (folder, label), in the order of the table
 DIRECTIONS = (("en-de", "English → German"), ("de-en", "German → English"))
 
 
+def run_file(results: Path, folder: str, name: str = "results") -> Path:
+    """A file of a committed run (``docs/results/<folder>``), where `train` writes it: ``results`` (results.json),
+    ``metrics`` (metrics.jsonl) or ``settings`` (training_config.json) of `RunLayout`."""
+    return getattr(RunLayout(results / folder), name)
+
+
+def run_json(results: Path, folder: str, name: str = "results") -> dict:
+    path = run_file(results, folder, name)
+    return read_json(path.parent, path.name)
+
+
+def run_metrics(results: Path, folder: str) -> list[dict]:
+    path = run_file(results, folder, "metrics")
+    return read_jsonl(path.parent, path.name)
+
+
 def numbers_table(results: Path) -> str:
     """The default job (``vanilla-transformer train``): docs/results/numbers, written by the run."""
-    run = read_json(results, "numbers/results.json")
-    rows = read_jsonl(results, "numbers/metrics.jsonl")
+    run = run_json(results, "numbers")
+    rows = run_metrics(results, "numbers")
     valid = {row["step"]: row["valid_exact_match"] for row in rows if "valid_exact_match" in row}
     steps = sorted(valid)[-4:]
     names, scores = "test exact match / chrF", f"{run['test_exact_match']:.1f}% / {run['test_chrf']:.2f}"
@@ -57,7 +75,7 @@ def processor(environment: dict) -> str:
 
 def numbers_environment(results: Path) -> str:
     """Where the default job's figures were measured, as the run recorded it."""
-    environment = read_json(results, "numbers/results.json")["environment"]
+    environment = run_json(results, "numbers")["environment"]
     versions = environment["versions"]
     return (
         f"`{environment['command']}`, {processor(environment)}, "
@@ -72,7 +90,7 @@ def multi30k_run(results: Path, folder: str) -> tuple[dict, dict | None, dict]:
     base = results / "multi30k" / folder
     first = base / "results-before-rescoring.json"
     return (
-        read_json(base, "results.json"),
+        run_json(results, f"multi30k/{folder}"),
         read_json(base, first.name) if first.is_file() else None,
         read_json(base, "run.json"),
     )
@@ -105,7 +123,8 @@ def multi30k_table(results: Path) -> str:
 
 def recipe_bleu(results: Path, direction: str) -> list[float]:
     """The test BLEU of the full-length recipe runs (``<direction>-seed<N>``) of a direction, by seed."""
-    folders = sorted(path.parent.name for path in (results / "multi30k").glob(f"{direction}-seed*/results.json"))
+    runs = (results / "multi30k").glob(f"{direction}-seed*")
+    folders = sorted(path.name for path in runs if run_file(results, f"multi30k/{path.name}").is_file())
     return [multi30k_run(results, folder)[0]["test_bleu"] for folder in folders]
 
 
@@ -123,14 +142,14 @@ def multi30k_seeds(results: Path) -> str:
 
 
 def valid_losses(results: Path, folder: str) -> dict[int, float]:
-    rows = read_jsonl(results, f"multi30k/{folder}/metrics.jsonl")
+    rows = run_metrics(results, f"multi30k/{folder}")
     return {row["step"]: row["valid_loss"] for row in rows if "valid_loss" in row}
 
 
 def dropout_selection(results: Path) -> str:
     """P_drop 0.1 against the recipe's 0.2: validation loss late in training, and validation BLEU (both at α 0.6)."""
     low, recipe = valid_losses(results, "en-de-dropout0.1-seed1"), valid_losses(results, "en-de-seed1")
-    low_bleu = read_json(results, "multi30k/en-de-dropout0.1-seed1/results.json")["valid_bleu_averaged"]
+    low_bleu = run_json(results, "multi30k/en-de-dropout0.1-seed1")["valid_bleu_averaged"]
     recipe_bleu = read_json(results, "multi30k/en-de-seed1/results-before-rescoring.json")["valid_bleu_averaged"]
     return (
         f"With P_drop 0.1 (54 minutes) validation loss stopped improving ({low[4000]:.2f} at step 4,000, "
@@ -156,12 +175,12 @@ def final_losses(results: Path) -> str:
 
 def multi30k_summary(results: Path) -> str:
     """The headline: test BLEU of the recipe's runs, per direction, with the default job."""
-    numbers = read_json(results, "numbers/results.json")
+    numbers = run_json(results, "numbers")
     rows = [["`vanilla-transformer train` (number words, English → German, 1.5M parameters)", minutes(numbers["seconds"]),
              f"exact match {numbers['test_exact_match']:.1f}%, chrF {numbers['test_chrf']:.2f}"]]  # fmt: skip
     for direction, label in DIRECTIONS:
         bleu = recipe_bleu(results, direction)
-        config = read_json(results, f"multi30k/{direction}-seed1/training_config.json")
+        config = run_json(results, f"multi30k/{direction}-seed1", "settings")
         rows.append([
             f"`train --preset multi30k` (Multi30k {label}, 6.0M parameters), {len(bleu)} seeds",
             f"{config['max_train_minutes']:g} minutes of training",
@@ -172,9 +191,9 @@ def multi30k_summary(results: Path) -> str:
 
 def selection_stopped(results: Path) -> str:
     """The stopped selection run's last validation BLEU and loss, against the recipe's run at the same step."""
-    rows = read_jsonl(results, "multi30k/en-de-dropout0.3-lr0.6-stopped/metrics.jsonl")
+    rows = run_metrics(results, "multi30k/en-de-dropout0.3-lr0.6-stopped")
     stopped = max((row for row in rows if "valid_bleu" in row), key=lambda row: row["step"])
-    recipe = {row["step"]: row for row in read_jsonl(results, "multi30k/en-de-seed1/metrics.jsonl")}[stopped["step"]]
+    recipe = {row["step"]: row for row in run_metrics(results, "multi30k/en-de-seed1")}[stopped["step"]]
     return (
         f"at step {stopped['step']:,} it had validation BLEU {stopped['valid_bleu']:.2f} and loss "
         f"{stopped['valid_loss']:.2f} against the recipe's {recipe['valid_bleu']:.2f} and {recipe['valid_loss']:.2f}"

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from pathlib import Path
 
 from vanilla_transformer import training
 
@@ -33,16 +32,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("accelerate.utils.other").setLevel(logging.ERROR)
     config = parse_args(argv)
     training.train(config)
-    report_outputs(Path(config.checkpointing.output_dir))
+    report_outputs(training.RunLayout(config.checkpointing.output_dir))
     return 0
 
 
-def report_outputs(run_dir: Path) -> None:
+def report_outputs(layout: training.RunLayout) -> None:
     """Say where the run put the model and its results (once, from the main process of a launch)."""
     from accelerate import PartialState
 
     if PartialState().is_main_process:
-        print(f"model: {run_dir / 'model'}\nresults: {run_dir / 'results.json'}", flush=True)
+        print(f"model: {layout.model}\nresults: {layout.results}", flush=True)
 
 
 if __name__ == "__main__":

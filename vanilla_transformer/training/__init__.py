@@ -27,6 +27,7 @@ from .options import build_parser, parse_args
 from .presets import DEFAULT_PRESET, TRAINING_PRESETS
 from .results import average_run
 from .run import train
+from .run_dir import RunLayout
 from .schedule import noam_learning_rate, noam_schedule
 from .setup import RunCorpus, build_model_config, load_splits
 from .step import accumulate_gradients
@@ -37,6 +38,7 @@ __all__ = [
     "TRAINING_PRESETS",
     "Evaluator",
     "RunCorpus",
+    "RunLayout",
     "Trainer",
     "TrainingConfig",
     "TrainingProgress",

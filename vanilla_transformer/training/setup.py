@@ -33,9 +33,10 @@ from ..data.cache import TokenCorpus, build_token_cache, cache_key, default_cach
 from ..data.spec import corpus_data_dir
 from ..model_checks import check_declared_sizes
 from ..tokenization import check_tokenizer_matches_config, train_tokenizer
-from .config import TRAINING_CONFIG_NAME, DataConfig, ModelConfig, TrainingConfig
+from .config import DataConfig, ModelConfig, TrainingConfig
 from .preflight import check_training_pairs
 from .presets import PRESET_DATA_FOLDERS
+from .run_dir import RunLayout
 
 logger = get_logger(__name__)
 
@@ -170,7 +171,7 @@ def build_model_config(model: ModelConfig) -> VanillaTransformerConfig:
     check_declared_sizes(  # before any data is read or weight allocated: weights, gradients and Adam's two moments
         config,
         f"the model settings (--model {model.preset}, --layers, --d-model, --ffn-dim, --vocab-size; on --resume, the "
-        f"run's {TRAINING_CONFIG_NAME})",
+        f"run's {RunLayout('.').settings.name})",
         bytes_per_parameter=16,
         fix="choose a smaller model, or train on a machine with more memory",
     )
