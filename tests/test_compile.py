@@ -150,13 +150,13 @@ def test_a_rerun_loads_the_compile_cache_and_recompiles_nothing(tmp_path, monkey
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "torch-first"))
     first = _run(tmp_path, "first", *options)
     (saved,) = (tmp_path / "cache").glob("compile-*.bin")
-    assert "regional" in caplog.text and f"compile cache saved to {saved}" in caplog.text
+    assert "regional" in caplog.text and f"compile cache {saved}: absent, saved" in caplog.text
     torch._dynamo.reset()
     counters.clear()
     caplog.clear()
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "torch-second"))  # only our cache carries over
     second = _run(tmp_path, "second", *options)
-    assert f"compile cache loaded from {saved}" in caplog.text
+    assert f"compile cache {saved}: loaded, saved" in caplog.text
     recompiled = first["recompilations"]  # (a batch without padding: a layer's graph without a mask; see above)
     assert re.search(rf"compiling the model: [\d.]+ s; recompiled {recompiled} times", caplog.text)
     assert second["recompilations"] == recompiled and second["compilations"] == first["compilations"]

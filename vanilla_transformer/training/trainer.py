@@ -246,24 +246,24 @@ class Trainer:
 
     def _note_compilations(self, before: int | None, started: float) -> None:
         """Count the graphs the step that began at `started` compiled (recompilations: those of any step but the
-        trainer's first) and its time; log the compile phase after the first step, and save the compile cache
-        (`compile_cache`) after a step that compiled, unless it was the first one and the cache was loaded."""
+        trainer's first) and its time; save the compile cache (`compile_cache`) after a step that compiled, also
+        when the first step loaded it (its graphs then depend on the loaded ones: torch's dynamic-shape profile is
+        among them), and log the compile phase after the first step."""
         after, first = compile_count(), self.steps_run == 0
         self.steps_run += 1
         if before is None or after is None or after == before:
             return
-        seconds = time.perf_counter() - started
+        saved = self.accelerator.is_main_process and self.compile_cache is not None
+        saved = saved and save_compile_cache(self.compile_cache)
+        seconds = time.perf_counter() - started  # (the cache's writing included)
         self.compilations, self.compile_seconds = self.compilations + after - before, self.compile_seconds + seconds
         if not first:
             self.recompilations += after - before
-        saved = False
-        if self.accelerator.is_main_process and self.compile_cache is not None:
-            if not (first and self.compile_cache_loaded):
-                saved = save_compile_cache(self.compile_cache)
         if first:
-            cache = "loaded from" if self.compile_cache_loaded else "saved to" if saved else "not saved to"
+            loaded = "loaded" if self.compile_cache_loaded else "absent"
             logger.info(
-                f"compiling the model: {seconds:.1f} s (the first step; compile cache {cache} {self.compile_cache})",
+                f"compiling the model: {seconds:.1f} s (the first step; compile cache {self.compile_cache}: {loaded}, "
+                f"{'saved' if saved else 'not saved'})",
                 main_process_only=True,
             )
 
