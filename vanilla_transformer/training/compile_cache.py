@@ -3,10 +3,11 @@
 torch keeps its own caches of compiled graphs (the inductor FX-graph cache and the AOTAutograd cache, by default
 under the system's temporary folder, ``torch._inductor.config.fx_graph_cache`` and
 ``torch._functorch.config.enable_autograd_cache``). `torch.compiler.save_cache_artifacts` gathers what this process
-put in them, and `torch.compiler.load_cache_artifacts` puts it back: the "mega-cache". After its first step a
-compiled run saves these artifacts as ``compile-<key>.bin`` in ``--data-cache-dir`` (default
+put in them, and `torch.compiler.load_cache_artifacts` puts it back: the "mega-cache". After each step that
+compiled (its first, and any that recompiled) a compiled run's main process saves these artifacts as ``compile-<key>.bin`` in ``--data-cache-dir`` (default
 ``$VANILLA_TRANSFORMER_CACHE``, else ``~/.cache/vanilla-transformer``), written whole (`atomic.write_file`); a later
-run with the same key loads them before its first step, so that its compiler finds every graph compiled.
+run with the same key loads them before its first step, so that its compiler finds its inductor graphs compiled
+(and AOTAutograd's, where that cache keeps them) and only traces the model.
 
 The key is a hash of what decides the graphs: torch's version, the device type, the model's configuration, the
 precision, the compile settings (backend, mode, full graph, dynamic shapes, regional compilation), the attention

@@ -122,8 +122,9 @@ def compiling(accelerator: Accelerator) -> bool:
 
 
 def prefer_compile_settings(accelerator: Accelerator) -> None:
-    """Compile for any batch shape, and each repeated layer once (regional compilation), unless the user chose
-    (``accelerate launch --dynamo_use_dynamic``, ``--dynamo_use_regional_compilation``, which sets both).
+    """Compile for any batch shape, and each repeated layer once (regional compilation), unless the launcher chose
+    (``accelerate launch --dynamo_use_dynamic``, ``--dynamo_use_regional_compilation``: the launcher sets both, off
+    where not given, whenever it sets a backend).
 
     Token batches of similar-length pairs vary in both sentences and length from step to step. Left to decide,
     torch compiles the first shape statically, then again with dynamic sizes; asking for dynamic shapes at once
