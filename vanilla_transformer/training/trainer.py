@@ -247,8 +247,8 @@ class Trainer:
     def _note_compilations(self, before: int | None, started: float) -> None:
         """Count the graphs the step that began at `started` compiled (recompilations: those of any step but the
         trainer's first) and its time; save the compile cache (`compile_cache`) after a step that compiled, also
-        when the first step loaded it (its graphs then depend on the loaded ones: torch's dynamic-shape profile is
-        among them), and log the compile phase after the first step."""
+        when the first step loaded it (it may have compiled graphs the file lacked), and log the compile phase after
+        the first step."""
         after, first = compile_count(), self.steps_run == 0
         self.steps_run += 1
         if before is None or after is None or after == before:
