@@ -6,13 +6,21 @@ runs the real training command on it twice, as a user would, and stops each run 
 logged:
 
 * cold: nothing cached; the tokenizer is trained (37k BPE, as ``wmt14-base``), the corpus cleaned and tokenized;
-* warm: a rerun into a new run directory; tokenizer and tokenized corpus come from the data cache.
+* warm: a rerun into a new run directory; tokenizer and tokenized corpus come from the data cache, and so does the
+  compile cache where the run compiles (``train``'s ``compile-<key>.bin``).
+
+Each run's time to its first step is split in two phases: ``compile_s``, the wall time of the first step's
+compilation as the run logs it (``compile_seconds`` in ``metrics.jsonl``; 0 when the run does not compile), and
+``data_s``, the rest (start-up, data, model). The runs share an empty folder of their own for torch's compiler
+caches (``TORCHINDUCTOR_CACHE_DIR``), so that the cold run compiles from nothing whatever earlier runs left on the
+machine, and the warm run finds what the cold run left, as a rerun on the same machine does.
 
 The model is the ``multi30k`` preset's (N=3, d_model=256) with the data settings of ``wmt14-base`` (37k vocabulary,
 pairs up to 256 tokens), at 1,024 tokens per step, so that the step itself is cheap (with a 37k vocabulary the
 logits of a 4,096-token step and their gradients alone take over 1 GB) and the data pipeline is what is measured. Prints::
 
     DATA pairs=N prepare_s=... warm_start_s=... peak_rss_mb=... padding=...
+    PHASES cold: data_s=... compile_s=...; warm: data_s=... compile_s=...
 
 ``peak_rss_mb`` is the largest peak resident size (``VmHWM``) of any process of either run; ``padding`` the share
 of padding in an epoch's batches, as the run logs it. The JSON file also has each run's CPU seconds (user + system,
@@ -28,6 +36,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -108,8 +117,24 @@ def run_to_first_step(command: list[str], env: dict[str, str], metrics: Path, lo
         "cpu_seconds": cpu_seconds,
         "peak_rss_mb": peak_kb / 1024,
         "padding": float(padding[-1]) / 100 if padding else None,
+        **phases(seconds, metrics),
         "log": [line[:200] for line in text.splitlines() if re.match(r"\d\d:\d\d:\d\d ", line)],
     }
+
+
+def phases(seconds: float, metrics: Path) -> dict[str, float]:
+    """The time to the first step split into ``compile_s`` (the first step's compilation, as the run logged it in
+    `metrics`) and ``data_s`` (the rest)."""
+    compile_seconds = 0.0
+    for line in metrics.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:  # a line still being written
+            continue
+        if "train_loss" in row:
+            compile_seconds = float(row.get("compile_seconds", 0.0))
+            break
+    return {"compile_s": round(compile_seconds, 1), "data_s": round(seconds - compile_seconds, 1)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         (work / "corpus").mkdir()
         write_corpus(work / "corpus", args.pairs, args.multi30k)
         env = {**os.environ, "VANILLA_TRANSFORMER_CACHE": str(work / "cache"), "TOKENIZERS_PARALLELISM": "true"}
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(work / "torch-compiler")
         if args.checkout is not None:
             env["PYTHONPATH"] = str(args.checkout.resolve())
         figures = {}
@@ -154,12 +180,17 @@ def main(argv: list[str] | None = None) -> int:
         "warm_start_s": round(figures["warm"]["seconds"], 1) if "warm" in figures else None,
         "peak_rss_mb": round(max(run["peak_rss_mb"] for run in figures.values())),
         "padding": figures["cold"]["padding"],
+        "phases": {name: {key: run[key] for key in ("data_s", "compile_s")} for name, run in figures.items()},
         "runs": figures,
         "checkout": str(args.checkout) if args.checkout else None,
     }
     print(
         f"DATA pairs={args.pairs} prepare_s={result['prepare_s']} warm_start_s={result['warm_start_s']} "
         f"peak_rss_mb={result['peak_rss_mb']} padding={result['padding']}"
+    )
+    print(
+        "PHASES "
+        + "; ".join(f"{name}: data_s={p['data_s']} compile_s={p['compile_s']}" for name, p in result["phases"].items())
     )
     record.write(result, args.output)
     return 0

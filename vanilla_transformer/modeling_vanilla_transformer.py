@@ -136,9 +136,12 @@ class _Packing:
     @staticmethod
     def wanted(module: nn.Module, padding_mask: torch.Tensor | None) -> bool:
         """Whether to pack a batch with this 2D padding mask (1 = token): in training, by `packing_threshold`;
-        never while compiling (the number of real tokens would be a data-dependent shape)."""
+        never while compiling, nor where the layers are compiled one by one (regional compilation): the number of real
+        tokens would be a data-dependent shape."""
         if not module.training or padding_mask is None or padding_mask.dim() != 2 or torch.compiler.is_compiling():
             return False
+        if not all(isinstance(layer, _PostNormLayer) for layer in getattr(module, "layers", ())):
+            return False  # a layer wrapped by the compiler (regional compilation) is no longer one of ours
         threshold = packing_threshold(getattr(module.config, "pack_tokens", "auto"), padding_mask.device.type)
         if threshold is None:
             return False  # (decided without reading the mask: no host-device sync)

@@ -9,6 +9,7 @@ compiled, so that recompilation shows in the run's log.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 
@@ -120,16 +121,26 @@ def compiling(accelerator: Accelerator) -> bool:
     return accelerator.state.dynamo_plugin.backend != DynamoBackend.NO
 
 
-def prefer_dynamic_shapes(accelerator: Accelerator) -> None:
-    """Compile for any batch shape unless the user chose (``accelerate launch --dynamo_use_dynamic``).
+def prefer_compile_settings(accelerator: Accelerator) -> None:
+    """Compile for any batch shape, and each repeated layer once (regional compilation), unless the launcher chose
+    (``accelerate launch --dynamo_use_dynamic``, ``--dynamo_use_regional_compilation``: the launcher sets both, off
+    where not given, whenever it sets a backend).
 
     Token batches of similar-length pairs vary in both sentences and length from step to step. Left to decide,
     torch compiles the first shape statically, then again with dynamic sizes; asking for dynamic shapes at once
-    saves that second compilation. Call before `Accelerator.prepare`, which reads the plugin.
+    saves that second compilation. Regional compilation (Accelerate's `compile_regions`, PyTorch's recipe) compiles
+    the encoder and decoder layers one by one, each class's graph once for all its layers, and the embeddings and
+    output projection apart: less for the compiler to do, and mixed precision's autocast then stays outside the
+    graphs, which lets torch's AOTAutograd cache keep them (a graph holding autocast is never cached).
+    Call before `Accelerator.prepare`, which reads the plugin.
     """
     plugin = accelerator.state.dynamo_plugin
-    if compiling(accelerator) and plugin.dynamic is None:
+    if not compiling(accelerator):
+        return
+    if plugin.dynamic is None:
         plugin.dynamic = True
+    if "ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION" not in os.environ:
+        plugin.use_regional_compilation = True
 
 
 def compiled_loss(accelerator: Accelerator) -> LossFunction:

@@ -39,6 +39,7 @@ from .checkpoints import (
     save_checkpoint,
     unique_weights,
 )
+from .compile_cache import compile_cache_path, load_compile_cache, save_compile_cache
 from .config import TrainingConfig, micro_batch_plan
 from .evaluation import Evaluator, best_validation
 from .results import export_model
@@ -50,7 +51,7 @@ from .step import (
     compile_count,
     compiled_loss,
     compiling,
-    prefer_dynamic_shapes,
+    prefer_compile_settings,
     to_device,
 )
 
@@ -139,13 +140,16 @@ class Trainer:
         self.scheduler = noam_schedule(
             optimizer, model.config.d_model, optimization.warmup_steps, optimization.lr_scale
         )
-        prefer_dynamic_shapes(accelerator)
+        prefer_compile_settings(accelerator)
         self.model, self.optimizer = accelerator.prepare(model, optimizer)  # compiled if the dynamo plugin is on
         self.unwrapped = accelerator.unwrap_model(self.model, keep_torch_compile=False)  # evaluation runs eagerly
         self.loss_function = compiled_loss(accelerator)
         self.progress = TrainingProgress()
         self.evaluator = Evaluator(accelerator, self.unwrapped, tokenizer, valid, test, config)
         self.compilations, self.compile_seconds = 0, 0.0  # graphs compiled during steps, and those steps' time
+        self.recompilations, self.steps_run = 0, 0  # graphs compiled after this trainer's first step; steps run
+        self.compile_cache = compile_cache_path(config, accelerator, model.config) if compiling(accelerator) else None
+        self.compile_cache_loaded = self.compile_cache is not None and load_compile_cache(self.compile_cache)
         self.train_tokens_per_second: float | None = None  # of the last `fit`, evaluations and checkpoints left out
 
     @property
@@ -229,15 +233,35 @@ class Trainer:
         learning_rate = self.scheduler.get_last_lr()[0]
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        after = compile_count()
-        if before is not None and after is not None and after > before:
-            self.compilations += after - before
-            self.compile_seconds += time.perf_counter() - started
+        self._note_compilations(before, started)
         if accelerator.optimizer_step_was_skipped:
             return None
         self.scheduler.step()
         self.progress.step += 1
         return StepResult(stats, grad_norm, learning_rate)
+
+    def _note_compilations(self, before: int | None, started: float) -> None:
+        """Count the graphs the step that began at `started` compiled (recompilations: those of any step but the
+        trainer's first) and its time; save the compile cache (`compile_cache`) after a step that compiled, also
+        when the first step loaded it (it may have compiled graphs the file lacked), and log the compile phase after
+        the first step."""
+        after, first = compile_count(), self.steps_run == 0
+        self.steps_run += 1
+        if before is None or after is None or after == before:
+            return
+        saved = self.accelerator.is_main_process and self.compile_cache is not None
+        saved = saved and save_compile_cache(self.compile_cache)
+        seconds = time.perf_counter() - started  # (the cache's writing included)
+        self.compilations, self.compile_seconds = self.compilations + after - before, self.compile_seconds + seconds
+        if not first:
+            self.recompilations += after - before
+        if first:
+            loaded = "loaded" if self.compile_cache_loaded else "absent"
+            logger.info(
+                f"compiling the model: {seconds:.1f} s (the first step; compile cache {self.compile_cache}: {loaded}, "
+                f"{'saved' if saved else 'not saved'})",
+                main_process_only=True,
+            )
 
     def validate(self) -> None:
         """Log the validation loss and scores at this step (`Evaluator.validate`)."""
@@ -260,7 +284,10 @@ class Trainer:
                 if progress.step % config.logging.log_every == 0:
                     logs = window.log(accelerator, progress.step, taken.learning_rate, progress.epoch)
                     if compiling(accelerator):
-                        logs.update(compilations=self.compilations, compile_seconds=self.compile_seconds)
+                        logs.update(
+                            compilations=self.compilations, recompilations=self.recompilations,
+                            compile_seconds=self.compile_seconds,
+                        )  # fmt: skip
                     accelerator.log(logs, step=progress.step)
                     bar.set_postfix(
                         loss=f"{logs['train_loss']:.3f}", lr=f"{taken.learning_rate:.2e}",
@@ -273,6 +300,11 @@ class Trainer:
                 if progress.step % config.checkpointing.save_every == 0:
                     self.save_checkpoint()
                     window.restart()
+        if compiling(accelerator):
+            logger.info(
+                f"compiling the model: {self.compile_seconds:.1f} s; recompiled {self.recompilations} times",
+                main_process_only=True,
+            )
         self.train_tokens_per_second = window.train_tokens / window.train_seconds if window.train_seconds else None
         if progress.step < max_steps:
             logger.info(
@@ -346,6 +378,7 @@ class Trainer:
         return {
             "dynamo_backend": self.accelerator.state.dynamo_plugin.backend.value.lower(),
             "compilations": self.compilations if compile_count() is not None else None,
+            "recompilations": self.recompilations if compile_count() is not None else None,
             "compile_seconds": self.compile_seconds,
         }
 
@@ -407,7 +440,11 @@ def _compile_description(accelerator: Accelerator) -> str:
     if not compiling(accelerator):
         return "not compiled"
     plugin = accelerator.state.dynamo_plugin
-    return f"compiled with torch.compile (backend {plugin.backend.value.lower()}, mode {plugin.mode}, dynamic {plugin.dynamic})"
+    regional = ", regional" if plugin.use_regional_compilation else ""
+    return (
+        f"compiled with torch.compile (backend {plugin.backend.value.lower()}, mode {plugin.mode}, dynamic "
+        f"{plugin.dynamic}{regional})"
+    )
 
 
 __all__ = [
