@@ -623,7 +623,7 @@ def test_translate_script_decodes_in_the_dtype_asked_for(confident_copy_model, t
         common = ["--model", str(model_dir), "--device", "cpu", "--input", str(source), "--output", str(output)]
         assert translate_script.main([*common, "--dtype", dtype]) == 0
         outputs[dtype] = output.read_text(encoding="utf-8")
-        assert {parameter.dtype for parameter in loaded[-1][0].parameters()} == {decoding.DECODING_DTYPES[dtype]}
+        assert {parameter.dtype for parameter in loaded[-1][0].parameters()} == {decoding.decoding_dtype(dtype)}
     assert outputs["bf16"] == outputs["fp32"] and outputs["fp32"].strip()
     with pytest.raises(SystemExit):
         translate_script.main(["--model", str(model_dir), "--dtype", "int4"])

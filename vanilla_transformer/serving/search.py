@@ -29,6 +29,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import GenerationConfig, PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
+from ..constants import LENGTH_PENALTY, MAX_LENGTH_OFFSET, NUM_BEAMS
 from ..generation_vanilla_transformer import (
     LENGTH_PENALTY_TYPE,
     MASKED,
@@ -39,15 +40,6 @@ from ..generation_vanilla_transformer import (
 )
 from ..generation_vanilla_transformer import MAX_LENGTH_OFFSET as MAX_LENGTH_OFFSET_FIELD
 from .step_decoders import step_decoder
-
-NUM_BEAMS = 4
-"""Beam size of section 6.1."""
-
-LENGTH_PENALTY = 0.6
-"""GNMT length penalty alpha of section 6.1."""
-
-MAX_LENGTH_OFFSET = 50
-"""Section 6.1: the maximum output length is the input length + 50 tokens."""
 
 
 def paper_generation_config(
