@@ -224,7 +224,7 @@ def translate(
         sentences: Source sentences.
         num_beams, length_penalty, max_length_offset: See `translate_ids`.
         batch_size: Sentences per batch (each takes `num_beams` rows in the decoder).
-        show_progress: Show a progress bar over batches.
+        show_progress: Show a progress bar over batches (none for no sentences).
 
     Returns:
         The translations, detokenized, in the order of `sentences`.
@@ -242,7 +242,7 @@ def translate(
     translations: list[str] = [""] * len(encoded)
     with _eval_mode(model):
         starts = range(0, len(order), batch_size)
-        for start in tqdm(starts, desc="translating", disable=not show_progress):
+        for start in tqdm(starts, desc="translating", disable=not (show_progress and starts)):  # no bar for nothing
             indices = order[start : start + batch_size]
             batch = _right_padded(tokenizer, [encoded[i] for i in indices], model.device)
             output = translate_ids(model, batch["input_ids"], batch["attention_mask"], **search)
