@@ -30,6 +30,7 @@ from tqdm.auto import tqdm
 from transformers import GenerationConfig, PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 from ..constants import LENGTH_PENALTY, MAX_LENGTH_OFFSET, NUM_BEAMS
+from ..decoder_vanilla_transformer import check_search_memory
 from ..generation_vanilla_transformer import (
     LENGTH_PENALTY_TYPE,
     MASKED,
@@ -352,28 +353,6 @@ def _encode(tokenizer: PreTrainedTokenizerBase, sentences: Sequence[str], limit:
         encoded.extend(ids)
         start = end
     return encoded
-
-
-def check_search_memory(
-    config: PreTrainedConfig, batch: int, source: int, num_beams: int, steps: int, device: torch.device | str = "cpu"
-) -> None:
-    """Refuse, before the search allocates, a batch whose search memory could not hold: `batch` sentences of up to
-    `source` tokens, `num_beams` hypotheses each, up to `steps` output tokens, and each decoder layer's cache (keys
-    and values of the outputs and of the sources) of every hypothesis, with a row of logits over the vocabulary. A
-    ValueError naming num_beams and the sizes, against `environment.available_memory`."""
-    from ..environment import available_memory
-
-    layers = getattr(config, "decoder_layers", None) or getattr(config, "num_hidden_layers", None) or 1
-    width = getattr(config, "d_model", None) or getattr(config, "hidden_size", None) or 1
-    rows, vocab = batch * num_beams, getattr(config, "vocab_size", None) or 1
-    need = 4 * rows * (2 * layers * (steps + source) * width + 3 * vocab) + 3 * 8 * rows * (steps + 1)
-    available = available_memory(device)
-    if need > available:
-        raise ValueError(
-            f"the search would hold {need / 1e9:,.1f} GB: {batch} sentences of up to {source} tokens, num_beams="
-            f"{num_beams:,} hypotheses each of up to {steps} tokens, {layers} decoder layers; more than the "
-            f"{available / 1e9:,.1f} GB of memory available: lower num_beams (--num-beams) or the batch size"
-        )
 
 
 def _check_source_lengths(encoded: Sequence[Sequence[int]], limit: int | None, first: int = 1) -> None:
