@@ -603,6 +603,7 @@ def test_length_penalty_sweep_scores_each_alpha_as_the_evaluate_command_does(tin
 def test_translate_script_decodes_in_the_dtype_asked_for(confident_copy_model, tmp_path, monkeypatch):
     """--dtype bf16 decodes with bf16 weights (observed on the model the script loaded), and on the confident copy
     model gives the fp32 translations; an unknown dtype is refused by name."""
+    from vanilla_transformer import model_dir as model_dir_module
     from vanilla_transformer.cli import decoding
 
     model, tokenizer = confident_copy_model
@@ -610,20 +611,20 @@ def test_translate_script_decodes_in_the_dtype_asked_for(confident_copy_model, t
     sentences = copy_task.sentences(6, seed=7)
     source = tmp_path / "source.txt"
     source.write_text("\n".join(sentences) + "\n", encoding="utf-8")
-    loaded, real_load = [], decoding.load_model_dir
+    loaded, real_load = [], model_dir_module.load_model_dir
 
     def load(*args, **kwargs):
         loaded.append(real_load(*args, **kwargs))
         return loaded[-1]
 
-    monkeypatch.setattr(decoding, "load_model_dir", load)
+    monkeypatch.setattr(model_dir_module, "load_model_dir", load)  # imported by decoding when it runs
     translate_script, outputs = load_script("translate"), {}
     for dtype in ("fp32", "bf16"):
         output = tmp_path / f"{dtype}.txt"
         common = ["--model", str(model_dir), "--device", "cpu", "--input", str(source), "--output", str(output)]
         assert translate_script.main([*common, "--dtype", dtype]) == 0
         outputs[dtype] = output.read_text(encoding="utf-8")
-        assert {parameter.dtype for parameter in loaded[-1][0].parameters()} == {decoding.DECODING_DTYPES[dtype]}
+        assert {parameter.dtype for parameter in loaded[-1][0].parameters()} == {decoding.decoding_dtype(dtype)}
     assert outputs["bf16"] == outputs["fp32"] and outputs["fp32"].strip()
     with pytest.raises(SystemExit):
         translate_script.main(["--model", str(model_dir), "--dtype", "int4"])

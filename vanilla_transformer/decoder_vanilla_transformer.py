@@ -338,9 +338,46 @@ def _add_norm(x: torch.Tensor, sublayer: torch.Tensor, norm: tuple) -> torch.Ten
     return F.layer_norm(sublayer.add_(x), *norm)
 
 
+def available_memory(device: str | torch.device = "cpu") -> int:
+    """Bytes of memory this machine can still give: ``MemAvailable`` of ``/proc/meminfo`` (4 GiB where it cannot be
+    read), or a CUDA device's free memory. What declared sizes and searches are checked against before they
+    allocate."""
+    device = torch.device(device)
+    if device.type == "cuda" and torch.cuda.is_available():
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            return next(int(line.split()[1]) * 1024 for line in meminfo if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return 4 << 30
+
+
+def check_search_memory(
+    config, batch: int, source: int, num_beams: int, steps: int, device: torch.device | str = "cpu"
+) -> None:
+    """Refuse, before the search allocates, a batch whose search memory could not hold: `batch` sentences of up to
+    `source` tokens, `num_beams` hypotheses each, up to `steps` output tokens, and each decoder layer's cache (keys
+    and values of the outputs and of the sources) of every hypothesis, with a row of logits over the vocabulary. A
+    ValueError naming num_beams and the sizes, against `available_memory`. ``model.generate()`` runs it before the
+    fast decoder allocates (`generation_vanilla_transformer.fast_generate`), ``translate_ids`` before its search."""
+    layers = getattr(config, "decoder_layers", None) or getattr(config, "num_hidden_layers", None) or 1
+    width = getattr(config, "d_model", None) or getattr(config, "hidden_size", None) or 1
+    rows, vocab = batch * num_beams, getattr(config, "vocab_size", None) or 1
+    need = 4 * rows * (2 * layers * (steps + source) * width + 3 * vocab) + 3 * 8 * rows * (steps + 1)
+    available = available_memory(device)
+    if need > available:
+        raise ValueError(
+            f"the search would hold {need / 1e9:,.1f} GB: {batch} sentences of up to {source} tokens, num_beams="
+            f"{num_beams:,} hypotheses each of up to {steps} tokens, {layers} decoder layers; more than the "
+            f"{available / 1e9:,.1f} GB of memory available: lower num_beams (--num-beams) or the batch size"
+        )
+
+
 __all__ = [
     "DecoderWeights",
     "IncrementalDecoder",
+    "available_memory",
+    "check_search_memory",
     "hooked",
     "incremental_decoder_problem",
     "lora_problem",

@@ -15,6 +15,9 @@ from typing import Any
 
 import torch
 
+# Bytes of memory this machine can still give: defined in the remote-code decoder, whose generate() checks use it.
+from .decoder_vanilla_transformer import available_memory  # noqa: F401
+
 RECORDED_PACKAGES = (
     "vanilla-transformer",
     "torch",
@@ -27,20 +30,6 @@ RECORDED_PACKAGES = (
     "onnxruntime",
 )
 """The packages whose versions are recorded (those installed)."""
-
-
-def available_memory(device: str | torch.device = "cpu") -> int:
-    """Bytes of memory this machine can still give: ``MemAvailable`` of ``/proc/meminfo`` (4 GiB where it cannot be
-    read), or a CUDA device's free memory. What declared sizes and searches are checked against before they
-    allocate."""
-    device = torch.device(device)
-    if device.type == "cuda" and torch.cuda.is_available():
-        return torch.cuda.mem_get_info(device)[0]
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            return next(int(line.split()[1]) * 1024 for line in meminfo if line.startswith("MemAvailable:"))
-    except (OSError, StopIteration, ValueError, IndexError):
-        return 4 << 30
 
 
 def package_versions() -> dict[str, str]:

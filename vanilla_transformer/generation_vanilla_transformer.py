@@ -59,7 +59,12 @@ from transformers.cache_utils import Cache, DynamicCache
 from transformers.generation.stopping_criteria import EosTokenCriteria, MaxLengthCriteria
 
 from .cache_vanilla_transformer import cache_field
-from .decoder_vanilla_transformer import DecoderWeights, IncrementalDecoder, incremental_decoder_problem
+from .decoder_vanilla_transformer import (
+    DecoderWeights,
+    IncrementalDecoder,
+    check_search_memory,
+    incremental_decoder_problem,
+)
 
 LENGTH_PENALTY_TYPE = "length_penalty_type"
 """Generation config field: ``"gnmt"`` for ``((5 + |Y|) / 6) ** alpha``; absent or ``"length"``: ``|Y| ** alpha``."""
@@ -382,6 +387,7 @@ def fast_generate(model, config, kwargs) -> torch.Tensor:
     attention_mask = kwargs.get("attention_mask")
     attention_mask = attention_mask[::beams] if attention_mask is not None else None
     max_lengths = _max_lengths(model, config, attention_mask, memory)
+    check_search_memory(model.config, *memory.shape[:2], beams, int(max_lengths.max()), memory.device)
     decoder = IncrementalDecoder(DecoderWeights.of(model), memory, attention_mask, beams, int(max_lengths.max()))
     start = int(config._decoder_start_token_tensor.flatten()[0])
     eos = config._eos_token_tensor.flatten().to(memory.device)

@@ -26,14 +26,8 @@ from tokenizers import decoders
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from .atomic import replace_file
+from .constants import ATTENTION_KINDS as KINDS  # the kinds of attention plotted, with their titles
 from .extras import import_optional
-
-KINDS: dict[str, str] = {
-    "encoder_self": "Encoder self-attention",
-    "decoder_self": "Decoder self-attention",
-    "cross": "Encoder-decoder (cross) attention",
-}
-"""The kinds of attention plotted, with their titles; the kind starts the file names."""
 
 _AXIS_LABELS = {  # kind: (x, y)
     "encoder_self": ("source token (key)", "source token (query)"),

@@ -241,3 +241,21 @@ def test_non_utf8_text_is_named_with_its_file_and_line(tmp_path):
 # --------------------------------------------------------------------------------------------------------------------
 # Training data and the run directory
 # --------------------------------------------------------------------------------------------------------------------
+
+
+def test_generate_refuses_a_beam_memory_cannot_hold_before_the_decoder_allocates(monkeypatch):
+    """``model.generate(num_beams=...)`` runs the memory check of ``translate_ids`` (issue 45): one ValueError naming
+    num_beams, before the fast decoder allocates its caches (here against 1 MB of memory)."""
+    from vanilla_transformer import decoder_vanilla_transformer, generation_vanilla_transformer
+
+    model, built = small_model(), []
+    monkeypatch.setattr(decoder_vanilla_transformer, "available_memory", lambda device="cpu": 1 << 20)
+    decoder = generation_vanilla_transformer.IncrementalDecoder
+    monkeypatch.setattr(
+        generation_vanilla_transformer, "IncrementalDecoder", lambda *args: built.append(1) or decoder(*args)
+    )
+    with pytest.raises(ValueError, match=r"num_beams=1,000 hypotheses .* lower num_beams"):
+        model.generate(torch.tensor([[5, 6, 7, 2]]), num_beams=1000, max_new_tokens=20)
+    assert built == []
+    assert model.generate(torch.tensor([[5, 6, 7, 2]]), num_beams=2, max_new_tokens=3).shape[0] == 1  # small: served
+    assert built == [1]

@@ -1,5 +1,6 @@
-"""``--version`` and ``--help`` answer at once (issue 45, cause 6g): they import no torch and no transformers, which
-took 5 to 6 seconds; importing the package still registers the model with transformers' Auto classes."""
+"""``--version``, ``--help`` and every command's ``--help`` answer at once (issue 45, cause 6g and its fourth pass):
+they import no torch and no transformers, which took 5 to 6 seconds; importing the package still registers the model
+with transformers' Auto classes."""
 
 import json
 import subprocess
@@ -8,8 +9,14 @@ import sys
 import pytest
 from fault_support import REPO
 
-LIGHT_COMMANDS = ["average", "train-tokenizer", "push", "demo", "import-marian", "export-marian"]
-"""The commands whose --help builds its parser without torch (the others' parsers take their defaults from it)."""
+from vanilla_transformer.cli import COMMANDS
+
+HEAVY_HELP = {
+    "train": "its --model help lists the model presets, defined in the remote-code configuration file (transformers, "
+    "torch); and TrainingConfig's package and modules import torch, transformers, accelerate",
+    "finetune": "its options are transformers' Seq2SeqTrainingArguments (HfArgumentParser)",
+}
+"""The commands whose --help still imports torch, and why."""
 
 
 def run_python(code: str) -> subprocess.CompletedProcess:
@@ -18,10 +25,17 @@ def run_python(code: str) -> subprocess.CompletedProcess:
     )
 
 
+def heavy(command: str) -> pytest.MarkDecorator:
+    return pytest.mark.xfail(command in HEAVY_HELP, reason=HEAVY_HELP.get(command, ""), strict=True)
+
+
 @pytest.mark.parametrize(
-    "argv", [["--version"], ["--help"], *([command, "--help"] for command in LIGHT_COMMANDS)], ids=" ".join
+    "argv",
+    [["--version"], ["--help"], *(pytest.param([command, "--help"], marks=heavy(command)) for command in COMMANDS)],
+    ids=" ".join,
 )
 def test_version_and_help_import_no_torch(argv):
+    """Each in its own process: nothing another test imported counts."""
     code = f"""
 import contextlib, io, json, sys
 from vanilla_transformer.cli import main
@@ -31,14 +45,15 @@ with contextlib.redirect_stdout(out):
         status = main({argv!r})
     except SystemExit as exit:
         status = exit.code
-print(json.dumps([status, out.getvalue(), "torch" in sys.modules, "transformers" in sys.modules]))
+heavy = [name for name in ("torch", "transformers", "accelerate") if name in sys.modules]
+print(json.dumps([status, out.getvalue(), heavy]))
 """
     completed = run_python(code)
     assert completed.returncode == 0, completed.stderr
-    status, out, torch_loaded, transformers_loaded = json.loads(completed.stdout)
+    status, out, heavy = json.loads(completed.stdout)
     assert status == 0
     assert ("vanilla-transformer 0.1.0 (torch " in out) if argv == ["--version"] else ("usage:" in out)
-    assert (torch_loaded, transformers_loaded) == (False, False)
+    assert heavy == []
 
 
 @pytest.mark.parametrize(

@@ -4,10 +4,10 @@ naming the file (or ``<stdin>``) and the line; and an output that cannot be writ
 
 import pytest
 
-from vanilla_transformer import data
-from vanilla_transformer.cli import decoding
+from vanilla_transformer import data, model_dir
 from vanilla_transformer.cli.decoding import read_input_lines
 from vanilla_transformer.data import iter_parallel_text, read_lines, read_parallel_text, read_tsv
+from vanilla_transformer.serving import search
 
 # The same three lines, as a Unix file, a Windows file with a BOM, and with a carriage return inside a line.
 UNIX = b"one\ntwo three\nfour\n"
@@ -74,7 +74,7 @@ def test_bad_utf8_names_the_file_or_stdin_and_the_line_everywhere(tmp_path, monk
 
 def test_bad_utf8_on_stdin_stops_translate_before_the_model_loads(run_cli, tiny_model_dir, monkeypatch):
     loads = []
-    monkeypatch.setattr(decoding, "load_model_dir", lambda *args, **kwargs: loads.append(args))
+    monkeypatch.setattr(model_dir, "load_model_dir", lambda *args, **kwargs: loads.append(args))
     status, out, err = run_cli("translate", "--model", tiny_model_dir, stdin=b"one\n\xfe\n")
     assert status == 1 and "<stdin>:2: not UTF-8" in err and "Traceback" not in err
     assert out == "" and loads == []
@@ -84,9 +84,9 @@ def test_translate_gives_the_model_the_same_sentences_from_stdin_and_a_file_what
     run_cli, tiny_model_dir, tmp_path, monkeypatch
 ):
     seen = []
-    translate = decoding.translate
+    translate = search.translate
     monkeypatch.setattr(
-        decoding,
+        search,
         "translate",
         lambda model, tokenizer, sentences, **kw: (
             seen.append(list(sentences)) or translate(model, tokenizer, sentences, **kw)
@@ -131,7 +131,7 @@ def test_an_output_that_cannot_be_written_is_refused_before_the_model_loads(
     command, run_cli, tiny_model_dir, tmp_path, monkeypatch
 ):
     loads = []
-    monkeypatch.setattr(decoding, "load_model_dir", lambda *args, **kwargs: loads.append(args))
+    monkeypatch.setattr(model_dir, "load_model_dir", lambda *args, **kwargs: loads.append(args))
     source = tmp_path / "in.txt"
     source.write_text("forty-two\n", encoding="utf-8")
     names = {"missing": tmp_path / "nodir", "folder": tmp_path, "input": source}

@@ -61,7 +61,7 @@ def test_negative_numbers_and_standard_input_are_values_not_options(run_cli, tin
 @pytest.mark.parametrize("where", ["stdin", "file", "output"])
 def test_translate_says_that_an_empty_input_is_empty(where, run_cli, tiny_model_dir, tmp_path):
     """An empty input is not an error (its translation is empty, exit status 0), but the user is told, on stderr,
-    naming the input."""
+    naming the input; and no progress bar is drawn ("translating: 0it") after that note."""
     empty = tmp_path / "empty.en"
     empty.write_bytes(b"")
     options = {"stdin": [], "file": [empty], "output": ["--input", empty, "--output", tmp_path / "out.de"]}[where]
@@ -69,6 +69,7 @@ def test_translate_says_that_an_empty_input_is_empty(where, run_cli, tiny_model_
     named = {"stdin": "standard input", "file": f"FILE={empty}", "output": f"--input={empty}"}[where]
     assert (status, out) == (0, "")
     assert f"vanilla-transformer translate: note: {named} is empty: nothing to translate" in err.splitlines()
+    assert "translating" not in err and "0it" not in err, err
     if where == "output":
         assert (tmp_path / "out.de").read_bytes() == b""
 

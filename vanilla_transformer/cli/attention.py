@@ -19,8 +19,7 @@ from pathlib import Path
 from vanilla_transformer.atomic import check_output_dir, check_output_file
 from vanilla_transformer.cli import configure_logging
 from vanilla_transformer.cli.parsing import CommandParser
-from vanilla_transformer.model_dir import load_model_dir
-from vanilla_transformer.visualization import KINDS, plot_attention
+from vanilla_transformer.constants import ATTENTION_KINDS as KINDS
 
 logger = logging.getLogger("visualize_attention")
 
@@ -41,6 +40,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     configure_logging()
     args = parse_args(argv)
+    from vanilla_transformer.model_dir import load_model_dir  # not for --help: torch
+    from vanilla_transformer.visualization import plot_attention
+
     check_output_dir(args.output_dir, "--output-dir", replaceable=lambda folder: True)  # before the model loads
     for path in args.output_dir.glob("*_layer*.png") if args.output_dir.is_dir() else ():
         check_output_file(path, "--output-dir")  # a map replaced, never written through a link

@@ -14,22 +14,14 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-from transformers import GenerationConfig
+from ..constants import DECODING_DTYPES, LENGTH_PENALTY, MAX_LENGTH_OFFSET, NUM_BEAMS
 
-from ..data import read_text_lines
-from ..generation_vanilla_transformer import LENGTH_PENALTY_TYPE
-from ..generation_vanilla_transformer import MAX_LENGTH_OFFSET as MAX_LENGTH_OFFSET_FIELD
-from ..model_dir import load_model_dir
-from ..serving.search import (
-    LENGTH_PENALTY,
-    MAX_LENGTH_OFFSET,
-    NUM_BEAMS,
-    check_search_settings,
-    translate,
-)
-from ..serving.with_onnxruntime import is_onnx_dir, load_onnx
+if TYPE_CHECKING:
+    from transformers import GenerationConfig
+
+# torch, transformers and the modules that import them load when a command runs, not for its --help.
 
 STDIN = "-"
 """The file name that stands for standard input."""
@@ -50,6 +42,8 @@ def read_input_lines(path: str | os.PathLike[str], option: str) -> list[str]:
         OSError: If it cannot be read.
         ValueError: If it is not UTF-8 text (naming the line), or too large (naming the limit).
     """
+    from ..data import read_text_lines
+
     if str(path) == STDIN:
         stream = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else io.BytesIO(sys.stdin.read().encode("utf-8"))
         return read_text_lines(stream, "<stdin>")
@@ -67,8 +61,12 @@ def read_input_lines(path: str | os.PathLike[str], option: str) -> list[str]:
 ENGINES = ("torch", "onnxruntime")
 """What ``--engine`` offers: this package's PyTorch model, or its ONNX export on onnxruntime; the same search."""
 
-DECODING_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-"""The precisions ``--dtype`` offers for decoding."""
+
+def decoding_dtype(name: str):
+    """The torch dtype of a ``--dtype`` name of `DECODING_DTYPES`: float32, bfloat16 or float16."""
+    import torch
+
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
 
 
 def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,7 +80,7 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default: %(default)s)")
     parser.add_argument(
         "--device",
-        help=f"default: {'cuda' if torch.cuda.is_available() else 'cpu'}; with --engine onnxruntime, cpu (the only one)",
+        help="default: cuda where there is one, else cpu; with --engine onnxruntime, cpu (the only one)",
     )
     parser.add_argument(
         "--num-threads", type=int, help="CPU threads (default: torch's); 1 is fastest on a CPU busy with other work"
@@ -112,6 +110,10 @@ def check_decoding_arguments(args: argparse.Namespace) -> None:
     (`check_search_settings`), a ``--batch-size`` or ``--num-threads`` below 1, a ``--device`` this machine does not
     have, ``--quantized`` with ``--engine torch``, and a ``--dtype`` or ``--device`` onnxruntime does not run: a
     ValueError naming the option. What the model folder decides is checked when it is read (`resolve_engine`)."""
+    import torch
+
+    from ..serving.search import check_search_settings
+
     search = {name: getattr(args, name) for name in ("num_beams", "length_penalty", "max_length_offset")}
     check_search_settings(flag=True, **search)
     for option, value in (("--batch-size", args.batch_size), ("--num-threads", args.num_threads)):
@@ -135,6 +137,10 @@ def resolve_engine(args: argparse.Namespace) -> None:
     """Fill in ``--engine`` from the folder ``args.model`` (onnxruntime for an ONNX export, else torch) and
     ``--device``; refuse, naming the folder or option, what cannot work: the other engine's folder, ``--quantized``
     without an ONNX export, or a ``--dtype`` or ``--device`` onnxruntime does not run here."""
+    import torch
+
+    from ..serving.with_onnxruntime import is_onnx_dir
+
     onnx = is_onnx_dir(args.model)
     args.engine = args.engine or ("onnxruntime" if onnx else "torch")
     if args.engine == "torch":
@@ -166,6 +172,10 @@ def resolve_search_arguments(args: argparse.Namespace, generation_config: Genera
     with the run's beam size, alpha and offset), else section 6.1's beam 4, alpha 0.6 and input length + 50. So the
     command line translates with the search ``model.generate()`` runs and the training run scored. A value of
     `generation_config` that cannot work raises a ValueError naming the field and the option that overrides it."""
+    from ..generation_vanilla_transformer import LENGTH_PENALTY_TYPE
+    from ..generation_vanilla_transformer import MAX_LENGTH_OFFSET as MAX_LENGTH_OFFSET_FIELD
+    from ..serving.search import check_search_settings
+
     gnmt = generation_config is not None and getattr(generation_config, LENGTH_PENALTY_TYPE, None) == "gnmt"
     # (option, generation config field, section 6.1's value)
     for name, field, default in (
@@ -187,6 +197,13 @@ def translate_with_options(args: argparse.Namespace, sentences: Sequence[str]) -
     """Translate `sentences` with the model directory ``args.model`` (or, with ``--engine onnxruntime``, its ONNX
     export on onnxruntime) and the options of `add_decoding_arguments`, ``--num-threads`` included, with a progress bar: what the translate and evaluate commands run. Search options
     not given are the model's (`resolve_search_arguments`) and are filled into `args`."""
+    import torch
+    from transformers import GenerationConfig
+
+    from ..model_dir import load_model_dir
+    from ..serving.search import translate
+    from ..serving.with_onnxruntime import load_onnx
+
     if args.num_threads is not None:
         torch.set_num_threads(args.num_threads)
     resolve_engine(args)
@@ -197,7 +214,7 @@ def translate_with_options(args: argparse.Namespace, sentences: Sequence[str]) -
     else:
         model, tokenizer = load_model_dir(args.model, args.device)
         resolve_search_arguments(args, model.generation_config)
-        model.to(DECODING_DTYPES[args.dtype])
+        model.to(decoding_dtype(args.dtype))
     return translate(
         model,
         tokenizer,
@@ -215,6 +232,7 @@ __all__ = [
     "ENGINES",
     "STDIN",
     "add_decoding_arguments",
+    "decoding_dtype",
     "check_decoding_arguments",
     "read_input_lines",
     "resolve_engine",

@@ -19,7 +19,7 @@ import argparse
 import json
 from collections.abc import Sequence
 
-import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
+import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes once transformers loads)
 from vanilla_transformer.atomic import check_output_file, write_file
 from vanilla_transformer.cli.decoding import (
     STDIN,
@@ -29,8 +29,6 @@ from vanilla_transformer.cli.decoding import (
     translate_with_options,
 )
 from vanilla_transformer.cli.parsing import CommandParser
-from vanilla_transformer.metrics import bleu_applies
-from vanilla_transformer.training import score_translations
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -68,6 +66,9 @@ def _check_same_length(lines: list[str], references: list[str], option: str, arg
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    from vanilla_transformer.metrics import bleu_applies  # not for --help: sacrebleu, torch
+    from vanilla_transformer.training import score_translations
+
     references = read_input_lines(args.reference, "--reference")
     if args.hypotheses is not None:
         hypotheses = read_input_lines(args.hypotheses, "--hypotheses")

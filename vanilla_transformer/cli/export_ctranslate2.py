@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Sequence
 
 from vanilla_transformer.cli.parsing import CommandParser
-from vanilla_transformer.export import ctranslate2 as ctranslate2_export
+from vanilla_transformer.constants import QUANTIZATIONS
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -22,7 +22,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--quantization",
         default=None,
-        choices=ctranslate2_export.QUANTIZATIONS,
+        choices=QUANTIZATIONS,
         help="stored weight type (default: float32); int8 is the fastest on CPU",
     )
     parser.add_argument("--force", action="store_true", help="replace output_dir if it exists")
@@ -31,6 +31,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    from vanilla_transformer.export import ctranslate2 as ctranslate2_export  # not for --help: torch
+
     path = ctranslate2_export.export_ctranslate2(
         args.model_dir, args.output_dir, quantization=args.quantization, force=args.force
     )

@@ -15,7 +15,6 @@ import argparse
 from collections.abc import Sequence
 
 from vanilla_transformer.cli.parsing import CommandParser
-from vanilla_transformer.export import onnx as onnx_export
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -46,6 +45,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    from vanilla_transformer.export import onnx as onnx_export  # not for --help: torch
+
     path = onnx_export.export_onnx(
         args.model_dir,
         args.output_dir,

@@ -15,10 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from transformers import AutoConfig, AutoTokenizer, GenerationConfig
-from transformers.utils import GENERATION_CONFIG_NAME
-
-import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
+import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes once transformers loads)
 from vanilla_transformer.atomic import check_output_file, write_file
 from vanilla_transformer.cli import PROG
 from vanilla_transformer.cli.decoding import (
@@ -31,7 +28,6 @@ from vanilla_transformer.cli.decoding import (
     translate_with_options,
 )
 from vanilla_transformer.cli.parsing import CommandParser
-from vanilla_transformer.model_dir import check_model_dir
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -73,6 +69,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         given = "standard input" if (args.input or STDIN) == STDIN else f"{args.input_option}={args.input}"
         print(f"{PROG} translate: note: {given} is empty: nothing to translate", file=sys.stderr)
     if args.ctranslate2:
+        from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+        from transformers.utils import GENERATION_CONFIG_NAME
+
+        from vanilla_transformer.model_dir import check_model_dir
         from vanilla_transformer.serving.with_ctranslate2 import translate_ctranslate2
 
         check_model_dir(args.model)

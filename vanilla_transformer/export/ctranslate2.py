@@ -29,6 +29,7 @@ import torch
 
 from ..atomic import write_directory
 from ..configuration_vanilla_transformer import VanillaTransformerConfig
+from ..constants import QUANTIZATIONS
 from ..model_dir import check_model_dir
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from ..serving.with_ctranslate2 import cpu_backend, import_ctranslate2, is_ctranslate2_dir
@@ -36,9 +37,6 @@ from . import check_export_dir
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
-
-QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16", "int8_float16", "int8_bfloat16")
-"""Weight types CTranslate2 can store; ``None`` keeps the model's own (float32)."""
 
 
 ONEDNN_INT8_WARNING = (

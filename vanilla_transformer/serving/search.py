@@ -29,6 +29,8 @@ import torch
 from tqdm.auto import tqdm
 from transformers import GenerationConfig, PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
+from ..constants import LENGTH_PENALTY, MAX_LENGTH_OFFSET, NUM_BEAMS
+from ..decoder_vanilla_transformer import check_search_memory
 from ..generation_vanilla_transformer import (
     LENGTH_PENALTY_TYPE,
     MASKED,
@@ -39,15 +41,6 @@ from ..generation_vanilla_transformer import (
 )
 from ..generation_vanilla_transformer import MAX_LENGTH_OFFSET as MAX_LENGTH_OFFSET_FIELD
 from .step_decoders import step_decoder
-
-NUM_BEAMS = 4
-"""Beam size of section 6.1."""
-
-LENGTH_PENALTY = 0.6
-"""GNMT length penalty alpha of section 6.1."""
-
-MAX_LENGTH_OFFSET = 50
-"""Section 6.1: the maximum output length is the input length + 50 tokens."""
 
 
 def paper_generation_config(
@@ -232,7 +225,7 @@ def translate(
         sentences: Source sentences.
         num_beams, length_penalty, max_length_offset: See `translate_ids`.
         batch_size: Sentences per batch (each takes `num_beams` rows in the decoder).
-        show_progress: Show a progress bar over batches.
+        show_progress: Show a progress bar over batches (none for no sentences).
 
     Returns:
         The translations, detokenized, in the order of `sentences`.
@@ -250,7 +243,7 @@ def translate(
     translations: list[str] = [""] * len(encoded)
     with _eval_mode(model):
         starts = range(0, len(order), batch_size)
-        for start in tqdm(starts, desc="translating", disable=not show_progress):
+        for start in tqdm(starts, desc="translating", disable=not (show_progress and starts)):  # no bar for nothing
             indices = order[start : start + batch_size]
             batch = _right_padded(tokenizer, [encoded[i] for i in indices], model.device)
             output = translate_ids(model, batch["input_ids"], batch["attention_mask"], **search)
@@ -360,28 +353,6 @@ def _encode(tokenizer: PreTrainedTokenizerBase, sentences: Sequence[str], limit:
         encoded.extend(ids)
         start = end
     return encoded
-
-
-def check_search_memory(
-    config: PreTrainedConfig, batch: int, source: int, num_beams: int, steps: int, device: torch.device | str = "cpu"
-) -> None:
-    """Refuse, before the search allocates, a batch whose search memory could not hold: `batch` sentences of up to
-    `source` tokens, `num_beams` hypotheses each, up to `steps` output tokens, and each decoder layer's cache (keys
-    and values of the outputs and of the sources) of every hypothesis, with a row of logits over the vocabulary. A
-    ValueError naming num_beams and the sizes, against `environment.available_memory`."""
-    from ..environment import available_memory
-
-    layers = getattr(config, "decoder_layers", None) or getattr(config, "num_hidden_layers", None) or 1
-    width = getattr(config, "d_model", None) or getattr(config, "hidden_size", None) or 1
-    rows, vocab = batch * num_beams, getattr(config, "vocab_size", None) or 1
-    need = 4 * rows * (2 * layers * (steps + source) * width + 3 * vocab) + 3 * 8 * rows * (steps + 1)
-    available = available_memory(device)
-    if need > available:
-        raise ValueError(
-            f"the search would hold {need / 1e9:,.1f} GB: {batch} sentences of up to {source} tokens, num_beams="
-            f"{num_beams:,} hypotheses each of up to {steps} tokens, {layers} decoder layers; more than the "
-            f"{available / 1e9:,.1f} GB of memory available: lower num_beams (--num-beams) or the batch size"
-        )
 
 
 def _check_source_lengths(encoded: Sequence[Sequence[int]], limit: int | None, first: int = 1) -> None:

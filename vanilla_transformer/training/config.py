@@ -16,13 +16,11 @@ from dataclasses import Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from accelerate.utils import DynamoBackend
-
 from ..atomic import write_file
 from ..configuration_vanilla_transformer import PRESETS as MODEL_PRESETS
+from ..constants import LENGTH_PENALTY, MAX_LENGTH_OFFSET, NUM_BEAMS
 from ..data.spec import DATA_DIR_VARIABLE, shared_data_dir
 from ..data.spec import KINDS as DATASET_KINDS
-from ..serving.search import check_generation_settings
 from .presets import PRESET_DATA_FOLDERS, TRAINING_PRESETS
 
 ADAM_IMPLEMENTATIONS = ("auto", "fused", "foreach", "for-loop")
@@ -209,6 +207,8 @@ class OptimizationConfig:
             raise ValueError(
                 f"--mixed-precision must be no, fp16, bf16 or auto, got --mixed-precision={self.mixed_precision!r}"
             )
+        from accelerate.utils import DynamoBackend  # accelerate loads when a run is configured, not for --help
+
         backends = [backend.value.lower() for backend in DynamoBackend]
         backends.append("auto")
         if self.dynamo_backend is not None and self.dynamo_backend.lower() not in backends:
@@ -278,13 +278,19 @@ class CheckpointConfig:
 class DecodingConfig:
     """The search that scores validation and test sets and that the exported model decodes with (section 6.1)."""
 
-    num_beams: int = _option(4, "beam size (section 6.1)", may_change_on_resume=True)
-    length_penalty: float = _option(0.6, "GNMT length penalty alpha (section 6.1)", may_change_on_resume=True)
-    max_length_offset: int = _option(50, "maximum output length = input length + this", may_change_on_resume=True)
+    num_beams: int = _option(NUM_BEAMS, "beam size (section 6.1)", may_change_on_resume=True)
+    length_penalty: float = _option(
+        LENGTH_PENALTY, "GNMT length penalty alpha (section 6.1)", may_change_on_resume=True
+    )
+    max_length_offset: int = _option(
+        MAX_LENGTH_OFFSET, "maximum output length = input length + this", may_change_on_resume=True
+    )
     translate_batch_size: int = _option(64, "sentences per beam-search batch", may_change_on_resume=True)
     num_samples: int = _option(5, "sample test translations to print at the end", may_change_on_resume=True)
 
     def __post_init__(self) -> None:
+        from ..serving.search import check_generation_settings  # torch: when a run is configured, not for --help
+
         # The final search: refused here, before any data is read or step taken, not at the test.
         check_generation_settings(
             flag=True,
