@@ -81,7 +81,9 @@ def test_the_folder_is_the_layout_transformers_js_reads(exported):
         for k in ("decoder.key", "decoder.value", "encoder.key", "encoder.value")
     ]
     assert list(inputs) == ["input_ids", "encoder_attention_mask", "encoder_hidden_states", "use_cache_branch", *past]
-    assert list(outputs) == ["logits", *[name.replace("past_key_values", "present") for name in past]]
+    attentions = [f"cross_attentions.{i}" for i in range(layers)]  # the web page's attention view
+    assert list(outputs) == ["logits", *[name.replace("past_key_values", "present") for name in past], *attentions]
+    assert all(outputs[name][1] == heads for name in attentions)
     assert all(
         shape[0] == "batch_size" for name, shape in [*inputs.items(), *outputs.items()] if name != "use_cache_branch"
     )

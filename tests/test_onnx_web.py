@@ -23,6 +23,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import torch
 
 pytest.importorskip("onnxruntime", reason="the onnx extra (onnxruntime) is not installed")
 pytest.importorskip("onnxscript", reason="the onnx extra (onnxscript) is not installed")
@@ -138,6 +139,20 @@ def served_tiny(tiny_onnx):
     yield from serve(tiny_onnx[2])
 
 
+def cross_attention(tiny_onnx, sentence: str, tokens: list[int]) -> tuple[torch.Tensor, ...]:
+    """The PyTorch model's cross-attention (output_attentions, eager attention) on the translation `tokens`: each
+    layer's ``[1, heads, output tokens, source tokens]``, rows the predicted tokens."""
+    model, tokenizer, _ = tiny_onnx
+    model.set_attn_implementation("eager")
+    with torch.no_grad():
+        outputs = model(
+            **tokenizer([sentence], return_tensors="pt"),
+            decoder_input_ids=torch.tensor([tokens[:-1]]),
+            output_attentions=True,
+        )
+    return outputs.cross_attentions
+
+
 def chromium():
     """Headless Debian Chromium with its own background requests off and the network log on (skips without it)."""
     webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the dev extra)")
@@ -212,6 +227,8 @@ def test_the_page_runs_the_paper_search_offline_in_chromium(served_tiny, tiny_on
     """Beam 4 in Chromium gives translate_ids' tokens (which differ from greedy for some sentence); the width control
     runs 1 to 8 from the model's default; the page says how long the model took to load, and clears its output when
     the box is emptied; nothing is fetched from outside its folder."""
+    from selenium.webdriver.support.ui import Select
+
     browser = chromium()
     page = Page(browser)
     try:
@@ -226,14 +243,25 @@ def test_the_page_runs_the_paper_search_offline_in_chromium(served_tiny, tiny_on
         )
         tokens = [page.translate(sentence, beams=4) for sentence in TINY_SOURCES]
         assert page.status().startswith("Translated with beam 4 in ")
+        shown = {}
+        for layer, head in ((1, 0), (0, 2)):  # the last layer's first head at first, then as chosen
+            if (layer, head) != (1, 0):
+                Select(page.find("layer")).select_by_value(str(layer))
+                Select(page.find("head")).select_by_value(str(head))
+            assert page.find("attention").is_displayed()
+            shown[layer, head] = json.loads(page.find("attention").get_attribute("data-weights"))
         page.type("source", "")
         assert page.find("output").get_attribute("value") == ""
         assert page.find("output").get_attribute("data-tokens") is None
+        assert not page.find("attention").is_displayed()
         requested = page.requested()
     finally:
         browser.quit()
     assert tokens == paper_tokens(tiny_onnx, num_beams=4)
     assert tokens != paper_tokens(tiny_onnx, num_beams=1)  # the test tells beam search from greedy
+    expected = cross_attention(tiny_onnx, TINY_SOURCES[-1], tokens[-1])
+    for (layer, head), weights in shown.items():
+        assert torch.allclose(torch.tensor(weights), expected[layer][0, head], atol=1e-5)
     assert f"{served_tiny}/onnx/decoder_model_merged.onnx" in requested
     assert f"{served_tiny}/js/ort-wasm-simd-threaded.asyncify.wasm" in requested
     outside = sorted(

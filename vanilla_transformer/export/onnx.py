@@ -240,7 +240,7 @@ def _export_decoder(model, path: Path) -> None:
         path,
         ["input_ids", "encoder_attention_mask", "encoder_hidden_states", "use_cache_branch"]
         + cache_names(layers, "past_key_values"),
-        ["logits", *cache_names(layers, "present")],
+        ["logits", *cache_names(layers, "present"), *(f"cross_attentions.{i}" for i in range(layers))],
         {
             "input_ids": {0: batch, 1: target},
             "encoder_attention_mask": {0: batch, 1: source},

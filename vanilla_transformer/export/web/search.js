@@ -120,7 +120,12 @@ export class MergedDecoder {
   }
 
   async step(tokens) {
-    this.feeds.input_ids = this.tensor('int64', BigInt64Array.from(tokens, BigInt), [tokens.length, 1]);
+    return this.run(tokens, [tokens.length, 1]);
+  }
+
+  // One run on `ids` ([rows, T] as `dims`): the logits, and the outputs (cache, cross_attentions.*) kept in `last`.
+  async run(ids, dims) {
+    this.feeds.input_ids = this.tensor('int64', BigInt64Array.from(ids, BigInt), dims);
     const outputs = await this.session.run(this.feeds);
     this.past.forEach((name, i) => {
       this.feeds[name] = outputs[this.present[i]];
@@ -168,4 +173,32 @@ export async function translateIds(model, tensor, inputIds, { k, alpha = 0.6, of
   const startId = config.decoder_start_token_id;
   const best = await beamSearch(decoder, { k, alpha, startId, eosId: config.eos_token_id, maxLength });
   return { tokens: best.tokens, decoder };
+}
+
+// The cross-attention of the translation `tokens` (start token first) over the source `inputIds`: one run of the
+// merged decoder on the whole translation, no cache. `layers[l][h]` is [output token][source token]: the weights
+// with which each output token was predicted (the input ends before the last token).
+export async function crossAttention(model, tensor, inputIds, tokens) {
+  const { config } = model;
+  const layers = config.decoder_layers;
+  const decoder = await MergedDecoder.start({
+    encoder: model.sessions.model,
+    decoder: model.sessions.decoder_model_merged,
+    tensor,
+    inputIds,
+    k: 1,
+    layers,
+    heads: config.decoder_attention_heads,
+  });
+  const input = tokens.slice(0, -1);
+  await decoder.run(input, [1, input.length]);
+  return Array.from({ length: layers }, (_, i) => splitHeads(decoder.last[`cross_attentions.${i}`]));
+}
+
+// [1, H, T, S] -> H arrays of T rows of S numbers.
+function splitHeads({ data, dims }) {
+  const [, heads, rows, cols] = dims;
+  return Array.from({ length: heads }, (_, h) =>
+    Array.from({ length: rows }, (_, t) => Array.from(data.subarray((h * rows + t) * cols, (h * rows + t + 1) * cols))),
+  );
 }

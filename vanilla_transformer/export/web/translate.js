@@ -2,7 +2,8 @@
 // gives the tokenizer and loads the two graphs; the model and the runtime are served from this page's own folder
 // (written by `vanilla-transformer export-onnx --web`).
 import { env, Tensor, AutoTokenizer, AutoModelForSeq2SeqLM } from './js/transformers.min.js';
-import { translateIds } from './search.js';
+import { crossAttention, translateIds } from './search.js';
+import { hideAttention, showAttention } from './attention.js';
 
 const VERSIONS = {{versions}};
 const here = new URL('./', import.meta.url);
@@ -41,12 +42,20 @@ async function translate({ tokenizer, model, search }, text, k) {
   const inputIds = Array.from(tokenizer(text).input_ids.data, Number);
   const { tokens, decoder } = await translateIds(model, tensor, inputIds, { ...search, k });
   const translation = tokenizer.decode(tokens, { skip_special_tokens: true });
-  return { tokens, text: translation, decoder, ms: performance.now() - started };
+  return { tokens, inputIds, text: translation, ms: performance.now() - started };
+}
+
+// The attention view of the chosen translation, its tokens shown as the tokenizer spells them.
+async function showTranslationAttention({ tokenizer, model }, { inputIds, tokens }) {
+  const attention = await crossAttention(model, tensor, inputIds, tokens);
+  const spell = (ids) => ids.map((id) => tokenizer.decode([id], { skip_special_tokens: false }));
+  showAttention(attention, spell(inputIds), spell(tokens.slice(1)));
 }
 
 function clear() {
   output.value = '';
   delete output.dataset.tokens;
+  hideAttention();
 }
 
 async function onTranslate(loaded) {
@@ -62,11 +71,13 @@ async function onTranslate(loaded) {
     return;
   }
   button.disabled = true;
+  clear();
   status.textContent = 'Translating…';
   try {
     const result = await translate(loaded, text, k);
     output.value = result.text;
-    output.dataset.tokens = JSON.stringify(result.tokens);
+    await showTranslationAttention(loaded, result);
+    output.dataset.tokens = JSON.stringify(result.tokens); // last: the translation and its view are shown
     status.textContent = `Translated with beam ${k} in ${Math.round(result.ms)} ms.`;
   } catch (error) {
     status.textContent = `Translation failed: ${error}`;
