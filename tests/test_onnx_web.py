@@ -268,3 +268,33 @@ def test_the_page_runs_the_paper_search_offline_in_chromium(served_tiny, tiny_on
         url for url in requested if not url.startswith((served_tiny + "/", "blob:" + served_tiny, "data:"))
     )
     assert outside == [], "the page fetched from outside its folder"
+
+
+@needs_package
+def test_push_static_space_dry_run_writes_the_page_as_a_static_space(tiny_model_dir, tmp_path):
+    """push --space --static --dry-run: the model's folder, and beside it the Space's: the page and its ONNX folder,
+    with a README whose metadata says sdk: static and serves index.html."""
+    from huggingface_hub import metadata_load
+    from tiny_model import load_script
+
+    from vanilla_transformer.serving.with_onnxruntime import is_onnx_dir
+
+    target = tmp_path / "upload"
+    arguments = [str(tiny_model_dir), "org/numbers", "--dry-run", str(target), "--space", "org/page"]
+    assert load_script("push").main([*arguments, "--static", "--transformers-js", str(PACKAGE)]) == 0
+    assert (target / "model.safetensors").is_file()
+    space = tmp_path / "upload-space"
+    metadata = metadata_load(space / "README.md")
+    assert (metadata["sdk"], metadata["app_file"], metadata["models"]) == ("static", "index.html", ["org/numbers"])
+    assert is_onnx_dir(space)
+    for name in ("index.html", "translate.js", "search.js", "attention.js", "js/transformers.min.js"):
+        assert (space / name).is_file(), name
+    assert not (space / "app.py").exists()
+
+
+def test_static_goes_with_space(tiny_model_dir, tmp_path, capsys):
+    from tiny_model import load_script
+
+    with pytest.raises(SystemExit):
+        load_script("push").main([str(tiny_model_dir), "org/numbers", "--dry-run", str(tmp_path / "up"), "--static"])
+    assert "--static goes with --space" in capsys.readouterr().err
