@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -79,7 +81,9 @@ def test_the_folder_is_the_layout_transformers_js_reads(exported):
         for k in ("decoder.key", "decoder.value", "encoder.key", "encoder.value")
     ]
     assert list(inputs) == ["input_ids", "encoder_attention_mask", "encoder_hidden_states", "use_cache_branch", *past]
-    assert list(outputs) == ["logits", *[name.replace("past_key_values", "present") for name in past]]
+    attentions = [f"cross_attentions.{i}" for i in range(layers)]  # the web page's attention view
+    assert list(outputs) == ["logits", *[name.replace("past_key_values", "present") for name in past], *attentions]
+    assert all(outputs[name][1] == heads for name in attentions)
     assert all(
         shape[0] == "batch_size" for name, shape in [*inputs.items(), *outputs.items()] if name != "use_cache_branch"
     )
@@ -228,3 +232,20 @@ def test_the_page_without_transformers_js_fails_before_exporting(copy_model, tmp
     with pytest.raises(ValueError, match="npm install --ignore-scripts @huggingface/transformers"):
         export_onnx(model, tmp_path / "site", tokenizer=tokenizer, web=True)
     assert not (tmp_path / "site").exists()
+
+
+def test_export_prints_no_notes_of_the_libraries_underneath(exported, tmp_path):
+    """export-onnx --quantize, as a user runs it: none of torch.onnx's torchvision lines, torch's LeafSpec deprecation
+    or onnxruntime's pre-processing advice (they say nothing about the export). A new process, so that no warning
+    was already shown once."""
+    run = subprocess.run(
+        [sys.executable, "-c", "import sys; from vanilla_transformer.cli import main; sys.exit(main(sys.argv[1:]))"]
+        + ["export-onnx", str(exported / "model"), str(tmp_path / "onnx"), "--quantize"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "onnx" / quantized_name(DECODER_FILE)).is_file()
+    for note in ("torchvision is not installed", "LeafSpec", "pre-processing"):
+        assert note not in run.stdout + run.stderr

@@ -6,7 +6,8 @@ onnxruntime and the browser.
     vanilla-transformer export-onnx runs/multi30k/model site --web --transformers-js node_modules/@huggingface/transformers
 
 Translate with onnxruntime under the paper's beam search: ``vanilla-transformer translate --model runs/multi30k-onnx``.
-``--web`` adds a static page that translates in the browser (greedy only), served from the folder alone.
+``--web`` adds a static page that translates in the browser (the paper's beam search, with its cross-attention
+view), served from the folder alone.
 """
 
 from __future__ import annotations

@@ -10,7 +10,9 @@ The repository gets the model saved anew (config.json with auto_map, safetensors
 configuration and pipeline code), the tokenizer, generation_config.json, training_summary.json and a README.md model
 card built from the package's model_card.md template with the figures of the run's training_summary.json. Log in
 first with `hf auth login`, or pass --token. --space also uploads a Gradio Space of the model's demo (the 'demo'
-extra's app: app.py, requirements.txt, README.md); with --dry-run DIR its folder is written to DIR-space.
+extra's app: app.py, requirements.txt, README.md); with --static, a static Space of the page of `export-onnx --web`
+instead (sdk: static: the model's ONNX folder and the page that translates in the browser, no server; it needs
+transformers.js's npm package, --transformers-js). With --dry-run DIR the Space's folder is written to DIR-space.
 
 A LoRA adapter folder (finetune --lora) is uploaded as an adapter: adapter_config.json, adapter_model.safetensors,
 the tokenizer, training_summary.json and an adapter model card whose metadata names the base model. The base must be
@@ -63,7 +65,24 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="SPACE_ID",
         help="also upload a Gradio Space, org/name, with the demo of the model (vanilla-transformer demo)",
     )
+    parser.add_argument(
+        "--static",
+        action="store_true",
+        help="with --space: a static Space (sdk: static) of the translation page of export-onnx --web, which runs "
+        "the model in the visitor's browser, in place of the Gradio demo",
+    )
+    parser.add_argument(
+        "--transformers-js",
+        type=Path,
+        metavar="DIR",
+        help="with --static: the @huggingface/transformers npm package to copy the page's scripts from (default: "
+        "$VANILLA_TRANSFORMER_TRANSFORMERS_JS or ./node_modules/@huggingface/transformers)",
+    )
     args = parser.parse_args(argv)
+    if args.static and args.space is None:
+        parser.error("--static goes with --space")
+    if args.transformers_js is not None and not args.static:
+        parser.error("--transformers-js goes with --static")
     from vanilla_transformer.model_dir import is_adapter_dir  # torch: not for --help
 
     if args.space is not None and is_adapter_dir(args.model_dir):
@@ -76,7 +95,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     configure_logging()
     args = parse_args(argv)
-    from vanilla_transformer.demo.space import push_space, write_space  # torch: not for --help
     from vanilla_transformer.export.hub import prepare_upload_folder, push_to_hub
     from vanilla_transformer.model_dir import is_adapter_dir
 
@@ -91,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         logger.info("dry run: wrote %s of %s", ", ".join(sorted(path.name for path in folder.iterdir())), kind)
         if args.space is not None:
-            space = write_space(space_dir, args.repo_id)
+            space = _write_space(space_dir, args)
             logger.info("dry run: wrote the Space folder %s", space)
         return 0
     url = push_to_hub(
@@ -105,8 +123,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     logger.info("uploaded %s %s to %s", kind, args.model_dir, url)
     if args.space is not None:
-        logger.info("uploaded the Space to %s", push_space(args.space, args.repo_id, token=args.token))
+        logger.info("uploaded the Space to %s", _push_space(args))
     return 0
+
+
+def _write_space(folder: Path, args: argparse.Namespace) -> Path:
+    from vanilla_transformer.demo.space import write_space
+    from vanilla_transformer.export.static_space import write_static_space
+
+    if args.static:
+        return write_static_space(folder, args.model_dir, args.repo_id, transformers_js=args.transformers_js)
+    return write_space(folder, args.repo_id)
+
+
+def _push_space(args: argparse.Namespace) -> str:
+    from vanilla_transformer.demo.space import push_space
+    from vanilla_transformer.export.static_space import push_static_space
+
+    if args.static:
+        return push_static_space(
+            args.space, args.model_dir, args.repo_id, transformers_js=args.transformers_js, token=args.token
+        )
+    return push_space(args.space, args.repo_id, token=args.token)
 
 
 if __name__ == "__main__":

@@ -19,8 +19,10 @@ used.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+import logging
 import os
 import warnings
 from pathlib import Path
@@ -147,10 +149,40 @@ def _write_files(model, tokenizer, folder: Path) -> None:
         _export_decoder(model, folder / DECODER_FILE)
 
 
+_LIBRARY_NOTES = (
+    "torchvision is not installed",  # torch.onnx's registry, on torchvision's operators, which the model has none of
+    "Please consider to run pre-processing before quantization",  # onnxruntime's quantizer: a shape-inference pass
+    "Please consider pre-processing before quantization",  # that dynamic int8 weights do not need
+)
+
+
+class _DropNotes(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(_LIBRARY_NOTES)
+
+
+@contextlib.contextmanager
+def _quiet_libraries():
+    """Without the notes of the libraries underneath that say nothing about this export: torch.onnx's on
+    torchvision, torch.export's deprecation of ``LeafSpec`` (inside torch), onnxruntime's advice to pre-process
+    before quantizing, and the exporter's notes on dimension names it merged (ours are set as wanted)."""
+    loggers = [logging.getLogger(), logging.getLogger("torch.onnx._internal.exporter._registration")]
+    drop = _DropNotes()
+    for logger in loggers:
+        logger.addFilter(drop)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*will not be used, since it shares the same shape constraints")
+            warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)", category=FutureWarning)
+            yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(drop)
+
+
 def _export(module, args, path: Path, input_names, output_names, dynamic_shapes) -> None:
     """`torch.onnx.export` with torch.export (dynamo), one self-contained file (no external data)."""
-    with warnings.catch_warnings():  # the exporter's notes on dimension names it merged: ours are set as wanted
-        warnings.filterwarnings("ignore", message=".*will not be used, since it shares the same shape constraints")
+    with _quiet_libraries():
         program = torch.onnx.export(
             module,
             args,
@@ -208,7 +240,7 @@ def _export_decoder(model, path: Path) -> None:
         path,
         ["input_ids", "encoder_attention_mask", "encoder_hidden_states", "use_cache_branch"]
         + cache_names(layers, "past_key_values"),
-        ["logits", *cache_names(layers, "present")],
+        ["logits", *cache_names(layers, "present"), *(f"cross_attentions.{i}" for i in range(layers))],
         {
             "input_ids": {0: batch, 1: target},
             "encoder_attention_mask": {0: batch, 1: source},
@@ -225,9 +257,10 @@ def quantize_onnx(folder: str | os.PathLike) -> None:
     quantization = import_optional("onnxruntime.quantization", "onnx", "int8 ONNX export")
     folder = Path(folder)
     for file in (ENCODER_FILE, DECODER_FILE):
-        quantization.quantize_dynamic(
-            folder / file, folder / quantized_name(file), weight_type=quantization.QuantType.QInt8
-        )
+        with _quiet_libraries():
+            quantization.quantize_dynamic(
+                folder / file, folder / quantized_name(file), weight_type=quantization.QuantType.QInt8
+            )
 
 
 __all__ = ["EXPORT_FILES", "export_onnx", "is_onnx_export", "quantize_onnx"]

@@ -29,8 +29,13 @@ def _heads(x: torch.Tensor, attention) -> torch.Tensor:
 
 def _attend(attention, query, key, value, mask) -> torch.Tensor:
     """Scaled dot-product attention of the model's `attention` module, projected out: ``[B, Tq, d]``."""
-    output = eager_attention_forward(attention, query, key, value, mask, attention.scaling)[0]  # [B, Tq, H, d_k]
-    return attention.out_proj(output.reshape(output.shape[0], output.shape[1], -1))
+    return _attend_with_weights(attention, query, key, value, mask)[0]
+
+
+def _attend_with_weights(attention, query, key, value, mask) -> tuple[torch.Tensor, torch.Tensor]:
+    """`_attend`, and the attention weights ``[B, H, Tq, Tk]``."""
+    output, weights = eager_attention_forward(attention, query, key, value, mask, attention.scaling)
+    return attention.out_proj(output.reshape(output.shape[0], output.shape[1], -1)), weights
 
 
 def _padding_mask(attention_mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -66,8 +71,10 @@ def _cached(encoder_hidden_states: torch.Tensor, *memory: torch.Tensor) -> tuple
 
 
 class DecoderGraph(nn.Module):
-    """One decoder pass over `input_ids` ``[B, T]`` after the cached tokens: logits ``[B, T, V]`` and each layer's
-    cache (``serving.with_onnxruntime.CACHE_KINDS``) with the new tokens' keys and values added."""
+    """One decoder pass over `input_ids` ``[B, T]`` after the cached tokens: logits ``[B, T, V]``, each layer's
+    cache (``serving.with_onnxruntime.CACHE_KINDS``) with the new tokens' keys and values added, and each layer's
+    cross-attention weights ``[B, H, T, S]`` (``cross_attentions.{i}``, the name transformers.js reads where a
+    Whisper export gives them; it ignores them otherwise): the page's attention view."""
 
     def __init__(self, model):
         super().__init__()
@@ -89,7 +96,7 @@ class DecoderGraph(nn.Module):
         memory = torch.cond(
             use_cache_branch[0], _cached, self._project_memory, (encoder_hidden_states, *cached_memory)
         )
-        presents = []
+        presents, attentions = [], []
         for index, layer in enumerate(decoder.layers):
             past_key, past_value = past[4 * index : 4 * index + 2]
             memory_key, memory_value = memory[2 * index : 2 * index + 2]
@@ -100,10 +107,12 @@ class DecoderGraph(nn.Module):
             x = layer.self_attn_layer_norm(x + _attend(attention, query, key, value, causal))
             cross = layer.encoder_attn
             query = _heads(cross.q_proj(x), cross)
-            x = layer.encoder_attn_layer_norm(x + _attend(cross, query, memory_key, memory_value, memory_mask))
+            attended, weights = _attend_with_weights(cross, query, memory_key, memory_value, memory_mask)
+            x = layer.encoder_attn_layer_norm(x + attended)
+            attentions.append(weights)
             x = layer.final_layer_norm(x + layer.fc2(layer.activation_fn(layer.fc1(x))))
             presents += [key, value, memory_key, memory_value]
-        return (self.lm_head(x), *presents)
+        return (self.lm_head(x), *presents, *attentions)
 
     def _project_memory(self, encoder_hidden_states: torch.Tensor, *cached: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The first step's branch: every layer's encoder keys and values, from the encoder states."""

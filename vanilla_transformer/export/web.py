@@ -7,8 +7,16 @@ install of ``@huggingface/transformers`` (never downloaded at run time). The pag
 false`` and points onnxruntime-web's ``wasmPaths`` at ``js/``; its Content-Security-Policy allows no other origin,
 so a browser would refuse any request that left the folder's host.
 
-transformers.js has no beam search (``num_beams: 4`` quietly decodes greedily), so the page decodes greedily and
-says so: its translations are ``generate(num_beams=1)``'s, not the paper's beam search.
+transformers.js has no beam search (``num_beams: 4`` quietly decodes greedily), so the page runs the package's own
+search, ``search.js``: ``generation_vanilla_transformer.beam_search`` step for step (beam width from the page's
+``vt-beams`` control, 1 to 8, the model's ``num_beams`` by default; GNMT's length penalty; at most input length +
+50 tokens; the exact stopping rule), on the merged decoder fed as ``serving.with_onnxruntime.OnnxStepDecoder`` feeds
+it, through the onnxruntime-web sessions transformers.js opens. transformers.js gives the tokenizer only.
+
+After each translation the page shows its cross-attention for a chosen layer and head (``attention.js``, under
+``vt-attention``): one more run of the merged decoder over the chosen translation, whose ``cross_attentions.{i}``
+outputs (``export.onnx_graphs.DecoderGraph``) are the weights the model computed. The graph gives them because the
+page cannot compute them from the other outputs: the encoder keys are in the cache, but the queries are not.
 
 Install the npm package without its install scripts (onnxruntime-node's downloads CUDA files)::
 
@@ -37,7 +45,8 @@ BUNDLE = "dist/transformers.min.js"
 WASM_FILES = ("ort-wasm-simd-threaded.asyncify.mjs", "ort-wasm-simd-threaded.asyncify.wasm")
 """onnxruntime-web's runtime for the CPU (wasm), the build transformers.js picks by default."""
 
-PAGE_FILES = ("index.html", "translate.js")
+PAGE_FILES = ("index.html", "translate.js", "search.js", "attention.js")
+"""The page, its script, the search it runs (``search.js``: also run by the tests in Node) and its attention view."""
 
 
 def find_transformers_js(path: str | os.PathLike | None = None) -> Path:

@@ -1,0 +1,76 @@
+"""A static Hugging Face Space of the translation page (``push MODEL_DIR REPO_ID --space SPACE_ID --static``): the
+ONNX folder of ``export-onnx --web`` with a README holding the Space metadata (``sdk: static``, ``app_file:
+index.html``). The Hub serves the folder's files as they are; the page translates in the visitor's browser, with the
+paper's beam search, and fetches nothing from elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from .onnx import export_onnx
+
+README = """---
+title: {title_yaml}
+emoji: 🔍
+colorFrom: blue
+colorTo: indigo
+sdk: static
+app_file: index.html
+pinned: false
+license: apache-2.0
+{models}---
+
+# {title}
+
+The Transformer of "Attention Is All You Need" ([vanilla-transformer](https://pypi.org/project/vanilla-transformer/)),
+{model_line}, translating in your browser: the paper's beam search (GNMT length penalty, at most input length + 50
+tokens) on onnxruntime-web, and the cross-attention of each translation. No server: the page runs the ONNX graphs of
+this folder (`vanilla-transformer export-onnx --web`), and no text leaves your computer.
+"""
+
+
+def write_static_space(
+    folder: str | os.PathLike, model_dir: str | os.PathLike, model_id: str, *, transformers_js=None
+) -> Path:
+    """Write the static Space folder of the saved model directory `model_dir` (published as the Hub model
+    `model_id`): its ONNX export with the page (`export_onnx` with ``web=True``) and the Space's README."""
+    folder = export_onnx(model_dir, folder, web=True, transformers_js=transformers_js)
+    title = f"{model_id.rsplit('/', 1)[-1]} in the browser"
+    readme = README.format(
+        title=title,
+        title_yaml=json.dumps(title, ensure_ascii=False),
+        models=f"models:\n- {model_id}\n",
+        model_line=f"the model [{model_id}](https://huggingface.co/{model_id})",
+    )
+    (folder / "README.md").write_text(readme, encoding="utf-8")
+    return folder
+
+
+def push_static_space(
+    space_id: str,
+    model_dir: str | os.PathLike,
+    model_id: str,
+    *,
+    transformers_js=None,
+    private: bool = False,
+    token: str | None = None,
+    commit_message: str = "Upload vanilla Transformer page",
+) -> str:
+    """Upload the folder of `write_static_space` to the static Space `space_id`, created if needed; the commit's URL."""
+    from huggingface_hub import HfApi
+
+    api = HfApi(token=token)
+    with tempfile.TemporaryDirectory() as staging:
+        folder = write_static_space(Path(staging) / "space", model_dir, model_id, transformers_js=transformers_js)
+        api.create_repo(space_id, repo_type="space", space_sdk="static", private=private, exist_ok=True)
+        commit = api.upload_folder(
+            repo_id=space_id, repo_type="space", folder_path=folder, commit_message=commit_message
+        )
+    return commit.commit_url
+
+
+__all__ = ["push_static_space", "write_static_space"]
