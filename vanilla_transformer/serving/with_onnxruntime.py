@@ -231,6 +231,9 @@ class OnnxStepDecoder:
         self.values = {name: self._value(empty) for name in self.past}
         self.first = True
         self.binding_runs = 0
+        self.binding = self.session.io_binding()  # one binding for every step: its inputs and outputs bound again
+        for name, array in self.arrays.items():
+            self.binding.bind_cpu_input(name, array)
 
     def _value(self, array: np.ndarray):
         """`array` as an OrtValue on the CPU (onnxruntime reads the array's memory, kept alive by the value)."""
@@ -238,14 +241,13 @@ class OnnxStepDecoder:
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits ``[rows, V]`` of the next token after `tokens` ``[rows]``."""
-        binding = self.session.io_binding()
+        binding = self.binding
         binding.bind_cpu_input("input_ids", tokens.cpu().numpy().astype(np.int64)[:, None])
         binding.bind_cpu_input("use_cache_branch", np.array([not self.first]))
-        for name, array in self.arrays.items():
-            binding.bind_cpu_input(name, array)
         for name, value in self.values.items():
             binding.bind_ortvalue_input(name, value)
         wanted = ["logits"] + [name for name in self.present if self.first or ".decoder." in name]
+        binding.clear_binding_outputs()
         for name in wanted:
             binding.bind_output(name, "cpu")
         self.session.run_with_iobinding(binding)
@@ -265,6 +267,7 @@ class OnnxStepDecoder:
             moved += [name for name in self.past if ".encoder." in name]
             for name in self.arrays:
                 self.arrays[name] = self.arrays[name][index]
+                self.binding.bind_cpu_input(name, self.arrays[name])
         for name in moved:
             self.values[name] = self._value(self.values[name].numpy()[index])
 
