@@ -5,7 +5,9 @@ CTranslate2 (fp32 and int8), greedy and beam 4, small and base models; and what 
 **Speed.** For each size, a model with random weights (the speed of a step does not depend on the weights) and a
 byte-level BPE tokenizer trained on Multi30k's English and German (or on synthetic words without the data) are
 exported to ONNX (``export_onnx``, with ``--quantize``) and to CTranslate2 (``export_ctranslate2``). The contestants
-decode the same batches of token ids (tokenizing is outside the timing), each on ``--threads`` threads:
+decode the same batches of token ids (tokenizing is outside the timing), each at every thread count of ``--threads``
+(default 1, 2 and every core where there are more: CTranslate2 and PyTorch's greedy search can be faster on one
+thread than on two where onnxruntime gains from two, so one count for all handicaps some engine):
 
 * ``torch``: the package's one beam search on our incremental decoder (``translate_ids``), what ``generate()`` runs;
 * ``ort_fp32``, ``ort_int8``: the same search on the onnxruntime step decoder (``load_onnx``);
@@ -15,7 +17,10 @@ decode the same batches of token ids (tokenizing is outside the timing), each on
 The PyTorch and onnxruntime searches are GNMT's, alpha 0.6, each sentence at most its input length + 50 tokens (with
 random weights few hypotheses end early: the same work for every engine). Contestants are interleaved
 (``bench.interleave``, ``--rounds`` per batch); a throughput is the generated tokens (``</s>`` included) of all
-batches over the sum of their medians. ``ort_fp32`` must return ``torch``'s tokens on every batch (recorded).
+batches over the sum of their medians. Each engine is reported at its best thread count (``ENGINE_tokens_per_s``
+and ``ENGINE_threads``; every count under ``by_threads``), the ratios are of the bests, and CTranslate2's CPU
+backend is recorded (``ct2_cpu_backend``). ``ort_fp32`` must return ``torch``'s tokens on every batch at every
+thread count (recorded).
 
 **Quality** (``--quality-model``): a trained model directory translates ``--quality-source`` with the paper's search
 in PyTorch, onnxruntime fp32 and int8, and CTranslate2 fp32 and int8 (``translate_ctranslate2``: the paper's search
@@ -26,7 +31,7 @@ The results file records each export's and load's seconds (and onnx's and onnxsc
 ``bench.Record``'s). Run it alone on the machine, with CTranslate2's exact int8 kernels on a CPU that is not Intel's
 (docs/serving.md)::
 
-    CT2_USE_MKL=1 python scripts/benchmark_onnx.py --threads 4 --output docs/results/onnx_serving.json \\
+    CT2_USE_MKL=1 python scripts/benchmark_onnx.py --output docs/results/onnx_serving.json \\
         --quality-model runs/multi30k/model \\
         --quality-source ../shared/data/multi30k/test_2016_flickr.en \\
         --quality-reference ../shared/data/multi30k/test_2016_flickr.de
@@ -63,16 +68,29 @@ from bench.serving import (
 from vanilla_transformer.data import CorpusSpec, load_corpus, shared_data_dir
 from vanilla_transformer.export.onnx import export_onnx
 from vanilla_transformer.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+from vanilla_transformer.serving.with_ctranslate2 import cpu_backend
 from vanilla_transformer.tokenization import train_tokenizer
 
 CONTESTANTS = ("torch", "ort_fp32", "ort_int8", "ct2_fp32", "ct2_int8")
+
+
+def default_threads() -> list[int]:
+    """1 and 2 threads, and every core where the machine has more."""
+    cores = os.cpu_count() or 1
+    return [1, 2] + ([cores] if cores > 2 else [])
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", nargs="+", default=["small", "base"], help="model presets (default: small base)")
     parser.add_argument("--num-beams", nargs="+", type=int, default=[1, 4])
-    parser.add_argument("--threads", type=int, default=4, help="threads of every engine (default: %(default)s)")
+    parser.add_argument(
+        "--threads",
+        nargs="+",
+        type=int,
+        default=default_threads(),
+        help="thread counts every engine runs at, each engine reported at its best (default: %(default)s)",
+    )
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--batches", type=int, default=6, help="batches per size and search (default: %(default)s)")
     parser.add_argument("--rounds", type=int, default=3, help="times each batch is decoded (default: %(default)s)")
@@ -102,36 +120,83 @@ def sentences(args: argparse.Namespace) -> tuple[list[str], str]:
     return [" ".join(rng.choice(words, n)) for n in lengths], "synthetic sentences of log-normal lengths"
 
 
-def engines(model, tokenizer, folder: Path, threads: int) -> tuple[dict[str, Any], dict[str, float]]:
-    """Every contestant's model (ours, its ONNX export in fp32 and int8, its CTranslate2 exports in fp32 and int8,
-    `ct2_translators`), and the seconds each export and load took."""
+def engines(model, tokenizer, folder: Path, threads: Sequence[int]) -> tuple[dict[str, Any], dict[str, float]]:
+    """Every contestant's model at each thread count, named ``ENGINE@THREADS`` (ours, its ONNX export in fp32 and
+    int8, its CTranslate2 exports in fp32 and int8, `ct2_translators`), and the seconds each export and load took
+    (the loads at the first thread count)."""
     started = time.perf_counter()
     export_onnx(model, folder / "onnx", tokenizer=tokenizer, quantize=True)
     seconds = {"export_onnx": time.perf_counter() - started}
-    loaded: dict[str, Any] = {"torch": model}
-    for name, quantized in (("ort_fp32", False), ("ort_int8", True)):
-        started = time.perf_counter()
-        loaded[name] = load_onnx(folder / "onnx", quantized=quantized, threads=threads)
-        seconds[f"load_{name}"] = time.perf_counter() - started
-    quantizations = {"ct2_fp32": "float32", "ct2_int8": "int8"}
-    translators, ct2_seconds = ct2_translators(model, folder, quantizations, threads=threads, tokenizer=tokenizer)
-    seconds |= ct2_seconds
-    return loaded | translators, {name: round(value, 2) for name, value in seconds.items()}
+    loaded: dict[str, Any] = {}
+    for count in threads:
+        loaded[contestant("torch", count)] = model
+        for name, quantized in (("ort_fp32", False), ("ort_int8", True)):
+            started = time.perf_counter()
+            loaded[contestant(name, count)] = load_onnx(folder / "onnx", quantized=quantized, threads=count)
+            seconds.setdefault(f"load_{name}", time.perf_counter() - started)
+        quantizations = {"ct2_fp32": "float32", "ct2_int8": "int8"}
+        translators, ct2_seconds = ct2_translators(
+            model, folder / f"threads{count}", quantizations, threads=count, tokenizer=tokenizer
+        )
+        loaded |= {contestant(name, count): translator for name, translator in translators.items()}
+        seconds = ct2_seconds | seconds
+    return loaded, {name: round(value, 2) for name, value in seconds.items()}
+
+
+def contestant(engine: str, threads: int) -> str:
+    """``ort_fp32@2``: an engine at a thread count."""
+    return f"{engine}@{threads}"
 
 
 def decoders(loaded: dict[str, Any], tokenizer, beams: int) -> dict[str, Callable[[dict], list[list[int]]]]:
-    """Each contestant as batch -> token ids of each translation, from the first generated token to ``</s>``."""
+    """Each contestant (``ENGINE@THREADS``) as batch -> token ids of each translation, from the first generated token
+    to ``</s>``. PyTorch's threads are the process's: set before each of its calls."""
     tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
     limit = lambda longest: longest + MAX_LENGTH_OFFSET  # noqa: E731  CTranslate2's: one length limit per batch
 
     def run(name: str) -> Callable[[dict], list[list[int]]]:
-        if name.startswith("ct2"):  # CTranslate2's own search: the penalty |Y|^alpha
+        engine, threads = name.split("@")
+        if engine.startswith("ct2"):  # CTranslate2's own search: the penalty |Y|^alpha
             return ct2_search(loaded[name], tokens, beams, limit, length_penalty=LENGTH_PENALTY)
-        return lambda batch: hypotheses(
-            translate_ids(loaded[name], batch["input_ids"], batch["attention_mask"], num_beams=beams)
-        )
 
-    return {name: run(name) for name in CONTESTANTS}
+        def decode(batch: dict) -> list[list[int]]:
+            if engine == "torch":
+                torch.set_num_threads(int(threads))
+            return hypotheses(
+                translate_ids(loaded[name], batch["input_ids"], batch["attention_mask"], num_beams=beams)
+            )
+
+        return decode
+
+    return {name: run(name) for name in loaded}
+
+
+def search_row(timings, names: list[str], batches: int, threads: Sequence[int]) -> dict[str, Any]:
+    """One search's figures: every engine's tokens per second at each thread count (``by_threads``), and at its best
+    (``ENGINE_tokens_per_s``, with ``ENGINE_threads``), the ratios of the bests, and whether onnxruntime fp32 returned
+    PyTorch's tokens on every batch at every thread count."""
+    outputs = {name: timings.returned[name][-batches:] for name in names}  # the last round's
+    by_threads: dict[str, dict[str, float]] = {}
+    row: dict[str, Any] = {}
+    for engine in CONTESTANTS:
+        figures = {}
+        for count in threads:
+            name = contestant(engine, count)
+            generated = sum(len(ids) for batch in outputs[name] for ids in batch)
+            figures[str(count)] = round(generated / timings.total(name), 1)
+        by_threads[engine] = figures
+        best = max(figures, key=figures.__getitem__)
+        row[f"{engine}_tokens_per_s"], row[f"{engine}_threads"] = figures[best], int(best)
+    for engine in CONTESTANTS[1:]:
+        row[f"{engine}_vs_torch"] = round(row[f"{engine}_tokens_per_s"] / row["torch_tokens_per_s"], 3)
+    row["ort_fp32_vs_ct2_fp32"] = round(row["ort_fp32_tokens_per_s"] / row["ct2_fp32_tokens_per_s"], 3)
+    reference = outputs[contestant("torch", threads[0])]
+    equal = [
+        a == b for count in threads for a, b in zip(outputs[contestant("ort_fp32", count)], reference, strict=True)
+    ]
+    row["ort_fp32_batches_equal_torch"] = f"{sum(equal)}/{len(equal)}"
+    row["by_threads"] = by_threads
+    return row
 
 
 def bench_size(size: str, texts: list[str], tokenizer, args: argparse.Namespace) -> dict[str, Any]:
@@ -147,16 +212,7 @@ def bench_size(size: str, texts: list[str], tokenizer, args: argparse.Namespace)
         for beams in args.num_beams:
             run = decoders(loaded, tokenizer, beams)
             timings = interleave(run, batches, repeats=args.rounds)
-            outputs = {name: timings.returned[name][-len(batches) :] for name in CONTESTANTS}  # the last round's
-            row: dict[str, Any] = {}
-            for name in CONTESTANTS:
-                generated = sum(len(ids) for batch in outputs[name] for ids in batch)
-                row[f"{name}_tokens_per_s"] = round(generated / timings.total(name), 1)
-            for name in CONTESTANTS[1:]:
-                row[f"{name}_vs_torch"] = round(row[f"{name}_tokens_per_s"] / row["torch_tokens_per_s"], 3)
-            row["ort_fp32_vs_ct2_fp32"] = round(row["ort_fp32_tokens_per_s"] / row["ct2_fp32_tokens_per_s"], 3)
-            equal = [a == b for a, b in zip(outputs["ort_fp32"], outputs["torch"], strict=True)]
-            row["ort_fp32_batches_equal_torch"] = f"{sum(equal)}/{len(equal)}"
+            row = search_row(timings, list(run), len(batches), args.threads)
             result["greedy" if beams == 1 else f"beam{beams}"] = row
     return result
 
@@ -171,7 +227,8 @@ def bench_quality(args: argparse.Namespace) -> dict[str, Any]:
     model, tokenizer = load_model_dir(args.quality_model)
     search = {"num_beams": 4, "length_penalty": LENGTH_PENALTY, "max_length_offset": MAX_LENGTH_OFFSET}
     with tempfile.TemporaryDirectory(prefix="benchmark-onnx-quality-") as folder:
-        loaded, _ = engines(model, tokenizer, Path(folder), args.threads)
+        loaded, _ = engines(model, tokenizer, Path(folder), args.threads[:1])
+        loaded = {name.split("@")[0]: engine for name, engine in loaded.items()}
         translations = {name: translate(loaded[name], tokenizer, sources, **search) for name in CONTESTANTS[:3]}
         ct2 = {"beam_size": 4, "length_penalty": LENGTH_PENALTY, "max_length_offset": MAX_LENGTH_OFFSET}
         for name in CONTESTANTS[3:]:
@@ -196,7 +253,7 @@ def bench_quality(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     record = Record(__file__, argv)
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads[0])
     texts, description = sentences(args)
     tokenizer = train_tokenizer(texts, vocab_size=args.vocab_size)
     report: dict[str, Any] = {
@@ -204,7 +261,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "interleaved; random weights; torch and ort: the paper's search (GNMT alpha 0.6, input length + 50); "
         "ct2: CTranslate2's (|Y|^0.6, the batch's longest source + 50)",
         "threads": args.threads,
+        "best": "each engine at the thread count of its highest throughput (ENGINE_threads); by_threads: all",
         "ct2_use_mkl": os.environ.get("CT2_USE_MKL"),
+        "ct2_cpu_backend": cpu_backend(),
         "batch_size": args.batch_size,
         "batches": args.batches,
         "rounds": args.rounds,
@@ -227,16 +286,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 ONNX_SERVING = "onnx_serving.json"
 ONNX_COMMAND = (
-    "CT2_USE_MKL=1 python scripts/benchmark_onnx.py --threads 4 --output docs/results/onnx_serving.json "
+    "CT2_USE_MKL=1 python scripts/benchmark_onnx.py --output docs/results/onnx_serving.json "
     "--quality-model MODEL --quality-source SOURCE --quality-reference REFERENCE"
 )
 ENGINES = [("torch", "PyTorch"), ("ort_fp32", "onnxruntime fp32"), ("ort_int8", "onnxruntime int8")]
 ENGINES += [("ct2_fp32", "CTranslate2 fp32"), ("ct2_int8", "CTranslate2 int8")]
 
 
+def best(row: dict[str, Any], engine: str) -> str:
+    """An engine's tokens per second, with the thread count of its best where the run tried several (a results file
+    of one thread count for all has no ``ENGINE_threads``)."""
+    figure = f"{row[f'{engine}_tokens_per_s']:,.0f}"
+    return f"{figure} ({row[f'{engine}_threads']}t)" if f"{engine}_threads" in row else figure
+
+
 def onnx_serving_table(results: Path) -> str:
-    """Tokens per second of each engine on the CPU (scripts/benchmark_onnx.py), or, before its first run, the
-    command that measures them."""
+    """Tokens per second of each engine on the CPU (scripts/benchmark_onnx.py), each at its best thread count ("(2t)")
+    where the run tried several, or, before its first run, the command that measures them."""
     if not (results / ONNX_SERVING).is_file():
         return f"Not measured yet: `{ONNX_COMMAND}`, run alone, writes the results file this table is rendered from."
     run = read_json(results, ONNX_SERVING)
@@ -246,7 +312,7 @@ def onnx_serving_table(results: Path) -> str:
             row = figures[search]
             rows.append(
                 [f"{size} ({figures['parameters'] / 1e6:.0f}M)", search.replace("beam", "beam ")]
-                + [f"{row[f'{name}_tokens_per_s']:,.0f}" for name, _ in ENGINES]
+                + [best(row, name) for name, _ in ENGINES]
                 + [f"{row['ort_fp32_vs_ct2_fp32']:.2f}", row["ort_fp32_batches_equal_torch"]]
             )
     header = ["model", "search", *[label for _, label in ENGINES], "ort fp32 / ct2 fp32", "ort fp32 = PyTorch"]
@@ -278,18 +344,27 @@ def onnx_serving_environment(results: Path) -> str:
     run = read_json(results, ONNX_SERVING)
     versions = run["versions"]
     quality = run.get("quality")
+    backend = f", CTranslate2's {run['ct2_cpu_backend']} backend" if "ct2_cpu_backend" in run else ""
     model = (
         f"; BLEU on `{Path(quality['model']).name}`, {quality['sentences']:,} sentences of `{Path(quality['source']).name}`"
         if quality
         else ""
     )
     return (
-        f"{run['processor']}, {run['threads']} threads, batches of {run['batch_size']} sentences "
+        f"{run['processor']}, {threads(run)}, batches of {run['batch_size']} sentences "
         f"({run['batches']} batches, {run['rounds']} interleaved rounds; {run['data']}){model}; "
         f"load average {environment_load(run)}, {minutes(run['wall_seconds'])}; "
         f"torch {versions['torch']}, onnxruntime {versions['onnxruntime']}, ctranslate2 {versions['ctranslate2']}"
-        f" (CT2_USE_MKL={run['ct2_use_mkl'] or 'unset'})"
+        f" (CT2_USE_MKL={run['ct2_use_mkl'] or 'unset'}{backend})"
     )
+
+
+def threads(run: dict[str, Any]) -> str:
+    """``2 threads`` (a run of one count for all), or the counts tried with each engine at its best."""
+    if isinstance(run["threads"], int):
+        return f"{run['threads']} threads"
+    counts = ", ".join(str(count) for count in run["threads"])
+    return f"each engine at the best of {counts} threads (Nt: at N threads)"
 
 
 FIGURES = {

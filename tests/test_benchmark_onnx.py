@@ -15,7 +15,7 @@ def test_the_benchmark_writes_every_engine_and_the_figures_render_from_it(tmp_pa
     (tmp_path / "test.en").write_text("".join(s + "\n" for s in sources))
     (tmp_path / "test.de").write_text("".join(s + "\n" for s in references))
     output = tmp_path / "results" / benchmark_onnx.ONNX_SERVING
-    arguments = ["--sizes", "tiny", "--threads", "1", "--batch-size", "3", "--batches", "2", "--rounds", "1"]
+    arguments = ["--sizes", "tiny", "--threads", "1", "2", "--batch-size", "3", "--batches", "2", "--rounds", "1"]
     arguments += ["--vocab-size", "300", "--max-pairs", "300", "--data-dir", str(tmp_path / "no-data")]
     arguments += ["--quality-model", str(tiny_model_dir), "--output", str(output)]
     arguments += ["--quality-source", str(tmp_path / "test.en"), "--quality-reference", str(tmp_path / "test.de")]
@@ -24,15 +24,26 @@ def test_the_benchmark_writes_every_engine_and_the_figures_render_from_it(tmp_pa
     for search in ("greedy", "beam4"):
         row = run["sizes"]["tiny"][search]
         assert all(row[f"{name}_tokens_per_s"] > 0 for name in benchmark_onnx.CONTESTANTS)
-        assert row["ort_fp32_batches_equal_torch"] == "2/2"  # the same search on two engines: the same tokens
+        assert row["ort_fp32_batches_equal_torch"] == "4/4"  # the same search on two engines: the same tokens
+        for name in benchmark_onnx.CONTESTANTS:  # every engine at each thread count, and reported at its best
+            figures = row["by_threads"][name]
+            assert figures.keys() == {"1", "2"} and all(value > 0 for value in figures.values())
+            assert row[f"{name}_tokens_per_s"] == max(figures.values()) == figures[str(row[f"{name}_threads"])]
+        assert row["ort_fp32_vs_ct2_fp32"] == pytest.approx(
+            row["ort_fp32_tokens_per_s"] / row["ct2_fp32_tokens_per_s"], abs=1e-3
+        )
     quality = run["quality"]
     assert quality["ort_fp32"]["equal_to_torch"] == quality["sentences"] == 6
     assert {"command", "wall_seconds", "load_average_start", "processor", "versions"} <= run.keys()
     assert {"onnxruntime", "ctranslate2", "torch"} <= run["versions"].keys()
     assert run["sizes"]["tiny"]["seconds"]["load_ort_fp32"] > 0
+    assert run["threads"] == [1, 2] and run["ct2_cpu_backend"] in ("mkl", "onednn")
     figures = benchmark_onnx.onnx_serving_table(output.parent)
-    assert f"{run['sizes']['tiny']['beam4']['ort_fp32_tokens_per_s']:,.0f}" in figures
+    beam = run["sizes"]["tiny"]["beam4"]
+    assert f"{beam['ort_fp32_tokens_per_s']:,.0f} ({beam['ort_fp32_threads']}t)" in figures
     assert "tiny" in figures and "beam 4" in figures
     assert f"{quality['ort_int8']['bleu']:.2f}" in benchmark_onnx.onnx_serving_quality(output.parent)
-    assert run["versions"]["onnxruntime"] in benchmark_onnx.onnx_serving_environment(output.parent)
+    environment = benchmark_onnx.onnx_serving_environment(output.parent)
+    assert run["versions"]["onnxruntime"] in environment and "best of 1, 2 threads" in environment
+    assert run["ct2_cpu_backend"] in environment
     assert benchmark_onnx.onnx_serving_table(tmp_path).startswith("Not measured yet")

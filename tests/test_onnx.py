@@ -94,6 +94,32 @@ def test_the_folder_is_the_layout_transformers_js_reads(exported):
         assert (folder / quantized_name(file)).is_file()
 
 
+def test_the_steps_run_with_io_binding_and_give_the_logits_of_a_plain_run(exported, confident_copy_model):
+    """The cache stays in onnxruntime's values between steps (I/O binding ran every step), and a step's logits are
+    those of the decoder run on numpy feeds with the cache it returned, after the beams were reordered too."""
+    _, tokenizer = confident_copy_model
+    served = load_onnx(exported / "onnx")
+    batch = tokenizer(SOURCES[:2], padding=True, return_tensors="pt")
+    decoder = served.step_decoder(batch["input_ids"], batch["attention_mask"], 2, 10)
+    memory = served.encoder.run(None, {k: batch[k].numpy() for k in ("input_ids", "attention_mask")})[0]
+    rows = torch.tensor([0, 0, 1, 1])
+    past = cache_names(served.layers, "past_key_values")
+    empty = torch.zeros(4, served.heads, 0, served.head_dim).numpy()
+    feeds = {"encoder_hidden_states": memory[rows], "encoder_attention_mask": batch["attention_mask"].numpy()[rows]}
+    feeds |= dict.fromkeys(past, empty) | {"use_cache_branch": torch.tensor([False]).numpy()}
+    tokens = torch.full((4,), served.config.decoder_start_token_id)
+    for order in (torch.tensor([1, 0, 3, 2]), torch.tensor([0, 0, 2, 2])):
+        logits = decoder.step(tokens)
+        feeds["input_ids"] = tokens.numpy()[:, None]
+        expected, *cache = served.decoder.run(["logits", *cache_names(served.layers, "present")], feeds)
+        torch.testing.assert_close(logits, torch.from_numpy(expected[:, -1]), rtol=1e-5, atol=1e-5)
+        decoder.select(order)
+        feeds |= {name: value[order.numpy()] for name, value in zip(past, cache, strict=True)}
+        feeds["use_cache_branch"] = torch.tensor([True]).numpy()
+        tokens = logits.argmax(-1)[order]
+    assert decoder.binding_runs == 2
+
+
 @pytest.mark.parametrize("num_beams", [1, 4])
 def test_onnxruntime_decodes_the_tokens_of_generate(exported, confident_copy_model, onnx_steps, num_beams):
     """The package's one search on onnxruntime gives generate()'s tokens, batched and one sentence at a time."""

@@ -211,41 +211,65 @@ def _session(ort, path: Path, options):
 class OnnxStepDecoder:
     """`StepDecoder` on the merged decoder graph: the encoder runs once, then each step is one run of the decoder on
     the last token of every row, with the cache it returned. Row ``b * beams + j`` is hypothesis j of sentence b;
-    the encoder output and mask are repeated for each row, as transformers' beam search does."""
+    the encoder output and mask are repeated for each row, as transformers' beam search does.
+
+    The steps run with I/O binding: the cache stays in the values onnxruntime wrote (``self.values``, name ->
+    ``OrtValue``) and is bound as the next step's input, never copied out into numpy; the encoder's cache, the same
+    at every step, is taken once from the first step's outputs. Only the logits and, when the beams are reordered,
+    the self-attention cache are read out (``binding_runs`` counts the bound runs)."""
 
     def __init__(self, model: OnnxSeq2SeqModel, input_ids: torch.Tensor, attention_mask: torch.Tensor, beams: int):
         self.session = model.decoder
+        self.ort = import_optional("onnxruntime", "onnx", "serving with onnxruntime")
         ids, mask = input_ids.cpu().numpy().astype(np.int64), attention_mask.cpu().numpy().astype(np.int64)
         memory = model.encoder.run(None, {"input_ids": ids, "attention_mask": mask})[0]
         rows = np.repeat(np.arange(ids.shape[0]), beams)
         self.past = cache_names(model.layers, "past_key_values")
         self.present = cache_names(model.layers, "present")
-        self.feeds = {
-            "encoder_hidden_states": memory[rows],
-            "encoder_attention_mask": mask[rows],
-            "use_cache_branch": np.array([False]),
-        }
+        self.arrays = {"encoder_hidden_states": memory[rows], "encoder_attention_mask": mask[rows]}
         empty = np.zeros((rows.size, model.heads, 0, model.head_dim), dtype=np.float32)
-        self.feeds.update(dict.fromkeys(self.past, empty))
+        self.values = {name: self._value(empty) for name in self.past}
+        self.first = True
+        self.binding_runs = 0
+        self.binding = self.session.io_binding()  # one binding for every step: its inputs and outputs bound again
+        for name, array in self.arrays.items():
+            self.binding.bind_cpu_input(name, array)
+
+    def _value(self, array: np.ndarray):
+        """`array` as an OrtValue on the CPU (onnxruntime reads the array's memory, kept alive by the value)."""
+        return self.ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array))
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits ``[rows, V]`` of the next token after `tokens` ``[rows]``."""
-        self.feeds["input_ids"] = tokens.cpu().numpy().astype(np.int64)[:, None]
-        logits, *cache = self.session.run(["logits", *self.present], self.feeds)
-        self.feeds.update(zip(self.past, cache, strict=True))
-        self.feeds["use_cache_branch"] = np.array([True])
-        return torch.from_numpy(logits[:, -1])
+        binding = self.binding
+        binding.bind_cpu_input("input_ids", tokens.cpu().numpy().astype(np.int64)[:, None])
+        binding.bind_cpu_input("use_cache_branch", np.array([not self.first]))
+        for name, value in self.values.items():
+            binding.bind_ortvalue_input(name, value)
+        wanted = ["logits"] + [name for name in self.present if self.first or ".decoder." in name]
+        binding.clear_binding_outputs()
+        for name in wanted:
+            binding.bind_output(name, "cpu")
+        self.session.run_with_iobinding(binding)
+        self.binding_runs += 1
+        logits, *cache = binding.get_outputs()
+        past = [name.replace("present.", "past_key_values.", 1) for name in wanted[1:]]
+        self.values.update(zip(past, cache, strict=True))
+        self.first = False
+        return torch.from_numpy(logits.numpy()[:, -1])
 
     def select(self, rows: torch.Tensor, sentences: torch.Tensor | None = None) -> None:
         """Keep the rows `rows`. The rows of a sentence hold the same encoder output and encoder cache, so while no
         sentence leaves (as many rows kept as there are) those are not copied."""
         index = rows.cpu().numpy()
         moved = [name for name in self.past if ".decoder." in name]
-        if index.size != self.feeds["encoder_hidden_states"].shape[0]:
+        if index.size != self.arrays["encoder_hidden_states"].shape[0]:
             moved += [name for name in self.past if ".encoder." in name]
-            moved += ["encoder_hidden_states", "encoder_attention_mask"]
+            for name in self.arrays:
+                self.arrays[name] = self.arrays[name][index]
+                self.binding.bind_cpu_input(name, self.arrays[name])
         for name in moved:
-            self.feeds[name] = self.feeds[name][index]
+            self.values[name] = self._value(self.values[name].numpy()[index])
 
 
 __all__ = [
