@@ -39,6 +39,31 @@ def test_contestants_are_parsed_with_defaults_and_checked():
             bench.parse_contestants(bad)
 
 
+def test_ours_compiles_the_whole_model_as_one_graph_only_when_asked(monkeypatch):
+    """``compile=whole`` is ours alone: train's inductor backend with regional compilation turned off in the worker,
+    as ``accelerate launch`` turns it off; ``compile=inductor`` leaves train's default (layer by layer)."""
+    with pytest.raises(ValueError):
+        bench.parse_contestants("trainer:compile=whole")
+    args = bench.build_parser().parse_args(["--model-size", "tiny"])
+    args.vocab_size, args.max_tokens, args.grad_accum = 512, 256, 1  # set from the data where not given
+    whole, regional = bench.Spec.parse("ours:compile=whole"), bench.Spec.parse("ours:compile=inductor")
+    assert bench.ours_config(args, whole).optimization.dynamo_backend == "inductor"
+    assert bench.ours_config(args, regional).optimization.dynamo_backend == "inductor"
+    seen = {}
+
+    def build_trainer(*_, **__):
+        seen["regional"] = bench.os.environ.get("ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION")
+        raise RuntimeError("stop here")
+
+    monkeypatch.delenv("ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION", raising=False)
+    monkeypatch.setattr(bench, "build_trainer", build_trainer)
+    monkeypatch.setattr(bench, "initial_model", lambda *_: None)
+    for spec, expected in ((regional, None), (whole, "false")):
+        with pytest.raises(RuntimeError, match="stop here"):
+            bench.ours_worker(args, spec, channel=None)
+        assert seen["regional"] == expected
+
+
 def test_bf16_contestants_run_by_default_only_where_bf16_is_native(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     args = bench.build_parser().parse_args([])
