@@ -69,7 +69,7 @@ def test_translate_says_that_an_empty_input_is_empty(where, run_cli, tiny_model_
     named = {"stdin": "standard input", "file": f"FILE={empty}", "output": f"--input={empty}"}[where]
     assert (status, out) == (0, "")
     assert f"vanilla-transformer translate: note: {named} is empty: nothing to translate" in err.splitlines()
-    assert "translating" not in err and "0it" not in err, err
+    assert "translating" not in err, err  # the bar's label (desc="translating"); other libraries' bars may show
     if where == "output":
         assert (tmp_path / "out.de").read_bytes() == b""
 
