@@ -1,9 +1,12 @@
 """The settings the command line shows in ``--help``, defined here once, in a module that imports nothing, so that
 a command's ``--help`` builds its parser without torch or transformers; the modules that use them import them from
-here (`vanilla_transformer.serving.search`, `vanilla_transformer.export.ctranslate2`, `vanilla_transformer.visualization`).
+here (`vanilla_transformer.serving.search`, `vanilla_transformer.export.ctranslate2`,
+`vanilla_transformer.visualization`, `vanilla_transformer.training.finetune`, `vanilla_transformer.training.lora`).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 NUM_BEAMS = 4
 """Beam size of section 6.1."""
@@ -27,4 +30,53 @@ ATTENTION_KINDS: dict[str, str] = {
 DECODING_DTYPES = ("fp32", "bf16", "fp16")
 """The precisions ``--dtype`` offers for decoding (torch's float32, bfloat16 and float16)."""
 
-__all__ = ["ATTENTION_KINDS", "DECODING_DTYPES", "LENGTH_PENALTY", "MAX_LENGTH_OFFSET", "NUM_BEAMS", "QUANTIZATIONS"]
+AUTO_METRIC = "auto"
+"""``metric_for_best_model`` that the evaluation set decides (`vanilla_transformer.metrics.selection_metric`):
+``bleu`` where BLEU applies to its references, else ``exact_match`` (number words, where BLEU is 0 by
+construction)."""
+
+SEARCH_DEFAULTS = dict(num_beams=NUM_BEAMS, length_penalty=LENGTH_PENALTY, max_length_offset=MAX_LENGTH_OFFSET)
+"""The search that evaluation translates with: the paper's (beam 4, GNMT alpha 0.6, input + 50 tokens)."""
+
+
+FINETUNE_SETTINGS: dict[str, Any] = dict(
+    learning_rate=1e-4,
+    lr_scheduler_type="linear",
+    warmup_steps=0.05,
+    adam_beta1=0.9,
+    adam_beta2=0.98,
+    adam_epsilon=1e-9,
+    label_smoothing_factor=0.1,
+    per_device_train_batch_size=32,
+    per_device_eval_batch_size=32,
+    eval_strategy="steps",
+    eval_steps=500,
+    logging_steps=50,
+    save_total_limit=2,
+    load_best_model_at_end=True,
+    metric_for_best_model=AUTO_METRIC,
+    report_to="none",
+)
+"""Where fine-tuning departs from `Seq2SeqTrainingArguments`' defaults: the paper's Adam (beta2 0.98, epsilon 1e-9)
+and label smoothing 0.1; linear warmup and decay of a fine-tuning learning rate (1e-4); evaluation by translating
+with the paper's search every 500 steps, a checkpoint at each evaluation, and the checkpoint with the best score
+(`AUTO_METRIC`: BLEU where it applies, else exact match) loaded and kept at the end. ``finetune --help`` shows
+them; `vanilla_transformer.training.finetune.FINETUNE_DEFAULTS` adds what depends on the machine."""
+
+LORA_DEFAULTS: dict[str, Any] = dict(r=8, alpha=16, dropout=0.1, target_modules=("q_proj", "v_proj"))
+"""LoRA's settings when not given: rank 8 and alpha 16 on the attention's query and value projections (the LoRA
+paper's choice of matrices), and dropout 0.1 on the adapter's input, the paper's P_drop for the base model: the
+adapted sublayers keep the regularisation they were trained with, which small fine-tuning sets need."""
+
+__all__ = [
+    "ATTENTION_KINDS",
+    "AUTO_METRIC",
+    "FINETUNE_SETTINGS",
+    "LORA_DEFAULTS",
+    "SEARCH_DEFAULTS",
+    "DECODING_DTYPES",
+    "LENGTH_PENALTY",
+    "MAX_LENGTH_OFFSET",
+    "NUM_BEAMS",
+    "QUANTIZATIONS",
+]

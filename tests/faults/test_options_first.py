@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from vanilla_transformer.cli import finetune as finetune_cli
+from vanilla_transformer import model_dir
 
 
 def test_train_with_num_beams_1_trains_exports_a_greedy_model_and_translates(tmp_path, run_cli):
@@ -39,7 +39,7 @@ def test_finetune_refuses_options_its_trainer_would_fail_on_before_loading_anyth
     if "tensorboard" in options and "tensorboard" in get_available_reporting_integrations():
         pytest.skip("tensorboard is installed here")
     loads = []
-    monkeypatch.setattr(finetune_cli, "load_model_dir", lambda *args, **kwargs: loads.append(args))
+    monkeypatch.setattr(model_dir, "load_model_dir", lambda *args, **kwargs: loads.append(args))
     options = [option.format(tmp=tmp_path) for option in options]
     argv = ["finetune", tiny_model_dir, "--numbers", "40", "--output-dir", tmp_path / "out", *options]
     status, _, err = run_cli(*argv)

@@ -5,7 +5,7 @@ before the first of them is written."""
 import pytest
 from fault_support import digest
 
-from vanilla_transformer.cli import finetune as finetune_cli
+from vanilla_transformer import model_dir
 
 
 @pytest.fixture
@@ -22,7 +22,7 @@ def users_folder(tmp_path):
 def no_model_loads(monkeypatch):
     """Records every model load of finetune: none may happen before its outputs are checked."""
     loads = []
-    monkeypatch.setattr(finetune_cli, "load_model_dir", lambda *args, **kwargs: loads.append(args))
+    monkeypatch.setattr(model_dir, "load_model_dir", lambda *args, **kwargs: loads.append(args))
     return loads
 
 

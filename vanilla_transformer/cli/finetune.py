@@ -35,25 +35,19 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from transformers import HfArgumentParser, Seq2SeqTrainingArguments, set_seed
-from transformers.trainer_utils import get_last_checkpoint
+from typing import TYPE_CHECKING, Any
 
 from vanilla_transformer.cli import configure_logging
 from vanilla_transformer.cli.parsing import CommandParser, unknown_option
-from vanilla_transformer.data import CorpusSpec, Pair, load_corpus
+from vanilla_transformer.constants import FINETUNE_SETTINGS, LORA_DEFAULTS, SEARCH_DEFAULTS
 from vanilla_transformer.extras import require
-from vanilla_transformer.model_dir import is_adapter_dir, load_model_dir
-from vanilla_transformer.serving.search import check_search_settings
-from vanilla_transformer.training.finetune import (
-    FINETUNE_DEFAULTS,
-    SEARCH_DEFAULTS,
-    check_finetune_arguments,
-    claim_output_dir,
-    finetune,
-)
-from vanilla_transformer.training.lora import LORA_DEFAULTS, add_lora, check_lora_settings
+
+if TYPE_CHECKING:
+    from transformers import HfArgumentParser, Seq2SeqTrainingArguments
+
+    from vanilla_transformer.data import Pair
+
+# torch, transformers and the training stack load when the command runs, not for --help (tests/faults/test_startup.py)
 
 logger = logging.getLogger("finetune")
 
@@ -169,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     lora.add_argument(
         "--merge", action="store_true", help="with --lora: also write the merged model to OUTPUT_DIR/merged"
     )
-    defaults = FINETUNE_DEFAULTS
+    defaults = FINETUNE_SETTINGS
     optimization = parser.add_argument_group("optimization")
     optimization.add_argument("--max-steps", type=int, help="optimizer steps (default: --num-epochs)")
     optimization.add_argument("--num-epochs", type=float, help="passes over the training pairs (default: 3)")
@@ -239,6 +233,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def trainer_parser() -> HfArgumentParser:
     """The Trainer's options (`Seq2SeqTrainingArguments`), with fine-tuning's defaults (`FINETUNE_DEFAULTS`)."""
+    from transformers import HfArgumentParser, Seq2SeqTrainingArguments
+
+    from vanilla_transformer.training.finetune import FINETUNE_DEFAULTS
+
     parser = HfArgumentParser(
         Seq2SeqTrainingArguments, prog="vanilla-transformer finetune MODEL ... [TRAINER OPTIONS]", allow_abbrev=False
     )
@@ -266,8 +264,15 @@ class Options:
 def parse_options(argv: Sequence[str] | None = None) -> Options:
     """The command line: finetune's own options, and any other `Seq2SeqTrainingArguments` option for the Trainer
     (``--gradient-checkpointing``; ``--trainer-help`` lists them)."""
-    parser, trainer = build_parser(), trainer_parser()
+    parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    if {"-h", "--help"} & set(argv[: argv.index("--")] if "--" in argv else argv):
+        parser.parse_args(argv)  # prints finetune's options and exits, before transformers loads
+    from transformers import Seq2SeqTrainingArguments
+
+    from vanilla_transformer.serving.search import check_search_settings
+
+    trainer = trainer_parser()
     unknown_first = unknown_option(argv, parser, trainer)
     if unknown_first is not None:
         parser.error(f"unrecognized option {unknown_first} (--help lists finetune's, --trainer-help the Trainer's)")
@@ -330,6 +335,8 @@ def _check_lora(parser: argparse.ArgumentParser, lora: LoraArguments) -> None:
         return
     try:
         require("peft", "vanilla-transformer finetune --lora")
+        from vanilla_transformer.training.lora import check_lora_settings
+
         check_lora_settings(None, **lora.settings())
     except (ImportError, ValueError) as error:
         parser.error(str(error))
@@ -340,6 +347,11 @@ def prepare_model(
 ) -> tuple[Any, Any]:
     """The model to fine-tune and its tokenizer; with --lora, wrapped with a new LoRA adapter, whose random
     initialisation follows --seed (not whatever ran before in the process)."""
+    from transformers import set_seed
+
+    from vanilla_transformer.model_dir import is_adapter_dir, load_model_dir
+    from vanilla_transformer.training.lora import add_lora
+
     if is_adapter_dir(model_name):
         parser.error(f"{model_name} is a LoRA adapter folder: fine-tune its merged model (finetune --lora --merge)")
     model, tokenizer = load_model_dir(model_name)
@@ -355,6 +367,8 @@ def prepare_model(
 
 
 def _last_checkpoint(parser: argparse.ArgumentParser, output_dir: str) -> str:
+    from transformers.trainer_utils import get_last_checkpoint
+
     last = get_last_checkpoint(output_dir) if Path(output_dir).is_dir() else None
     if last is None:
         parser.error(f"--resume-from-checkpoint last: --output-dir={output_dir} holds no checkpoint-* folder")
@@ -364,6 +378,8 @@ def _last_checkpoint(parser: argparse.ArgumentParser, output_dir: str) -> str:
 def load_data(data: DataArguments) -> tuple[list[Pair], list[Pair], dict[str, Any]]:
     """Training pairs, evaluation pairs, and their description for the run summary; files are described by name
     (`local_data`), never as a Hub dataset."""
+    from vanilla_transformer.data import CorpusSpec, load_corpus
+
     spec = CorpusSpec.from_options(
         dataset="numbers" if data.numbers is not None else None,
         numbers=(data.numbers, max(data.numbers // 10, 1), 0) if data.numbers is not None else None,
@@ -400,6 +416,8 @@ def load_data(data: DataArguments) -> tuple[list[Pair], list[Pair], dict[str, An
 def main(argv: Sequence[str] | None = None) -> int:
     configure_logging()
     options = parse_options(argv)
+    from vanilla_transformer.training.finetune import check_finetune_arguments, claim_output_dir, finetune
+
     check_finetune_arguments(
         options.training_args, merge=options.lora.merge
     )  # all that consumes them, before any work

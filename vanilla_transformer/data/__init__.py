@@ -28,39 +28,64 @@ tokens". :class:`TokenBatchSampler` bounds the padded source plus target tokens
 of a batch, so ``max_tokens=50_000`` matches that recipe.
 """
 
-from .batching import (
-    IGNORE_INDEX,
-    Example,
-    TokenBatchSampler,
-    TranslationCollator,
-    example_lengths,
-    hilbert_index,
-    padding_fraction,
-    tokenize_pairs,
-)
-from .cache import TokenCorpus, build_token_cache
-from .corpora import (
-    MAX_LINE_BYTES,
-    CleaningStats,
-    Pair,
-    Splits,
-    clean_pairs,
-    clean_text,
-    decode_lines,
-    iter_lines,
-    iter_parallel_text,
-    line_text,
-    load_hf_translation,
-    load_hf_translation_arrow,
-    read_jsonl,
-    read_lines,
-    read_parallel_text,
-    read_text_lines,
-    read_tsv,
-    split_lines,
-)
-from .numbers import make_numbers_task
-from .spec import DATA_DIR_VARIABLE, CorpusSpec, load_corpus, load_splits, shared_data_dir, split_files
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, tuple[str, str]] = {
+    "IGNORE_INDEX": ("batching", "IGNORE_INDEX"),
+    "Example": ("batching", "Example"),
+    "TokenBatchSampler": ("batching", "TokenBatchSampler"),
+    "TranslationCollator": ("batching", "TranslationCollator"),
+    "example_lengths": ("batching", "example_lengths"),
+    "hilbert_index": ("batching", "hilbert_index"),
+    "padding_fraction": ("batching", "padding_fraction"),
+    "tokenize_pairs": ("batching", "tokenize_pairs"),
+    "TokenCorpus": ("cache", "TokenCorpus"),
+    "build_token_cache": ("cache", "build_token_cache"),
+    "MAX_LINE_BYTES": ("corpora", "MAX_LINE_BYTES"),
+    "CleaningStats": ("corpora", "CleaningStats"),
+    "Pair": ("corpora", "Pair"),
+    "Splits": ("corpora", "Splits"),
+    "clean_pairs": ("corpora", "clean_pairs"),
+    "clean_text": ("corpora", "clean_text"),
+    "decode_lines": ("corpora", "decode_lines"),
+    "iter_lines": ("corpora", "iter_lines"),
+    "iter_parallel_text": ("corpora", "iter_parallel_text"),
+    "line_text": ("corpora", "line_text"),
+    "load_hf_translation": ("corpora", "load_hf_translation"),
+    "load_hf_translation_arrow": ("corpora", "load_hf_translation_arrow"),
+    "read_jsonl": ("corpora", "read_jsonl"),
+    "read_lines": ("corpora", "read_lines"),
+    "read_parallel_text": ("corpora", "read_parallel_text"),
+    "read_text_lines": ("corpora", "read_text_lines"),
+    "read_tsv": ("corpora", "read_tsv"),
+    "split_lines": ("corpora", "split_lines"),
+    "make_numbers_task": ("numbers", "make_numbers_task"),
+    "DATA_DIR_VARIABLE": ("spec", "DATA_DIR_VARIABLE"),
+    "CorpusSpec": ("spec", "CorpusSpec"),
+    "load_corpus": ("spec", "load_corpus"),
+    "load_splits": ("spec", "load_splits"),
+    "shared_data_dir": ("spec", "shared_data_dir"),
+    "split_files": ("spec", "split_files"),
+}
+"""Each name of the package: its module and its name there, imported when first used, so that `spec` and `numbers` load
+without torch, for the ``--help`` of the commands."""
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attribute = _EXPORTS[name]
+    value = getattr(importlib.import_module(f".{module}", __name__), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
 
 __all__ = [
     "DATA_DIR_VARIABLE",

@@ -11,13 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from transformers import PreTrainedTokenizerBase
-
-from ..environment import available_memory
 from ..extras import import_optional
 
 if TYPE_CHECKING:
     import datasets
+    from transformers import PreTrainedTokenizerBase
 
 logger = logging.getLogger(__name__)
 
@@ -274,6 +272,8 @@ def input_limit() -> int:
     machine has available (`environment.available_memory`), or `INPUT_LIMIT_ENV`."""
     if os.environ.get(INPUT_LIMIT_ENV):
         return int(os.environ[INPUT_LIMIT_ENV])
+    from ..environment import available_memory  # torch: not for a command's --help
+
     return max(available_memory() // 4, 64 << 20)
 
 

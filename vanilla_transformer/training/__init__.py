@@ -20,18 +20,51 @@
 * `finetune`: fine-tuning a trained model with `Seq2SeqTrainer`.
 """
 
-from .checkpoints import average_checkpoints, list_checkpoints, load_checkpoint_weights
-from .config import TrainingConfig
-from .evaluation import Evaluator, score_translations
-from .options import build_parser, parse_args
-from .presets import DEFAULT_PRESET, TRAINING_PRESETS
-from .results import average_run
-from .run import train
-from .run_dir import RunLayout
-from .schedule import noam_learning_rate, noam_schedule
-from .setup import RunCorpus, build_model_config, load_splits
-from .step import accumulate_gradients
-from .trainer import Trainer, TrainingProgress, out_of_time
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, tuple[str, str]] = {
+    "average_checkpoints": ("checkpoints", "average_checkpoints"),
+    "list_checkpoints": ("checkpoints", "list_checkpoints"),
+    "load_checkpoint_weights": ("checkpoints", "load_checkpoint_weights"),
+    "TrainingConfig": ("config", "TrainingConfig"),
+    "Evaluator": ("evaluation", "Evaluator"),
+    "score_translations": ("evaluation", "score_translations"),
+    "build_parser": ("options", "build_parser"),
+    "parse_args": ("options", "parse_args"),
+    "DEFAULT_PRESET": ("presets", "DEFAULT_PRESET"),
+    "TRAINING_PRESETS": ("presets", "TRAINING_PRESETS"),
+    "average_run": ("results", "average_run"),
+    "train": ("run", "train"),
+    "RunLayout": ("run_dir", "RunLayout"),
+    "noam_learning_rate": ("schedule", "noam_learning_rate"),
+    "noam_schedule": ("schedule", "noam_schedule"),
+    "RunCorpus": ("setup", "RunCorpus"),
+    "build_model_config": ("setup", "build_model_config"),
+    "load_splits": ("setup", "load_splits"),
+    "accumulate_gradients": ("step", "accumulate_gradients"),
+    "Trainer": ("trainer", "Trainer"),
+    "TrainingProgress": ("trainer", "TrainingProgress"),
+    "out_of_time": ("trainer", "out_of_time"),
+}
+"""Each name of the package: its module and its name there, imported when first used, so that ``vanilla-transformer
+train --help`` builds its parser (`options`) without torch, transformers or accelerate."""
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attribute = _EXPORTS[name]
+    value = getattr(importlib.import_module(f".{module}", __name__), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
 
 __all__ = [
     "DEFAULT_PRESET",

@@ -10,6 +10,8 @@ users need: `build_model_config` the model part, the `Evaluator` the decoding pa
 
 from __future__ import annotations
 
+import ast
+import functools
 import json
 import math
 from dataclasses import Field, dataclass, field, fields
@@ -17,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_file
-from ..configuration_vanilla_transformer import PRESETS as MODEL_PRESETS
 from ..constants import LENGTH_PENALTY, MAX_LENGTH_OFFSET, NUM_BEAMS
 from ..data.spec import DATA_DIR_VARIABLE, shared_data_dir
 from ..data.spec import KINDS as DATASET_KINDS
@@ -104,13 +105,26 @@ class DataConfig:
             raise ValueError(f"unknown dataset --dataset={self.dataset!r}; choose one of {', '.join(DATASET_KINDS)}")
 
 
+@functools.cache
+def model_preset_names() -> tuple[str, ...]:
+    """The names of the model sizes, `vanilla_transformer.configuration_vanilla_transformer.PRESETS`, read from that
+    file's source rather than imported: it imports transformers, which ``train --help`` must not wait for. The
+    dictionary stays defined there only, as the remote code copied next to a model needs it."""
+    path = Path(__file__).parent.parent / "configuration_vanilla_transformer.py"
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        target = node.target if isinstance(node, ast.AnnAssign) else getattr(node, "targets", [None])[0]
+        if isinstance(target, ast.Name) and target.id == "PRESETS" and isinstance(node.value, ast.Dict):
+            return tuple(ast.literal_eval(key) for key in node.value.keys)
+    raise RuntimeError(f"{path} defines no PRESETS dictionary literal")
+
+
 @dataclass
 class ModelConfig:
     """The model: a configuration preset of Table 3's sizes, its overrides, and the attention backend of training."""
 
     preset: str = _option(
         "base",
-        f"model size, a configuration preset: {', '.join(MODEL_PRESETS)} (base and big are Table 3's)",
+        f"model size, a configuration preset: {', '.join(model_preset_names())} (base and big are Table 3's)",
         option="model",
     )
     vocab_size: int = _option(37_000, "vocabulary size of the model (and of the tokenizer trained for it)")
@@ -131,8 +145,8 @@ class ModelConfig:
     def __post_init__(self) -> None:
         _check_positive(self, ("vocab_size",))
         _check_positive(self, ("d_model", "layers", "heads", "ffn_dim"), optional=True)
-        if self.preset not in MODEL_PRESETS:
-            raise ValueError(f"unknown model --model={self.preset!r}; choose one of {', '.join(MODEL_PRESETS)}")
+        if self.preset not in model_preset_names():
+            raise ValueError(f"unknown model --model={self.preset!r}; choose one of {', '.join(model_preset_names())}")
         if self.attn_implementation not in (None, "eager", "sdpa"):
             raise ValueError(
                 f"--attn-implementation must be eager or sdpa, got --attn-implementation={self.attn_implementation!r}"
@@ -407,13 +421,20 @@ class TrainingConfig:
         """The settings of preset `name` (see `TRAINING_PRESETS`), with any option overridden by keyword. A preset
         that reads a named corpus (`PRESET_DATA_FOLDERS`) finds it in ``$VANILLA_TRANSFORMER_DATA`` unless
         ``data_dir`` is given; with neither, its ``data_dir`` stays unset and the run stops naming both."""
+        return cls.from_options(**{"preset": name, **cls.preset_settings(name), **overrides})
+
+    @staticmethod
+    def preset_settings(name: str) -> dict[str, Any]:
+        """The options preset `name` sets (`TRAINING_PRESETS`), with its run directory (`default_output_dir`) and its
+        corpus folder in ``$VANILLA_TRANSFORMER_DATA`` where it reads a named one that is there; unchecked: so
+        ``--help`` shows them without loading torch (`from_preset` checks them)."""
         if name not in TRAINING_PRESETS:
             raise ValueError(f"unknown preset --preset={name!r}; choose one of {', '.join(TRAINING_PRESETS)}")
-        settings = dict(TRAINING_PRESETS[name])
+        settings = {"output_dir": default_output_dir(name), **TRAINING_PRESETS[name]}
         shared = shared_data_dir(PRESET_DATA_FOLDERS[name]) if name in PRESET_DATA_FOLDERS else None
         if shared is not None:
             settings["data_dir"] = str(shared)
-        return cls.from_options(**{"preset": name, **settings, **overrides})
+        return settings
 
     @classmethod
     def load(cls, path: str | Path) -> TrainingConfig:
@@ -485,6 +506,7 @@ __all__ = [
     "ModelConfig",
     "OptimizationConfig",
     "TrainingConfig",
+    "model_preset_names",
     "default_output_dir",
     "flag",
     "micro_batch_plan",

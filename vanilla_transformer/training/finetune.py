@@ -53,46 +53,18 @@ from transformers import (
 from transformers.integrations import get_available_reporting_integrations
 
 from ..atomic import check_output_dir, follow_umask, write_directory, write_file
+from ..constants import AUTO_METRIC, FINETUNE_SETTINGS, SEARCH_DEFAULTS
 from ..data import Pair, clean_pairs, tokenize_pairs
 from ..metrics import bleu_applies, selection_metric
 from ..model_dir import is_peft_model, is_saved_model_dir, lora_settings, save_adapter_dir, save_model_dir
 from ..model_summary import build_summary
-from ..serving.search import LENGTH_PENALTY, MAX_LENGTH_OFFSET, NUM_BEAMS, check_search_settings
+from ..serving.search import check_search_settings
 from .evaluation import translate_and_score
 
 logger = logging.getLogger(__name__)
 
-AUTO_METRIC = "auto"
-"""``metric_for_best_model`` that the evaluation set decides (`selection_metric`): ``bleu`` where BLEU applies to its
-references, else ``exact_match`` (number words, where BLEU is 0 by construction)."""
-
-SEARCH_DEFAULTS = dict(num_beams=NUM_BEAMS, length_penalty=LENGTH_PENALTY, max_length_offset=MAX_LENGTH_OFFSET)
-"""The search that evaluation translates with: the paper's (beam 4, GNMT alpha 0.6, input + 50 tokens)."""
-
-
-FINETUNE_DEFAULTS: dict[str, Any] = dict(
-    learning_rate=1e-4,
-    lr_scheduler_type="linear",
-    warmup_steps=0.05,
-    adam_beta1=0.9,
-    adam_beta2=0.98,
-    adam_epsilon=1e-9,
-    label_smoothing_factor=0.1,
-    per_device_train_batch_size=32,
-    per_device_eval_batch_size=32,
-    eval_strategy="steps",
-    eval_steps=500,
-    logging_steps=50,
-    save_total_limit=2,
-    load_best_model_at_end=True,
-    metric_for_best_model=AUTO_METRIC,
-    report_to="none",
-    dataloader_pin_memory=torch.cuda.is_available(),
-)
-"""Where fine-tuning departs from `Seq2SeqTrainingArguments`' defaults: the paper's Adam (beta2 0.98, epsilon 1e-9)
-and label smoothing 0.1; linear warmup and decay of a fine-tuning learning rate (1e-4); evaluation by translating
-with the paper's search every 500 steps, a checkpoint at each evaluation, and the checkpoint with the best score
-(`AUTO_METRIC`: BLEU where it applies, else exact match) loaded and kept at the end; memory pinned only for a GPU."""
+FINETUNE_DEFAULTS: dict[str, Any] = {**FINETUNE_SETTINGS, "dataloader_pin_memory": torch.cuda.is_available()}
+"""`FINETUNE_SETTINGS`, and memory pinned only for a GPU."""
 
 
 def training_arguments(output_dir: str | os.PathLike[str], **overrides: Any) -> Seq2SeqTrainingArguments:

@@ -13,17 +13,12 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import Any
 
 from torch import nn
 from transformers import PreTrainedModel
 
+from ..constants import LORA_DEFAULTS
 from ..extras import import_optional
-
-LORA_DEFAULTS: dict[str, Any] = dict(r=8, alpha=16, dropout=0.1, target_modules=("q_proj", "v_proj"))
-"""LoRA's settings when not given: rank 8 and alpha 16 on the attention's query and value projections (the LoRA
-paper's choice of matrices), and dropout 0.1 on the adapter's input, the paper's P_drop for the base model: the
-adapted sublayers keep the regularisation they were trained with, which small fine-tuning sets need."""
 
 ALL_LINEAR = "all-linear"
 """peft's shorthand for every linear layer but the output projection."""

@@ -6,14 +6,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import Field
+from dataclasses import MISSING, Field
 from pathlib import Path
 from typing import Any, get_type_hints
 
 from ..cli.parsing import CommandParser
-from .config import PARTS, TrainingConfig, default_output_dir, flag, part_options
+from .config import OPTIONS, PARTS, TrainingConfig, default_output_dir, flag, part_options
 from .presets import DEFAULT_PRESET, TRAINING_PRESETS
-from .run_dir import RunLayout
 
 GROUPS = {
     "data": "data",
@@ -32,6 +31,11 @@ def _shown_default(config_field: Field, value: Any) -> str:
         unset = config_field.metadata.get("unset")
         return f" (default: {unset})" if unset else ""
     return " (default: on)" if value is True else f" (default: {value})"
+
+
+def _field_default(config_field: Field) -> Any:
+    factory = config_field.default_factory
+    return config_field.default if factory is MISSING else factory()
 
 
 def _add_option(group: argparse._ArgumentGroup, option: str, config_field: Field, kind: Any, value: Any) -> None:
@@ -70,7 +74,8 @@ def build_parser(preset: str = DEFAULT_PRESET) -> argparse.ArgumentParser:
         choices=list(TRAINING_PRESETS),
         help=f"the job to run, before the options below (default: {DEFAULT_PRESET})",
     )
-    values = TrainingConfig.from_preset(preset).options()
+    settings = TrainingConfig.preset_settings(preset)
+    values = {option: settings.get(option, _field_default(field)) for option, (_, field) in OPTIONS.items()}
     for part, cls in PARTS.items():
         group = parser.add_argument_group(GROUPS[part], (cls.__doc__ or "").strip())
         types = get_type_hints(cls)
@@ -97,6 +102,8 @@ def parse_args(argv: Sequence[str] | None = None) -> TrainingConfig:
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     given = vars(build_parser(_named_preset(argv)).parse_args(argv))
+    from .run_dir import RunLayout  # accelerate: after --help, which exits above
+
     preset = given.get("preset", DEFAULT_PRESET)
     saved = RunLayout(Path(given.get("output_dir") or default_output_dir(preset))).settings
     if given.get("resume") and saved.is_file():
