@@ -373,10 +373,46 @@ def check_search_memory(
         )
 
 
+def check_generate_memory(model, inputs, generation_config, kwargs: dict, offset_field: str) -> None:
+    """`check_search_memory` for a ``model.generate()`` call, before transformers runs the encoder and repeats its
+    inputs and outputs for each of the ``max(num_beams, num_return_sequences)`` hypotheses, where a huge
+    ``num_beams`` would exhaust the memory first. The settings are the call's keyword arguments, else those of
+    `generation_config` (else the model's); the output length is the least the search could run to (its
+    ``max_new_tokens`` or ``max_length``, the longest source + the `offset_field` setting, 1 if none is set), so that
+    only what the search would refuse anyway is refused here. A call without a tensor of inputs is left to
+    transformers, and so are settings it refuses itself."""
+    config = generation_config if generation_config is not None else model.generation_config
+
+    def setting(name: str):
+        value = kwargs.get(name)
+        return value if value is not None else getattr(config, name, None)
+
+    tensor = inputs if inputs is not None else kwargs.get("input_ids")
+    if tensor is None and kwargs.get("encoder_outputs") is not None:
+        tensor = kwargs["encoder_outputs"][0]
+    hypotheses = [setting("num_beams") or 1, setting("num_return_sequences") or 1]
+    if not isinstance(tensor, torch.Tensor) or tensor.dim() < 2 or not all(type(n) is int for n in hypotheses):
+        return
+    batch, width = tensor.shape[:2]
+    mask = kwargs.get("attention_mask")
+    source = int(mask.sum(1).max()) if isinstance(mask, torch.Tensor) and mask.dim() == 2 and mask.numel() else width
+    limits = [getattr(model.config, "max_position_embeddings", None) or 1]
+    if setting("max_new_tokens") is not None:
+        limits.append(setting("max_new_tokens"))
+    elif setting("max_length") is not None:
+        limits.append(setting("max_length") - 1)
+    else:
+        limits.append(1)
+    if type(setting(offset_field)) is int:
+        limits.append(source + setting(offset_field))
+    check_search_memory(model.config, batch, width, max(hypotheses), max(min(limits), 1), model.device)
+
+
 __all__ = [
     "DecoderWeights",
     "IncrementalDecoder",
     "available_memory",
+    "check_generate_memory",
     "check_search_memory",
     "hooked",
     "incremental_decoder_problem",

@@ -43,7 +43,8 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .cache_vanilla_transformer import cache_field, generation_cache
 from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .generation_vanilla_transformer import FastGenerationMixin
+from .decoder_vanilla_transformer import check_generate_memory
+from .generation_vanilla_transformer import MAX_LENGTH_OFFSET, FastGenerationMixin
 
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int | None, decoder_start_token_id: int | None):
@@ -677,6 +678,13 @@ class VanillaTransformerForConditionalGeneration(
         self.model = VanillaTransformerModel(config)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.post_init()
+
+    def generate(self, inputs: torch.Tensor | None = None, generation_config=None, *args, **kwargs):
+        """transformers' ``generate()``, after the search's memory check (`check_generate_memory`): a ``num_beams``
+        the memory cannot hold is refused with one ValueError naming it, before transformers repeats the encoder's
+        inputs and outputs for each beam."""
+        check_generate_memory(self, inputs, generation_config, kwargs, MAX_LENGTH_OFFSET)
+        return super().generate(inputs, generation_config, *args, **kwargs)
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)

@@ -259,3 +259,48 @@ def test_generate_refuses_a_beam_memory_cannot_hold_before_the_decoder_allocates
     assert built == []
     assert model.generate(torch.tensor([[5, 6, 7, 2]]), num_beams=2, max_new_tokens=3).shape[0] == 1  # small: served
     assert built == [1]
+
+
+class Expanded(Exception):
+    """transformers repeated the inputs for each beam."""
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        dict(num_beams=10**6),  # transformers' default length, no offset: the search's least memory
+        dict(num_beams=10**6, max_new_tokens=20),
+        dict(generation_config="paper", num_beams=10**6),  # its max_length_offset, from the generation config
+        dict(model_config=True),  # num_beams=10**6 in the model's own generation config
+        dict(num_beams=10**6, fallback=True),  # a logits processor: transformers' own beam search
+    ],
+    ids=["default-length", "max-new-tokens", "paper-config", "model-config", "transformers-search"],
+)
+def test_generate_refuses_a_huge_num_beams_before_transformers_repeats_the_inputs_for_each_beam(monkeypatch, settings):
+    """``generate()`` repeats the encoder's inputs and outputs ``num_beams`` times (transformers'
+    ``_expand_inputs_for_generation``) before any search runs: a num_beams the memory cannot hold (here 1 GB) is
+    refused before that, with the search's one line, on the fast path and on transformers' own."""
+    from transformers import GenerationMixin, LogitsProcessorList, MinLengthLogitsProcessor
+
+    from vanilla_transformer import decoder_vanilla_transformer
+
+    assert hasattr(GenerationMixin, "_expand_inputs_for_generation")  # the spy below watches a real step
+
+    def expand(*args, **kwargs):
+        raise Expanded(kwargs.get("expand_size"))
+
+    model = small_model()
+    monkeypatch.setattr(decoder_vanilla_transformer, "available_memory", lambda device="cpu": 1 << 30)
+    monkeypatch.setattr(GenerationMixin, "_expand_inputs_for_generation", expand)
+    settings = dict(settings)
+    paper = paper_generation_config(model.config, num_beams=10**6, max_new_tokens=None)
+    if settings.get("generation_config") == "paper":
+        settings["generation_config"] = paper
+    if settings.pop("model_config", False):
+        model.generation_config = paper
+    if settings.pop("fallback", False):
+        settings["logits_processor"] = LogitsProcessorList([MinLengthLogitsProcessor(2, eos_token_id=2)])
+    with pytest.raises(ValueError, match=r"^the search would hold .*num_beams=1,000,000 hypotheses.* lower num_beams"):
+        model.generate(torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0]]), **settings)
+    with pytest.raises(Expanded):  # an affordable num_beams reaches the expansion
+        model.generate(torch.tensor([[5, 6, 7, 2]]), num_beams=4, max_new_tokens=5)
