@@ -298,3 +298,54 @@ def test_static_goes_with_space(tiny_model_dir, tmp_path, capsys):
     with pytest.raises(SystemExit):
         load_script("push").main([str(tiny_model_dir), "org/numbers", "--dry-run", str(tmp_path / "up"), "--static"])
     assert "--static goes with --space" in capsys.readouterr().err
+
+
+@needs_package
+def test_both_spaces_upload_through_one_helper_with_their_sdk_and_files(tiny_model_dir, monkeypatch):
+    """push_space (Gradio) and push_static_space (the page) create their Space with their own SDK and upload the
+    folder their writer wrote, staged in a folder that is gone afterwards."""
+    import vanilla_transformer.export.hub as hub
+    from vanilla_transformer.demo.space import push_space
+    from vanilla_transformer.export.static_space import push_static_space
+
+    uploads = []
+
+    class FakeHfApi:
+        def __init__(self, token=None):
+            self.token = token
+
+        def create_repo(self, repo_id, **kwargs):
+            uploads.append({"repo_id": repo_id, "token": self.token, **kwargs})
+
+        def upload_folder(self, *, repo_id, repo_type, folder_path, commit_message):
+            files = sorted(str(path.relative_to(folder_path)) for path in folder_path.rglob("*") if path.is_file())
+            uploads[-1].update(folder=folder_path, files=files, upload_type=repo_type)
+            return type("CommitInfo", (), {"commit_url": f"https://huggingface.co/spaces/{repo_id}/commit/abc"})()
+
+    monkeypatch.setattr(hub, "HfApi", FakeHfApi)
+    gradio_url = push_space("org/demo", "org/numbers", token="hf_a")
+    static_url = push_static_space(
+        "org/page", tiny_model_dir, "org/numbers", transformers_js=PACKAGE, private=True, token="hf_b"
+    )
+
+    assert gradio_url == "https://huggingface.co/spaces/org/demo/commit/abc"
+    assert static_url == "https://huggingface.co/spaces/org/page/commit/abc"
+    gradio, static = uploads
+    assert (gradio["repo_id"], gradio["space_sdk"], gradio["private"], gradio["token"]) == (
+        "org/demo",
+        "gradio",
+        False,
+        "hf_a",
+    )
+    assert (static["repo_id"], static["space_sdk"], static["private"], static["token"]) == (
+        "org/page",
+        "static",
+        True,
+        "hf_b",
+    )
+    assert {gradio["repo_type"], gradio["upload_type"], static["repo_type"], static["upload_type"]} == {"space"}
+    assert {"app.py", "README.md", "requirements.txt"} <= set(gradio["files"])
+    assert {"index.html", "README.md", "onnx/encoder_model.onnx", "onnx/decoder_model_merged.onnx"} <= set(
+        static["files"]
+    )
+    assert not gradio["folder"].exists() and not static["folder"].exists()

@@ -10,13 +10,11 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
-import tempfile
 from pathlib import Path
-
-from huggingface_hub import HfApi
 
 from .. import __version__
 from ..atomic import write_directory
+from ..export.hub import upload_space
 from ..model_dir import is_local_path
 
 MODEL_VARIABLE = "VANILLA_TRANSFORMER_MODEL"
@@ -102,14 +100,14 @@ def push_space(
     commit_message: str = "Upload vanilla Transformer demo",
 ) -> str:
     """Upload the folder of `write_space` to the Gradio Space `space_id`, created if needed; the commit's URL."""
-    api = HfApi(token=token)
-    with tempfile.TemporaryDirectory() as staging:
-        folder = write_space(Path(staging) / "space", model)
-        api.create_repo(space_id, repo_type="space", space_sdk="gradio", private=private, exist_ok=True)
-        commit = api.upload_folder(
-            repo_id=space_id, repo_type="space", folder_path=folder, commit_message=commit_message
-        )
-    return commit.commit_url
+    return upload_space(
+        space_id,
+        "gradio",
+        lambda folder: write_space(folder, model),
+        private=private,
+        token=token,
+        commit_message=commit_message,
+    )
 
 
 __all__ = ["MODEL_VARIABLE", "push_space", "write_space"]

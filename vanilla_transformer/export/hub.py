@@ -20,7 +20,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -374,6 +374,28 @@ def push_to_hub(
     return commit.commit_url
 
 
+def upload_space(
+    space_id: str,
+    sdk: str,
+    write: Callable[[Path], Path],
+    *,
+    private: bool = False,
+    token: str | None = None,
+    commit_message: str,
+) -> str:
+    """Upload a Space: `write` fills a folder (given its path, returns the folder written) in a temporary staging
+    folder, the Space `space_id` is created with `sdk` (``gradio``, ``static``) where it does not exist, and the
+    folder uploaded as one commit; the commit's URL. The staging folder is this function's own and is removed."""
+    api = HfApi(token=token)
+    with tempfile.TemporaryDirectory() as staging:
+        folder = write(Path(staging) / "space")
+        api.create_repo(space_id, repo_type="space", space_sdk=sdk, private=private, exist_ok=True)
+        commit = api.upload_folder(
+            repo_id=space_id, repo_type="space", folder_path=folder, commit_message=commit_message
+        )
+    return commit.commit_url
+
+
 __all__ = [
     "ADAPTER_CARD",
     "TEMPLATE",
@@ -384,4 +406,5 @@ __all__ = [
     "model_card_data",
     "prepare_upload_folder",
     "push_to_hub",
+    "upload_space",
 ]

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
+from .hub import upload_space
 from .onnx import export_onnx
 
 README = """---
@@ -61,16 +61,11 @@ def push_static_space(
     commit_message: str = "Upload vanilla Transformer page",
 ) -> str:
     """Upload the folder of `write_static_space` to the static Space `space_id`, created if needed; the commit's URL."""
-    from huggingface_hub import HfApi
 
-    api = HfApi(token=token)
-    with tempfile.TemporaryDirectory() as staging:
-        folder = write_static_space(Path(staging) / "space", model_dir, model_id, transformers_js=transformers_js)
-        api.create_repo(space_id, repo_type="space", space_sdk="static", private=private, exist_ok=True)
-        commit = api.upload_folder(
-            repo_id=space_id, repo_type="space", folder_path=folder, commit_message=commit_message
-        )
-    return commit.commit_url
+    def write(folder: Path) -> Path:
+        return write_static_space(folder, model_dir, model_id, transformers_js=transformers_js)
+
+    return upload_space(space_id, "static", write, private=private, token=token, commit_message=commit_message)
 
 
 __all__ = ["push_static_space", "write_static_space"]
