@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 
 import torch
 from accelerate import Accelerator
@@ -68,14 +68,15 @@ def accumulate_gradients(
     share = step_tokens / accelerator.num_processes
     summed_loss = torch.zeros((), dtype=torch.float64, device=accelerator.device)
     model.train()
-    for index, batch in enumerate(micro_batches):
-        last = index == len(micro_batches) - 1
-        with nullcontext() if last else accelerator.no_sync(model):
-            loss = loss_function(
-                teacher_forced_logits(model, batch), batch["labels"], share, label_smoothing=label_smoothing
-            )
-            accelerator.backward(loss)
-        summed_loss += loss.detach().double() * share
+    with specialized_floats(accelerator):
+        for index, batch in enumerate(micro_batches):
+            last = index == len(micro_batches) - 1
+            with nullcontext() if last else accelerator.no_sync(model):
+                loss = loss_function(
+                    teacher_forced_logits(model, batch), batch["labels"], share, label_smoothing=label_smoothing
+                )
+                accelerator.backward(loss)
+            summed_loss += loss.detach().double() * share
     return {
         "loss": summed_loss,
         "target_tokens": target_tokens.double(),
@@ -141,6 +142,29 @@ def prefer_compile_settings(accelerator: Accelerator) -> None:
         plugin.dynamic = True
     if "ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION" not in os.environ:
         plugin.use_regional_compilation = True
+
+
+def specialized_floats(accelerator: Accelerator) -> AbstractContextManager:
+    """Where the dynamo plugin is on, a context in which torch.compile takes the step's Python floats as constants.
+
+    The floats the compiled code reads are settings, fixed for the run: dropout rates, layer-norm epsilons, the label
+    smoothing. Compiling for dynamic shapes, torch first makes each float an input of the graph, then, when one
+    reaches an operation that needs a number, throws the trace away and traces the frame again with that float
+    constant ("Restarting analysis due to ... _tensorify_python_scalars"): every region traced twice, cold and warm
+    (the first trace misses the AOTAutograd cache under a key it never writes: the "5 of 14 graphs never cached" of
+    issue 47, half of a warm start's compile phase). Taking floats as constants at once
+    (``torch._dynamo.config.specialize_float``, private: checked here and by the tests) saves the second trace; none
+    recompiles, the floats being fixed (the loss's divisor is a tensor).
+    """
+    if not compiling(accelerator):
+        return nullcontext()
+    config = torch._dynamo.config
+    if not hasattr(config, "specialize_float"):
+        raise RuntimeError(
+            f"torch {torch.__version__} has no torch._dynamo.config.specialize_float, which compiled training sets; "
+            "train with --dynamo-backend no, or with a torch version that pyproject.toml allows"
+        )
+    return config.patch(specialize_float=True)
 
 
 def compiled_loss(accelerator: Accelerator) -> LossFunction:
