@@ -130,8 +130,8 @@ def prefer_compile_settings(accelerator: Accelerator) -> None:
     Token batches of similar-length pairs vary in both sentences and length from step to step. Left to decide,
     torch compiles the first shape statically, then again with dynamic sizes; asking for dynamic shapes at once
     saves that second compilation. Regional compilation (Accelerate's `compile_regions`, PyTorch's recipe) compiles
-    the encoder and decoder layers one by one, each class's graph once for all its layers, and the embeddings and
-    output projection apart: less for the compiler to do, and mixed precision's autocast then stays outside the
+    the encoder and decoder layers one by one, each class's graph once for all its layers (the rest runs eagerly:
+    `compile_layers_only`): less for the compiler to do, and mixed precision's autocast then stays outside the
     graphs, which lets torch's AOTAutograd cache keep them (a graph holding autocast is never cached).
     Call before `Accelerator.prepare`, which reads the plugin.
     """
@@ -142,6 +142,38 @@ def prefer_compile_settings(accelerator: Accelerator) -> None:
         plugin.dynamic = True
     if "ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION" not in os.environ:
         plugin.use_regional_compilation = True
+
+
+def compile_layers_only(model: torch.nn.Module) -> int:
+    """Undo, in a model that Accelerate's regional compilation returned, the compilation of every module but the
+    repeated layers (the members of a `ModuleList` of one class: the encoder and decoder layers); returns how many
+    modules it left compiled.
+
+    `compile_regions` compiles each other leaf on its own as well (embeddings, dropout, positional encoding, final
+    layer norms, output projection): one or two operations each, nothing for the compiler to fuse, yet each its own
+    trace, guarded on the module's class, so all of them share (and recompile) one wrapper function. Run eagerly,
+    they compute the same, and the compile phase, cold and warm, skips their traces. Nothing has been traced yet
+    (torch.compile traces at the first call), so nothing compiled is thrown away. A model compiled whole is left
+    as it is. (`OptimizedModule` and its ``_orig_mod`` are private; Accelerate relies on both too.)
+    """
+    compiled = torch._dynamo.eval_frame.OptimizedModule
+    kept = 0
+    for parent in list(model.modules()):
+        repeated = isinstance(parent, torch.nn.ModuleList) and len({type(child) for child in parent}) == 1
+        for name, child in list(parent.named_children()):
+            if not isinstance(child, compiled):
+                continue
+            if repeated:
+                kept += 1
+                continue
+            original = getattr(child, "_orig_mod", None)  # where torch.compile keeps the module (private)
+            if not isinstance(original, torch.nn.Module):
+                raise RuntimeError(
+                    f"torch {torch.__version__} keeps no _orig_mod in a compiled module, which compiled training "
+                    "reads; train with --dynamo-backend no, or with a torch version that pyproject.toml allows"
+                )
+            setattr(parent, name, original)
+    return kept
 
 
 def specialized_floats(accelerator: Accelerator) -> AbstractContextManager:

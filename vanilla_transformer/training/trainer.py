@@ -49,6 +49,7 @@ from .step import (
     accumulate_gradients,
     build_adam,
     compile_count,
+    compile_layers_only,
     compiled_loss,
     compiling,
     prefer_compile_settings,
@@ -142,6 +143,8 @@ class Trainer:
         )
         prefer_compile_settings(accelerator)
         self.model, self.optimizer = accelerator.prepare(model, optimizer)  # compiled if the dynamo plugin is on
+        if compiling(accelerator) and accelerator.state.dynamo_plugin.use_regional_compilation:
+            compile_layers_only(self.model)  # the repeated layers; the other leaves run eagerly
         self.unwrapped = accelerator.unwrap_model(self.model, keep_torch_compile=False)  # evaluation runs eagerly
         self.loss_function = compiled_loss(accelerator)
         self.progress = TrainingProgress()
