@@ -37,11 +37,18 @@ def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str,
 
 
 def teacher_forced_logits(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Teacher-forced logits ``[B, T, V]``: the decoder reads the labels shifted right behind the start token."""
+    """Teacher-forced logits ``[B, T, V]``: the decoder reads the labels shifted right behind the start token.
+
+    No key-value cache (``use_cache=False``): training never reads one, and a decoder layer compiled on its own
+    (regional compilation) that is given one guards on the cache's state for its own layer index, so each decoder
+    layer got its own graph instead of one for all (issue 47: 3 of a warm start's 5 layer traces with N=3)."""
     config = getattr(model, "module", model).config
     decoder_input_ids = shift_tokens_right(batch["labels"], config.pad_token_id, config.decoder_start_token_id)
     return model(
-        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], decoder_input_ids=decoder_input_ids
+        input_ids=batch["input_ids"],
+        attention_mask=batch["attention_mask"],
+        decoder_input_ids=decoder_input_ids,
+        use_cache=False,
     ).logits
 
 
