@@ -43,6 +43,19 @@ def test_no_warm_up_calls_each_contestant_exactly_once_per_item():
     assert log[:2] == [("a", 0), ("b", 0)] and log[2:4] == [("b", 1), ("a", 1)]
 
 
+def test_progress_sees_the_time_of_the_items_reached_so_far():
+    """benchmark_precision prints tokens/s every 50 steps from `total`, while the later steps have no time yet."""
+    seen = []
+
+    def progress(round_index, timings):
+        seen.append(
+            (len(timings.medians("a")), timings.total("a") == pytest.approx(sum(sum(s) for s in timings.seconds["a"])))
+        )
+
+    bench.interleave(logging_contestants([], "ab"), range(3), warmup=0, progress=progress)
+    assert seen == [(1, True), (2, True), (3, True)]
+
+
 def test_a_cuda_device_is_synchronised_around_every_timed_call(monkeypatch):
     events = []
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: events.append("sync"))

@@ -27,11 +27,12 @@ class Timings:
     order: list[list[str]] = field(default_factory=list)
 
     def medians(self, name: str) -> list[float]:
-        """The median seconds of `name` on each item."""
-        return [statistics.median(samples) for samples in self.seconds[name]]
+        """The median seconds of `name` on each item timed so far (all of them once `interleave` returns; during
+        its rounds, as `progress` sees them, the items reached)."""
+        return [statistics.median(samples) for samples in self.seconds[name] if samples]
 
     def total(self, name: str) -> float:
-        """The sum over items of `name`'s median seconds: a throughput is the work of all items over this."""
+        """The sum over the items timed so far of `name`'s median seconds: a throughput is their work over this."""
         return sum(self.medians(name))
 
     def samples(self, name: str) -> list[float]:
