@@ -37,5 +37,13 @@ def environment_load(run: dict) -> str:
     return f"{environment['load_average_start'][0]:.1f} → {environment['load_average_end'][0]:.1f}"
 
 
+def processor(run: dict) -> str:
+    """The processor a results file recorded, and whether it has native bf16; "not recorded" for older files."""
+    features = run.get("processor_features")
+    if features is None:
+        return "not recorded"
+    return f"{run.get('processor', '?')}, {'AVX-512 BF16' if 'avx512_bf16' in features else 'no native bf16'}"
+
+
 def yes(flag: bool) -> str:
     return "yes" if flag else "no"
