@@ -13,6 +13,7 @@ from vanilla_transformer.data import (
     TokenBatchSampler,
     TranslationCollator,
     clean_pairs,
+    hilbert_index,
     iter_parallel_text,
     load_hf_translation_arrow,
     padding_fraction,
@@ -226,6 +227,49 @@ def test_vectorised_greedy_cut_equals_the_example_by_example_loop(n, max_tokens)
     rng = np.random.default_rng(n)
     src, tgt = rng.integers(1, 30, n), rng.integers(1, 30, n)
     assert greedy_batch_sizes(src, tgt, max_tokens).tolist() == reference_batch_sizes(src, tgt, max_tokens)
+
+
+@pytest.mark.parametrize(("n", "max_tokens"), [(50_000, 1024), (20_000, 50), (3000, 9)])
+def test_greedy_cut_of_sorted_runs_equals_the_example_by_example_loop(n, max_tokens):
+    """Sorted lengths come in long runs of equal pairs, as the sampler cuts them; some examples exceed max_tokens."""
+    rng = np.random.default_rng(max_tokens)
+    lengths = sorted(zip(rng.integers(1, 12, n).tolist(), rng.integers(1, 12, n).tolist(), strict=True))
+    src, tgt = (np.array(side) for side in zip(*lengths, strict=True))
+    assert greedy_batch_sizes(src, tgt, max_tokens).tolist() == reference_batch_sizes(src, tgt, max_tokens)
+    assert greedy_batch_sizes(src[:0], tgt[:0], max_tokens).tolist() == []
+
+
+def reference_epoch(lengths, max_tokens, seed, epoch):
+    """`TokenBatchSampler`'s epoch as its docstring gives it, one example at a time: a random order, sorted (stably)
+    by the position of the lengths along the Hilbert curve through the grid of all lengths up to the longest, cut
+    greedily, the batches shuffled by the same generator."""
+    rng = np.random.default_rng([seed, epoch])
+    src, tgt = lengths[:, 0].tolist(), lengths[:, 1].tolist()
+    grid = np.meshgrid(np.arange(max(src) + 1), np.arange(max(tgt) + 1), indexing="ij")
+    curve = hilbert_index(*grid).tolist()
+    order = sorted(rng.permutation(len(src)).tolist(), key=lambda i: curve[src[i]][tgt[i]])
+    sizes = reference_batch_sizes([src[i] for i in order], [tgt[i] for i in order], max_tokens)
+    ends = np.cumsum(sizes).tolist()
+    batches = [order[end - size : end] for size, end in zip(sizes, ends, strict=True)]
+    batch_order = np.arange(len(batches))
+    rng.shuffle(batch_order)
+    return [batches[b] for b in batch_order]
+
+
+@pytest.mark.parametrize(
+    ("n", "longest", "max_tokens"),
+    [(20_000, 40, 1024), (3000, 7, 30), (150_000, 400, 900)],  # the last: over 65,536 distinct length pairs
+)
+def test_sampler_epochs_equal_the_documented_plan(n, longest, max_tokens):
+    lengths = np.random.default_rng(n).integers(1, longest + 1, size=(n, 2))
+    sampler = TokenBatchSampler(lengths.astype(np.uint16), max_tokens, seed=11)
+    for epoch in (0, 3):
+        assert sampler.epoch_batches(epoch) == reference_epoch(lengths, max_tokens, 11, epoch)
+    unshuffled = TokenBatchSampler(lengths, max_tokens, shuffle=False)
+    src, tgt = lengths[:, 0].tolist(), lengths[:, 1].tolist()
+    curve = hilbert_index(*np.meshgrid(np.arange(max(src) + 1), np.arange(max(tgt) + 1), indexing="ij")).tolist()
+    expected = sorted(range(n), key=lambda i: curve[src[i]][tgt[i]])
+    assert [index for batch in unshuffled.epoch_batches(0) for index in batch] == expected
 
 
 def test_epoch_padding_of_the_sampler_is_that_of_its_batches():

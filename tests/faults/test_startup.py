@@ -103,3 +103,18 @@ print(" ".join(out.getvalue().split()))
         f"vanilla-transformer train: error: unknown model --model='huge'; choose one of {', '.join(PRESETS)}"
     ]
     assert not (tmp_path / "run").exists()
+
+
+def test_the_training_run_imports_no_evaluate_nor_datasets():
+    """A training run scores with sacreBLEU directly: the code it imports up to its first step leaves out `evaluate`
+    (only the shipped `evaluate` modules need it) and so `datasets`, pandas and pyarrow, which `evaluate` imports:
+    about half a second of every start (issue 47)."""
+    code = """
+import json, sys
+import vanilla_transformer.training.run
+from vanilla_transformer.metrics import compute_bleu
+print(json.dumps([name for name in ("evaluate", "datasets", "pandas", "pyarrow") if name in sys.modules]))
+"""
+    completed = run_python(code)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert json.loads(completed.stdout.splitlines()[-1]) == []

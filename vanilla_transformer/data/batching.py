@@ -130,14 +130,10 @@ class TokenBatchSampler(Sampler[list[int]]):
         self.rank = rank
         self.epoch = 0
         self.start_batch = 0
-        # The curve position of every (source, target) length pair there can be, looked up for each example: one
-        # small table instead of the curve computed n times over.
-        max_src, max_tgt = int(self._src_lengths.max()), int(self._tgt_lengths.max())
-        grid_src, grid_tgt = np.meshgrid(np.arange(max_src + 1), np.arange(max_tgt + 1), indexing="ij")
-        table = hilbert_index(grid_src, grid_tgt)
-        table = table.astype(np.int32) if table.max() < 2**31 else table
-        self._curve_index = table[self._src_lengths, self._tgt_lengths]
-        self._batch_ends = np.cumsum(self._batch_sizes(self._sorted_order(None)))[:-1]
+        self._curve_rank = curve_ranks(self._src_lengths, self._tgt_lengths)
+        order = self._sorted_order(None)
+        self._batch_ends = np.cumsum(self._batch_sizes(order))[:-1]
+        self._padding = self._padding_of(order)
         num_batches = len(self._batch_ends) + 1
         if num_batches < num_replicas:
             raise ValueError(
@@ -178,51 +174,84 @@ class TokenBatchSampler(Sampler[list[int]]):
 
     def _sorted_order(self, rng: np.random.Generator | None) -> np.ndarray:
         """Example indices sorted along the curve; equal lengths in random order if ``rng`` is given."""
-        n = len(self._curve_index)
+        n = len(self._curve_rank)
         order = (
             rng.permutation(n).astype(self._index_dtype) if rng is not None else np.arange(n, dtype=self._index_dtype)
         )
-        return order[np.argsort(self._curve_index[order], kind="stable")]
+        return order[np.argsort(self._curve_rank[order], kind="stable")]
 
     def _batch_sizes(self, order: np.ndarray) -> np.ndarray:
         """Cut examples, in ``order``, greedily into batches within ``max_tokens``."""
         return greedy_batch_sizes(self._src_lengths[order], self._tgt_lengths[order], self.max_tokens)
 
-    def padding_fraction(self) -> float:
-        """Share of padding in the padded source and target tensors of an epoch's batches (all processes' batches
-        together; the same every epoch, as only examples of equal lengths change places)."""
-        order = self._sorted_order(None)
+    def _padding_of(self, order: np.ndarray) -> float:
+        """Share of padding in the batches cut from `order` at ``_batch_ends``."""
         starts = np.concatenate([[0], self._batch_ends])
         src, tgt = self._src_lengths[order], self._tgt_lengths[order]
         sizes = np.diff(np.append(starts, len(order)))
         padded = (sizes * (np.maximum.reduceat(src, starts) + np.maximum.reduceat(tgt, starts))).sum()
         return 1 - float(src.sum() + tgt.sum()) / float(padded)
 
+    def padding_fraction(self) -> float:
+        """Share of padding in the padded source and target tensors of an epoch's batches (all processes' batches
+        together; the same every epoch, as only examples of equal lengths change places)."""
+        return self._padding
+
 
 def greedy_batch_sizes(src: np.ndarray, tgt: np.ndarray, max_tokens: int) -> np.ndarray:
     """Sizes of the batches that cut the sequence of examples with lengths ``src`` and ``tgt`` greedily: a batch
-    grows while ``size * (max source length + max target length)`` stays within ``max_tokens``.
+    grows while ``size * (max source length + max target length)`` stays within ``max_tokens`` (lengths are at
+    least 1).
 
-    Vectorised per batch: the running maxima of a window after the batch's start give the cost of every candidate
-    size at once; the window doubles until it holds the first size that does not fit.
+    Computed a run of equal lengths at a time, not an example or a batch at a time: the batch left open takes as
+    many of the run's examples as fit, then the run fills batches of its own lengths, all of one size, and the rest
+    opens the next batch. Sorted examples (`TokenBatchSampler`'s order along the curve) come in few runs, one per
+    distinct pair of lengths, however many examples there are.
     """
     src, tgt = np.asarray(src, dtype=np.int64), np.asarray(tgt, dtype=np.int64)
-    sizes, start, window = [], 0, 64
-    while start < len(src):
-        while True:
-            stop = min(start + window, len(src))
-            cost = np.arange(1, stop - start + 1) * (
-                np.maximum.accumulate(src[start:stop]) + np.maximum.accumulate(tgt[start:stop])
-            )
-            over = np.flatnonzero(cost > max_tokens)
-            if len(over) or stop == len(src):
-                break
-            window *= 2
-        size = max(1, int(over[0])) if len(over) else stop - start
+    if len(src) == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.concatenate([[True], (src[1:] != src[:-1]) | (tgt[1:] != tgt[:-1])]))
+    counts = np.diff(np.append(starts, len(src)))
+    sizes, repeats = [], []
+    size = max_src = max_tgt = 0  # the open batch: its examples so far and their longest lengths
+    for s, t, count in zip(src[starts].tolist(), tgt[starts].tolist(), counts.tolist(), strict=True):
+        if size:
+            top_src, top_tgt = max(max_src, s), max(max_tgt, t)
+            taken = max(0, min(count, max_tokens // (top_src + top_tgt) - size))
+            if taken:
+                size, max_src, max_tgt, count = size + taken, top_src, top_tgt, count - taken
+            if not count:
+                continue
+            sizes.append(size)  # one more example would not fit
+            repeats.append(1)
+        full = max(1, max_tokens // (s + t))  # (an example longer than max_tokens is a batch of its own)
+        sizes.append(full)
+        repeats.append(count // full)
+        size, max_src, max_tgt = count % full, s, t
+    if size:
         sizes.append(size)
-        start += size
-        window = max(64, 2 * size)
-    return np.array(sizes, dtype=np.int64)
+        repeats.append(1)
+    return np.repeat(np.array(sizes, dtype=np.int64), repeats)
+
+
+def curve_ranks(src: np.ndarray, tgt: np.ndarray) -> np.ndarray:
+    """The rank of each example's ``(src[i], tgt[i])`` along the Hilbert curve (`hilbert_index`) among the distinct
+    length pairs present: sorting by it sorts along the curve.
+
+    The curve is computed once per distinct pair of lengths, not per example. Ranks are ``uint16`` while there are
+    at most 65,536 distinct pairs (NumPy's stable sort of 16-bit integers is a radix sort, linear in the number of
+    examples), else ``int32``.
+    """
+    max_src, max_tgt = int(src.max()), int(tgt.max())
+    grid_src, grid_tgt = np.meshgrid(np.arange(max_src + 1), np.arange(max_tgt + 1), indexing="ij")
+    present = np.zeros((max_src + 1, max_tgt + 1), dtype=bool)
+    present[src, tgt] = True
+    cells = np.flatnonzero(present)
+    cells = cells[np.argsort(hilbert_index(grid_src.ravel()[cells], grid_tgt.ravel()[cells]))]
+    ranks = np.zeros(present.size, dtype=np.uint16 if len(cells) <= 2**16 else np.int32)
+    ranks[cells] = np.arange(len(cells))
+    return ranks.reshape(present.shape)[src, tgt]
 
 
 def hilbert_index(x: np.ndarray, y: np.ndarray) -> np.ndarray:

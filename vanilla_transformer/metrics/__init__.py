@@ -20,11 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import evaluate
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+if TYPE_CHECKING:  # imported where a module is loaded: `evaluate` brings in `datasets`, pandas and pyarrow
+    import evaluate
 
 BLEU_METRIC_PATH = Path(__file__).resolve().parent / "bleu"
 """Directory of the `evaluate` BLEU module."""
@@ -111,11 +113,15 @@ def selection_metric(references: Sequence[str]) -> str:
 
 def load_bleu_metric(**kwargs: Any) -> evaluate.EvaluationModule:
     """The shipped BLEU module, ``evaluate.load(BLEU_METRIC_PATH, **kwargs)``; works offline."""
+    import evaluate
+
     return evaluate.load(str(BLEU_METRIC_PATH), **kwargs)
 
 
 def load_chrf_metric(**kwargs: Any) -> evaluate.EvaluationModule:
     """The shipped chrF module, ``evaluate.load(CHRF_METRIC_PATH, **kwargs)``; works offline."""
+    import evaluate
+
     return evaluate.load(str(CHRF_METRIC_PATH), **kwargs)
 
 
