@@ -118,3 +118,32 @@ print(json.dumps([name for name in ("evaluate", "datasets", "pandas", "pyarrow")
     completed = run_python(code)
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert json.loads(completed.stdout.splitlines()[-1]) == []
+
+
+@pytest.mark.parametrize(
+    ("package", "name", "module"),
+    [
+        ("vanilla_transformer.training", "Trainer", "trainer"),
+        ("vanilla_transformer.data", "TokenBatchSampler", "batching"),
+    ],
+)
+def test_a_package_imports_each_name_when_first_used(package, name, module):
+    """The training and data packages load a name's module only when the name is first asked for, keep it, list it in
+    dir(), and name the package and the name that it does not have."""
+    code = f"""
+import json, sys
+import {package} as package
+before = "{package}.{module}" in sys.modules
+value = getattr(package, "{name}")
+after = "{package}.{module}" in sys.modules
+try:
+    package.no_such_name
+except AttributeError as error:
+    missing = str(error)
+print(json.dumps([before, after, vars(package).get("{name}") is value, "{name}" in dir(package), missing]))
+"""
+    completed = run_python(code)
+    assert completed.returncode == 0, completed.stderr
+    before, after, kept, listed, missing = json.loads(completed.stdout)
+    assert (before, after, kept, listed) == (False, True, True, True)
+    assert missing == f"module {package!r} has no attribute 'no_such_name'"

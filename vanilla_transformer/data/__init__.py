@@ -30,8 +30,7 @@ of a batch, so ``max_tokens=50_000`` matches that recipe.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ..lazy_exports import lazy_exports
 
 _EXPORTS: dict[str, tuple[str, str]] = {
     "IGNORE_INDEX": ("batching", "IGNORE_INDEX"),
@@ -74,18 +73,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
 without torch, for the ``--help`` of the commands."""
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, attribute = _EXPORTS[name]
-    value = getattr(importlib.import_module(f".{module}", __name__), attribute)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
-
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 __all__ = [
     "DATA_DIR_VARIABLE",

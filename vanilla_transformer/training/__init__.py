@@ -22,8 +22,7 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ..lazy_exports import lazy_exports
 
 _EXPORTS: dict[str, tuple[str, str]] = {
     "average_checkpoints": ("checkpoints", "average_checkpoints"),
@@ -53,18 +52,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
 train --help`` builds its parser (`options`) without torch, transformers or accelerate."""
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, attribute = _EXPORTS[name]
-    value = getattr(importlib.import_module(f".{module}", __name__), attribute)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
-
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 __all__ = [
     "DEFAULT_PRESET",
