@@ -16,6 +16,7 @@ MULTI30K_RUNS = [  # (folder, label), in the order of the table
     ("en-de-seed1", "English → German, seed 1 (recipe)"),
     ("en-de-seed2", "English → German, seed 2 (recipe)"),
     ("en-de-seed3", "English → German, seed 3 (recipe)"),
+    ("en-de-compiled-seed1", "English → German, seed 1, compiled (recipe as shipped since issue 36)"),
     ("de-en-seed1", "German → English, seed 1 (recipe)"),
     ("de-en-seed2", "German → English, seed 2 (recipe)"),
     ("en-de-10min-seed1", "English → German, 10 minutes, seed 1"),
@@ -121,6 +122,17 @@ def multi30k_table(results: Path) -> str:
     return table(header, ["l", "l", "r", "r", "r", "r", "r", "r", "r", "r"], rows)
 
 
+def compiled_run(results: Path) -> str:
+    """The compiled preset's run (issue 47): its steps, throughput and scores."""
+    run = run_json(results, "multi30k/en-de-compiled-seed1")
+    return (
+        f"{run['step']:,} steps in {run['train_minutes']:.0f} minutes at {run['train_tokens_per_second']:,.0f} "
+        f"tokens/s ({run['mixed_precision']}, {'compiled' if run.get('dynamo_backend') else 'eager'}), validation "
+        f"BLEU {run['valid_bleu_averaged']:.2f} (average of the last {len(run['averaged_checkpoints'])}), test BLEU "
+        f"{run['test_bleu']:.2f}"
+    )
+
+
 def recipe_bleu(results: Path, direction: str) -> list[float]:
     """The test BLEU of the full-length recipe runs (``<direction>-seed<N>``) of a direction, by seed."""
     runs = (results / "multi30k").glob(f"{direction}-seed*")
@@ -217,6 +229,7 @@ FIGURES = {
     "numbers-environment": numbers_environment,
     "results-summary": multi30k_summary,
     "multi30k-table": multi30k_table,
+    "compiled-run": compiled_run,
     "selection-stopped": selection_stopped,
     "multi30k-seeds": multi30k_seeds,
     "dropout-selection": dropout_selection,

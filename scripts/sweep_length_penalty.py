@@ -11,6 +11,12 @@ Nothing is timed. Prints one line per alpha, with the mean over the runs::
 
     ALPHA 1.2 mean_bleu=... run_name=BLEU/ratio/longest ...
 
+With ``--average N [N ...]`` it also chooses how many checkpoints to average (section 6.1 averaged the last 5 or
+20): for each N, the average of the run's last N checkpoints (those its ``checkpoints/`` still holds; a run keeps
+``--keep-checkpoints``) in place of ``model/``, scored at each alpha, one line per N and alpha::
+
+    AVERAGE 10 ALPHA 1.0 mean_bleu=... run_name=BLEU/ratio/longest ...
+
 Usage (runs of the multi30k preset)::
 
     python scripts/sweep_length_penalty.py --run runs/en-de --run runs/de-en \
@@ -32,6 +38,7 @@ from bench.serving import translate
 from vanilla_transformer.data.spec import load_corpus
 from vanilla_transformer.metrics import compute_bleu, compute_chrf
 from vanilla_transformer.model_dir import load_model_dir
+from vanilla_transformer.training.checkpoints import average_checkpoints, list_checkpoints, load_weights
 from vanilla_transformer.training.config import TrainingConfig
 from vanilla_transformer.training.run_dir import RunLayout
 from vanilla_transformer.training.setup import corpus_spec
@@ -39,13 +46,39 @@ from vanilla_transformer.training.setup import corpus_spec
 ALPHAS = (0.0, 0.6, 0.8, 1.0, 1.2, 1.5, 2.0)
 
 
-def sweep_run(run_dir: Path, alphas: list[float], batch_size: int) -> dict[str, object]:
-    """The validation scores of one run's final model at each alpha."""
+def sweep_run(run_dir: Path, alphas: list[float], batch_size: int, averages: list[int]) -> dict[str, object]:
+    """The validation scores of one run's final model at each alpha; with `averages`, of the average of its last N
+    checkpoints for each N (``averages``: N -> alpha -> scores) rather than of the final model."""
     layout = RunLayout(run_dir)
     config = TrainingConfig.load(layout.settings)
     pairs = load_corpus(corpus_spec(config.data), config.data.valid_split)
     sources, references = [source for source, _ in pairs], [target for _, target in pairs]
     model, tokenizer = load_model_dir(layout.model)
+    run = {
+        "direction": f"{config.data.src_lang}-{config.data.tgt_lang}",
+        "seed": config.optimization.seed,
+        "split": config.data.valid_split,
+        "sentences": len(sources),
+        "num_beams": config.decoding.num_beams,
+        "longest_reference_words": max(len(line.split()) for line in references),
+    }
+    if not averages:
+        return run | {"scores": score_alphas(model, tokenizer, sources, references, alphas, config, batch_size)}
+    checkpoints = list_checkpoints(layout.checkpoints)
+    run["averages"] = {}
+    for count in averages:
+        if count > len(checkpoints):
+            raise SystemExit(f"--average {count}: {layout.checkpoints} holds only {len(checkpoints)} checkpoints")
+        load_weights(model, average_checkpoints(checkpoints[-count:]))
+        run["averages"][str(count)] = {
+            "checkpoints": [path.name for path in checkpoints[-count:]],
+            "scores": score_alphas(model, tokenizer, sources, references, alphas, config, batch_size),
+        }
+    return run
+
+
+def score_alphas(model, tokenizer, sources, references, alphas, config, batch_size) -> dict[str, dict[str, float]]:
+    """BLEU, chrF, length ratio and longest translation of `model`'s translations of `sources` at each alpha."""
     scores = {}
     for alpha in alphas:
         hypotheses = translate(
@@ -64,15 +97,7 @@ def sweep_run(run_dir: Path, alphas: list[float], batch_size: int) -> dict[str, 
             "length_ratio": bleu["sys_len"] / bleu["ref_len"],
             "longest_translation_words": max(len(line.split()) for line in hypotheses),
         }
-    return {
-        "direction": f"{config.data.src_lang}-{config.data.tgt_lang}",
-        "seed": config.optimization.seed,
-        "split": config.data.valid_split,
-        "sentences": len(sources),
-        "num_beams": config.decoding.num_beams,
-        "longest_reference_words": max(len(line.split()) for line in references),
-        "scores": scores,
-    }
+    return scores
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,25 +106,46 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--alphas", type=float, nargs="+", default=list(ALPHAS), help="default: %(default)s")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: %(default)s)")
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default: %(default)s)")
+    parser.add_argument(
+        "--average",
+        type=int,
+        nargs="+",
+        default=[],
+        metavar="N",
+        help="score the average of each run's last N checkpoints, for each N, instead of its final model",
+    )
     parser.add_argument("--output", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
+    if any(count < 1 for count in args.average):
+        parser.error(f"--average takes counts of 1 or more, got {args.average}")
     for run_dir in args.run:
         if not RunLayout(run_dir).settings.is_file() or not RunLayout(run_dir).model.is_dir():
             parser.error(f"--run={run_dir} is not a finished run directory (training_config.json and model/)")
     record = Record(__file__, argv)
     torch.set_num_threads(args.threads)
-    runs = {run_dir.name: sweep_run(run_dir, args.alphas, args.batch_size) for run_dir in args.run}
-    mean_bleu = {}
-    for alpha in map(str, args.alphas):
-        mean_bleu[alpha] = statistics.mean(run["scores"][alpha]["bleu"] for run in runs.values())
-        cells = " ".join(
-            f"{name}={run['scores'][alpha]['bleu']:.2f}/{run['scores'][alpha]['length_ratio']:.3f}/"
-            f"{run['scores'][alpha]['longest_translation_words']}"
-            for name, run in runs.items()
-        )
-        print(f"ALPHA {alpha} mean_bleu={mean_bleu[alpha]:.2f} {cells}")
-    record.write({"runs": runs, "mean_bleu": mean_bleu}, args.output)
+    runs = {run_dir.name: sweep_run(run_dir, args.alphas, args.batch_size, args.average) for run_dir in args.run}
+    if not args.average:
+        figures = {"mean_bleu": print_means({name: run["scores"] for name, run in runs.items()}, args.alphas, "")}
+    else:
+        figures = {"mean_bleu_by_average": {}}
+        for count in map(str, args.average):
+            scores = {name: run["averages"][count]["scores"] for name, run in runs.items()}
+            figures["mean_bleu_by_average"][count] = print_means(scores, args.alphas, f"AVERAGE {count} ")
+    record.write({"runs": runs, **figures}, args.output)
     return 0
+
+
+def print_means(scores: dict[str, dict], alphas: list[float], prefix: str) -> dict[str, float]:
+    """Print one line per alpha: the mean BLEU over the runs and each run's BLEU/length ratio/longest; the means."""
+    mean_bleu = {}
+    for alpha in map(str, alphas):
+        mean_bleu[alpha] = statistics.mean(run[alpha]["bleu"] for run in scores.values())
+        cells = " ".join(
+            f"{name}={run[alpha]['bleu']:.2f}/{run[alpha]['length_ratio']:.3f}/{run[alpha]['longest_translation_words']}"
+            for name, run in scores.items()
+        )
+        print(f"{prefix}ALPHA {alpha} mean_bleu={mean_bleu[alpha]:.2f} {cells}")
+    return mean_bleu
 
 
 # Figures: name -> function of the results folder that returns the Markdown between a page's markers
@@ -131,7 +177,20 @@ def length_penalty_table(results: Path) -> str:
     )
 
 
-FIGURES = {"length-penalty-table": length_penalty_table, "length-ratio": length_ratio}
+def average_table(results: Path) -> str:
+    """Validation BLEU of the compiled preset run's average of its last N checkpoints at each alpha
+    (``--average``)."""
+    sweep = read_json(results, "multi30k/average-sweep-compiled-seed1.json")
+    counts = list(sweep["mean_bleu_by_average"])
+    alphas = list(sweep["mean_bleu_by_average"][counts[0]])
+    return table(
+        ["checkpoints averaged (every 250 steps)", *(f"α {alpha}" for alpha in alphas)],
+        ["l"] + ["r"] * len(alphas),
+        [[count, *(f"{sweep['mean_bleu_by_average'][count][alpha]:.2f}" for alpha in alphas)] for count in counts],
+    )
+
+
+FIGURES = {"average-table": average_table, "length-penalty-table": length_penalty_table, "length-ratio": length_ratio}
 
 
 if __name__ == "__main__":

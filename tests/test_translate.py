@@ -600,6 +600,45 @@ def test_length_penalty_sweep_scores_each_alpha_as_the_evaluate_command_does(tin
         assert sweep["mean_bleu"][alpha] == scores[alpha]["bleu"]  # one run: its own
 
 
+def test_length_penalty_sweep_averages_the_last_checkpoints_as_the_average_command_does(
+    tiny_run_dir, tmp_path, monkeypatch
+):
+    """scripts/sweep_length_penalty.py --average N: the scores of the average of the run's last N checkpoints equal
+    those of ``evaluate`` on the model ``average_run`` exports from the same checkpoints; more checkpoints than the run
+    keeps is refused, naming --average."""
+    import sweep_length_penalty
+
+    from vanilla_transformer.data.spec import load_corpus
+    from vanilla_transformer.training.config import TrainingConfig
+    from vanilla_transformer.training.results import average_run
+    from vanilla_transformer.training.setup import corpus_spec
+
+    config = TrainingConfig.load(tiny_run_dir / "training_config.json")
+    pairs = load_corpus(corpus_spec(config.data), config.data.valid_split)[:60]
+    source, reference = tmp_path / "valid.en", tmp_path / "valid.de"
+    for path, lines in ((source, [pair[0] for pair in pairs]), (reference, [pair[1] for pair in pairs])):
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    monkeypatch.setattr(sweep_length_penalty, "load_corpus", lambda spec, split: load_corpus(spec, split)[:60])
+    output = tmp_path / "sweep.json"
+    common = ["--run", str(tiny_run_dir), "--alphas", "0.0", "--threads", "1", "--output", str(output)]
+    assert sweep_length_penalty.main([*common, "--average", "1", "2"]) == 0
+    sweep = json.loads(output.read_text())
+    averages = sweep["runs"][tiny_run_dir.name]["averages"]
+    checkpoints = sorted(path.name for path in (tiny_run_dir / "checkpoints").iterdir() if path.is_dir())
+    chrf = {}
+    for count in (1, 2):
+        assert averages[str(count)]["checkpoints"] == checkpoints[-count:]
+        model_dir = average_run(tiny_run_dir, last=count, output_dir=tmp_path / f"average-{count}")
+        results = tmp_path / f"scores-{count}.json"
+        arguments = ["--model", str(model_dir), "--source", str(source), "--reference", str(reference)]
+        assert load_script("evaluate").main([*arguments, "--length-penalty", "0.0", "--results", str(results)]) == 0
+        chrf[count] = json.loads(results.read_text())["chrf"]
+        assert averages[str(count)]["scores"]["0.0"]["chrf"] == pytest.approx(chrf[count])
+        assert sweep["mean_bleu_by_average"][str(count)]["0.0"] == averages[str(count)]["scores"]["0.0"]["bleu"]
+    with pytest.raises(SystemExit, match="--average 3"):
+        sweep_length_penalty.main([*common, "--average", "3"])
+
+
 def test_translate_script_decodes_in_the_dtype_asked_for(confident_copy_model, tmp_path, monkeypatch):
     """--dtype bf16 decodes with bf16 weights (observed on the model the script loaded), and on the confident copy
     model gives the fp32 translations; an unknown dtype is refused by name."""
