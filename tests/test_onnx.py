@@ -94,11 +94,30 @@ def test_the_folder_is_the_layout_transformers_js_reads(exported):
         assert (folder / quantized_name(file)).is_file()
 
 
-def test_the_steps_run_with_io_binding_and_give_the_logits_of_a_plain_run(exported, confident_copy_model):
-    """The cache stays in onnxruntime's values between steps (I/O binding ran every step), and a step's logits are
-    those of the decoder run on numpy feeds with the cache it returned, after the beams were reordered too."""
+def _merged_session(folder):
+    """The exported merged decoder as onnxruntime runs it unchanged: the independent reference of the split graphs."""
+    import onnxruntime
+
+    return onnxruntime.InferenceSession(str(folder / DECODER_FILE), providers=["CPUExecutionProvider"])
+
+
+@pytest.mark.parametrize("split", [True, False])
+def test_the_steps_run_with_io_binding_and_give_the_logits_of_the_merged_graph(
+    exported, confident_copy_model, monkeypatch, split
+):
+    """The cache stays in onnxruntime's values between steps (I/O binding ran every step, and the beams' reorder
+    ran in onnxruntime's reorder graph at every select), and a step's logits are those of the exported merged graph
+    run unchanged on numpy feeds with the cache it returned, reordered in numpy: with the merged graph split
+    (`split_merged_decoder`: the memory graph once, then the step graph) and with it served whole."""
+    from vanilla_transformer.serving import with_onnxruntime
+
+    if not split:
+        monkeypatch.setattr(with_onnxruntime, "split_merged_decoder", lambda model: None)
     _, tokenizer = confident_copy_model
     served = load_onnx(exported / "onnx")
+    assert (served.memory is not None) == split
+    assert any(i.name == "use_cache_branch" for i in served.decoder.get_inputs()) != split
+    merged = _merged_session(exported / "onnx")
     batch = tokenizer(SOURCES[:2], padding=True, return_tensors="pt")
     decoder = served.step_decoder(batch["input_ids"], batch["attention_mask"], 2, 10)
     memory = served.encoder.run(None, {k: batch[k].numpy() for k in ("input_ids", "attention_mask")})[0]
@@ -111,20 +130,54 @@ def test_the_steps_run_with_io_binding_and_give_the_logits_of_a_plain_run(export
     for order in (torch.tensor([1, 0, 3, 2]), torch.tensor([0, 0, 2, 2])):
         logits = decoder.step(tokens)
         feeds["input_ids"] = tokens.numpy()[:, None]
-        expected, *cache = served.decoder.run(["logits", *cache_names(served.layers, "present")], feeds)
+        expected, *cache = merged.run(["logits", *cache_names(served.layers, "present")], feeds)
         torch.testing.assert_close(logits, torch.from_numpy(expected[:, -1]), rtol=1e-5, atol=1e-5)
         decoder.select(order)
         feeds |= {name: value[order.numpy()] for name, value in zip(past, cache, strict=True)}
         feeds["use_cache_branch"] = torch.tensor([True]).numpy()
         tokens = logits.argmax(-1)[order]
-    assert decoder.binding_runs == 2
+    assert decoder.binding_runs == 2 and decoder.reorder_runs == 2
 
 
+def test_a_merged_graph_of_another_shape_is_served_whole(exported):
+    """`split_merged_decoder` splits only the shape it knows: the exported graph splits (its step graph has no If
+    and no encoder cache outputs, its memory graph reads the encoder output alone); a copy whose cache branch reads
+    another input, or that has no If, is left whole (None), never split wrongly."""
+    from vanilla_transformer.serving.onnx_split import split_merged_decoder
+
+    model = onnx.load(str(exported / "onnx" / DECODER_FILE))
+    memory, step = (onnx.load_from_string(graph) for graph in split_merged_decoder(model))
+    assert [i.name for i in memory.graph.input] == ["encoder_hidden_states"]
+    assert all(o.name.startswith("present.") and ".encoder." in o.name for o in memory.graph.output)
+    assert "If" not in {node.op_type for node in step.graph.node}
+    layers = json.loads((exported / "onnx" / "config.json").read_text())["decoder_layers"]
+    decoder_cache = [name for name in cache_names(layers, "present") if ".decoder." in name]
+    assert [o.name for o in step.graph.output] == ["logits", *decoder_cache]
+    assert not any(".encoder." in o.name or "cross_attentions" in o.name for o in step.graph.output)
+    rewired = copy.deepcopy(model)
+    branch = next(n for n in rewired.graph.node if n.op_type == "If")
+    then_branch = next(a.g for a in branch.attribute if a.name == "then_branch")
+    then_branch.node[0].input[0] = "encoder_hidden_states"  # a copy of something else than its cache input
+    assert split_merged_decoder(rewired) is None
+    flat = copy.deepcopy(model)
+    flat.graph.node.remove(next(n for n in flat.graph.node if n.op_type == "If"))
+    assert split_merged_decoder(flat) is None
+
+
+@pytest.mark.parametrize("split", [True, False])
 @pytest.mark.parametrize("num_beams", [1, 4])
-def test_onnxruntime_decodes_the_tokens_of_generate(exported, confident_copy_model, onnx_steps, num_beams):
-    """The package's one search on onnxruntime gives generate()'s tokens, batched and one sentence at a time."""
+def test_onnxruntime_decodes_the_tokens_of_generate(
+    exported, confident_copy_model, onnx_steps, num_beams, split, monkeypatch
+):
+    """The package's one search on onnxruntime gives generate()'s tokens, batched and one sentence at a time, on the
+    split graphs and on the merged graph served whole."""
+    from vanilla_transformer.serving import with_onnxruntime
+
+    if not split:
+        monkeypatch.setattr(with_onnxruntime, "split_merged_decoder", lambda model: None)
     model, tokenizer = confident_copy_model
     served = load_onnx(exported / "onnx")
+    assert (served.memory is not None) == split
     generation = paper_generation_config(model.config, num_beams=num_beams)
     batch = tokenizer(SOURCES, padding=True, return_tensors="pt")
     expected = model.generate(**batch, generation_config=generation)

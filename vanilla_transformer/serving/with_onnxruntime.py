@@ -25,6 +25,7 @@ from ..atomic import check_links_inside
 from ..extras import import_optional
 from ..model_dir import check_model_files, load_tokenizer
 from ..tokenization import check_tokenizer_matches_config
+from .onnx_split import split_merged_decoder
 
 ENCODER_FILE = "onnx/encoder_model.onnx"
 DECODER_FILE = "onnx/decoder_model_merged.onnx"
@@ -62,12 +63,25 @@ class OnnxSeq2SeqModel:
     training = False
     device = torch.device("cpu")
 
-    def __init__(self, folder: Path, encoder, decoder, config: PretrainedConfig, tokenizer):
-        self.folder, self.encoder, self.decoder = folder, encoder, decoder
+    def __init__(self, folder: Path, encoder, decoder, config: PretrainedConfig, tokenizer, options=None, memory=None):
+        self.folder, self.encoder, self.decoder, self.memory = folder, encoder, decoder, memory
         self.config, self.tokenizer = config, tokenizer
         self.layers = config.decoder_layers
         self.heads = config.decoder_attention_heads
         self.head_dim = config.d_model // self.heads
+        self.options = options
+        self._reorder = None
+
+    @property
+    def reorder(self):
+        """The session of `reorder_graph` for this model's self-attention cache, made when a search first reorders
+        its beams (with the decoder's session options)."""
+        if self._reorder is None:
+            ort = import_optional("onnxruntime", "onnx", "serving with onnxruntime")
+            graph = reorder_graph(len(decoder_cache_names(self.layers, "past_key_values")))
+            options = self.options if self.options is not None else ort.SessionOptions()
+            self._reorder = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+        return self._reorder
 
     def eval(self) -> OnnxSeq2SeqModel:
         return self
@@ -92,14 +106,56 @@ def load_onnx(folder: str | os.PathLike, *, quantized: bool = False, threads: in
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    # No spinning: onnxruntime's idle threads otherwise spin after every run, on the cores where the search's PyTorch
+    # operations run next between the steps; on 2 vCPUs that made the beam search's own operations many times slower
+    # (issue 44: greedy 5.8 s -> 2.5 s, beam 4 10.0 s -> 6.0 s on the benchmark's small model).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    encoder, decoder = (_session(ort, folder / file, options) for file in files)
+    encoder = _session(ort, folder / files[0], options)
+    decoder, memory = _decoder_sessions(ort, folder / files[1], options)
     tokenizer = load_tokenizer(folder)
     try:
         check_tokenizer_matches_config(tokenizer, config)
     except ValueError as error:
         raise ValueError(f"{folder}: its tokenizer does not fit its config.json ({error}); {EXPORT_AGAIN}") from error
-    return OnnxSeq2SeqModel(folder, encoder, decoder, config, tokenizer)
+    return OnnxSeq2SeqModel(folder, encoder, decoder, config, tokenizer, options, memory)
+
+
+def _decoder_sessions(ort, path: Path, options):
+    """The sessions of the merged decoder `path`, split (`onnx_split.split_merged_decoder`): (step graph, memory
+    graph); or, where the graph does not split, (the merged graph, None)."""
+    onnx = import_optional("onnx", "onnx", "serving with onnxruntime")
+    split = split_merged_decoder(onnx.load(str(path)))
+    if split is None:
+        return _session(ort, path, options), None
+    memory, step = (
+        _session(ort, graph, options, name=f"{path} ({part} graph)")
+        for graph, part in zip(split, ("memory", "step"), strict=True)
+    )
+    return step, memory
+
+
+def reorder_graph(count: int) -> bytes:
+    """A graph that keeps rows of `count` tensors: inputs ``rows`` ``[kept]`` (int64) and ``cache.i``
+    ``[rows, heads, length, head_dim]`` (float), outputs ``kept.i = cache.i[rows]``; a layer's self- or
+    cross-attention keys and values, 2 per layer. The beams' reorder runs in
+    onnxruntime on the values the decoder returned, so the cache is copied once, never read out into numpy."""
+    from onnx import TensorProto, helper
+
+    shape = ["rows", "heads", "length", "head_dim"]
+    inputs = [helper.make_tensor_value_info("rows", TensorProto.INT64, ["kept"])]
+    inputs += [helper.make_tensor_value_info(f"cache.{i}", TensorProto.FLOAT, shape) for i in range(count)]
+    outputs = [
+        helper.make_tensor_value_info(f"kept.{i}", TensorProto.FLOAT, ["kept", *shape[1:]]) for i in range(count)
+    ]
+    nodes = [helper.make_node("Gather", [f"cache.{i}", "rows"], [f"kept.{i}"], axis=0) for i in range(count)]
+    graph = helper.make_graph(nodes, "reorder_beams", inputs, outputs)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8).SerializeToString()
+
+
+def decoder_cache_names(layers: int, prefix: str) -> list[str]:
+    """The self-attention part of `cache_names`: what grows at each step and follows the beams."""
+    return [name for name in cache_names(layers, prefix) if ".decoder." in name]
 
 
 EXPORT_AGAIN = "export the model directory again with vanilla-transformer export-onnx"
@@ -199,38 +255,52 @@ def _tensors(graph):
                 yield from _tensors(subgraph)
 
 
-def _session(ort, path: Path, options):
-    """onnxruntime's session of the graph `path`; what onnxruntime refuses is one line naming the file."""
+def _session(ort, graph: Path | bytes, options, name: str | None = None):
+    """onnxruntime's session of the graph `graph` (a file, or a serialized graph called `name`); what onnxruntime
+    refuses is one line naming the file."""
     try:
-        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        source = graph if isinstance(graph, bytes) else str(graph)
+        return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
     except Exception as error:  # onnxruntime's own exception classes (Fail, InvalidGraph, ...), not exported
         first = (str(error).strip().splitlines() or [""])[0]
-        raise ValueError(f"{path} does not load in onnxruntime ({first}): {EXPORT_AGAIN}") from error
+        raise ValueError(f"{name or graph} does not load in onnxruntime ({first}): {EXPORT_AGAIN}") from error
 
 
 class OnnxStepDecoder:
-    """`StepDecoder` on the merged decoder graph: the encoder runs once, then each step is one run of the decoder on
-    the last token of every row, with the cache it returned. Row ``b * beams + j`` is hypothesis j of sentence b;
-    the encoder output and mask are repeated for each row, as transformers' beam search does.
+    """`StepDecoder` on the decoder graphs: the encoder runs once, then each step is one run of the decoder on the
+    last token of every row, with the cache it returned. Row ``b * beams + j`` is hypothesis j of sentence b; the
+    encoder output and mask are repeated for each row, as transformers' beam search does.
+
+    Where the merged decoder split (`onnx_split.split_merged_decoder`, the model's ``memory`` session), the memory
+    graph computes every layer's cross-attention keys and values once per sentence, repeated for its beams, and
+    every step runs the step graph; otherwise the merged graph serves whole, and its first step computes them.
 
     The steps run with I/O binding: the cache stays in the values onnxruntime wrote (``self.values``, name ->
-    ``OrtValue``) and is bound as the next step's input, never copied out into numpy; the encoder's cache, the same
-    at every step, is taken once from the first step's outputs. Only the logits and, when the beams are reordered,
-    the self-attention cache are read out (``binding_runs`` counts the bound runs)."""
+    ``OrtValue``) and is bound as the next step's input, never copied out into numpy. Only the logits are read out
+    (``binding_runs`` counts the bound runs). Following the beams (`select`) runs the model's `reorder_graph` on
+    those values, bound the same way: the cache is gathered once inside onnxruntime (``reorder_runs`` counts those
+    runs), as PyTorch's decoder does with one ``index_select``; the encoder's cache too when sentences leave."""
 
     def __init__(self, model: OnnxSeq2SeqModel, input_ids: torch.Tensor, attention_mask: torch.Tensor, beams: int):
-        self.session = model.decoder
+        self.session, self.model = model.decoder, model
         self.ort = import_optional("onnxruntime", "onnx", "serving with onnxruntime")
         ids, mask = input_ids.cpu().numpy().astype(np.int64), attention_mask.cpu().numpy().astype(np.int64)
         memory = model.encoder.run(None, {"input_ids": ids, "attention_mask": mask})[0]
         rows = np.repeat(np.arange(ids.shape[0]), beams)
         self.past = cache_names(model.layers, "past_key_values")
         self.present = cache_names(model.layers, "present")
-        self.arrays = {"encoder_hidden_states": memory[rows], "encoder_attention_mask": mask[rows]}
+        inputs = {value.name for value in self.session.get_inputs()}
+        arrays = {"encoder_hidden_states": memory[rows], "encoder_attention_mask": mask[rows]}
+        self.arrays = {name: array for name, array in arrays.items() if name in inputs}
         empty = np.zeros((rows.size, model.heads, 0, model.head_dim), dtype=np.float32)
         self.values = {name: self._value(empty) for name in self.past}
-        self.first = True
-        self.binding_runs = 0
+        self.first = model.memory is None  # the merged graph's first step computes the encoder's keys and values
+        if model.memory is not None:  # the split graphs: computed once, per sentence, then repeated for its beams
+            names = [output.name for output in model.memory.get_outputs()]
+            projected = model.memory.run(names, {"encoder_hidden_states": memory})
+            past = [name.replace("present.", "past_key_values.", 1) for name in names]
+            self.values.update((name, self._value(array[rows])) for name, array in zip(past, projected, strict=True))
+        self.binding_runs = self.reorder_runs = 0
         self.binding = self.session.io_binding()  # one binding for every step: its inputs and outputs bound again
         for name, array in self.arrays.items():
             self.binding.bind_cpu_input(name, array)
@@ -243,7 +313,8 @@ class OnnxStepDecoder:
         """Logits ``[rows, V]`` of the next token after `tokens` ``[rows]``."""
         binding = self.binding
         binding.bind_cpu_input("input_ids", tokens.cpu().numpy().astype(np.int64)[:, None])
-        binding.bind_cpu_input("use_cache_branch", np.array([not self.first]))
+        if self.model.memory is None:
+            binding.bind_cpu_input("use_cache_branch", np.array([not self.first]))
         for name, value in self.values.items():
             binding.bind_ortvalue_input(name, value)
         wanted = ["logits"] + [name for name in self.present if self.first or ".decoder." in name]
@@ -261,15 +332,26 @@ class OnnxStepDecoder:
     def select(self, rows: torch.Tensor, sentences: torch.Tensor | None = None) -> None:
         """Keep the rows `rows`. The rows of a sentence hold the same encoder output and encoder cache, so while no
         sentence leaves (as many rows kept as there are) those are not copied."""
-        index = rows.cpu().numpy()
-        moved = [name for name in self.past if ".decoder." in name]
-        if index.size != self.arrays["encoder_hidden_states"].shape[0]:
-            moved += [name for name in self.past if ".encoder." in name]
+        index = np.ascontiguousarray(rows.cpu().numpy().astype(np.int64))
+        self._gather(decoder_cache_names(self.model.layers, "past_key_values"), index)
+        if index.size != self.arrays["encoder_attention_mask"].shape[0]:
             for name in self.arrays:
                 self.arrays[name] = self.arrays[name][index]
                 self.binding.bind_cpu_input(name, self.arrays[name])
-        for name in moved:
-            self.values[name] = self._value(self.values[name].numpy()[index])
+            self._gather([name for name in self.past if ".encoder." in name], index)
+
+    def _gather(self, names: list[str], index: np.ndarray) -> None:
+        """The cache values `names` (one per `reorder_graph` input), kept at rows `index` by the reorder graph on the
+        values bound where they are."""
+        session = self.model.reorder
+        binding = session.io_binding()
+        binding.bind_cpu_input("rows", index)
+        for i, name in enumerate(names):
+            binding.bind_ortvalue_input(f"cache.{i}", self.values[name])
+            binding.bind_output(f"kept.{i}", "cpu")
+        session.run_with_iobinding(binding)
+        self.reorder_runs += 1
+        self.values.update(zip(names, binding.get_outputs(), strict=True))
 
 
 __all__ = [
