@@ -9,6 +9,10 @@ logged:
 * warm: a rerun into a new run directory; tokenizer and tokenized corpus come from the data cache, and so does the
   compile cache where the run compiles (``train``'s ``compile-<key>.bin``).
 
+``--warm-runs K`` reruns warm K times and reports the median run. ``--compare-checkout DIR`` also runs the package of
+``DIR`` (another version of the repository) warm, on the same caches, K times interleaved with this checkout's runs
+(this, DIR, this, DIR, ...): the ``compare`` figures give each side's median and their ratio, measured side by side.
+
 Each run's time to its first step is split in two phases: ``compile_s``, the wall time of the first step's
 compilation as the run logs it (``compile_seconds`` in ``metrics.jsonl``; 0 when the run does not compile), and
 ``data_s``, the rest (start-up, data, model). The runs share an empty folder of their own for torch's compiler
@@ -122,6 +126,11 @@ def run_to_first_step(command: list[str], env: dict[str, str], metrics: Path, lo
     }
 
 
+def median_run(runs: list[dict]) -> dict:
+    """The run of median time to the first step (the slower of the middle two of an even count)."""
+    return sorted(runs, key=lambda run: run["seconds"])[len(runs) // 2]
+
+
 def phases(seconds: float, metrics: Path) -> dict[str, float]:
     """The time to the first step split into ``compile_s`` (the first step's compilation, as the run logged it in
     `metrics`) and ``data_s`` (the rest)."""
@@ -137,6 +146,68 @@ def phases(seconds: float, metrics: Path) -> dict[str, float]:
     return {"compile_s": round(compile_seconds, 1), "data_s": round(seconds - compile_seconds, 1)}
 
 
+def run_all(args: argparse.Namespace) -> dict[str, dict]:
+    """Write the corpus and run the training command on it: cold, then the warm reruns (this checkout's, and
+    interleaved with them those of ``--compare-checkout``); each run's figures by name (``cold``, ``warm-this-0``,
+    ``warm-compared-0``, ...)."""
+    with tempfile.TemporaryDirectory(prefix="benchmark-data-") as temporary:
+        work = Path(temporary)
+        (work / "corpus").mkdir()
+        write_corpus(work / "corpus", args.pairs, args.multi30k)
+        env = {**os.environ, "VANILLA_TRANSFORMER_CACHE": str(work / "cache"), "TOKENIZERS_PARALLELISM": "true"}
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(work / "torch-compiler")
+        if args.checkout is not None:
+            env["PYTHONPATH"] = str(args.checkout.resolve())
+        sides = {"this": env}
+        if args.compare_checkout is not None:
+            sides["compared"] = {**env, "PYTHONPATH": str(args.compare_checkout.resolve())}
+        plan = [("cold", "this")]
+        if args.checkout is None:
+            plan += [(f"warm-{side}-{i}", side) for i in range(args.warm_runs) for side in sides]
+        runs = {}
+        for name, side in plan:
+            run_dir = work / f"run-{name}"
+            command = [sys.executable, "-m", "vanilla_transformer", "train", *RUN_OPTIONS]
+            command += ["--data-dir", str(work / "corpus"), "--output-dir", str(run_dir)]
+            runs[name] = run_to_first_step(command, sides[side], RunLayout(run_dir).metrics, work / f"{name}.log")
+            if args.logs is not None:
+                args.logs.mkdir(parents=True, exist_ok=True)
+                (args.logs / f"{name}.log").write_text((work / f"{name}.log").read_text())
+    return runs
+
+
+def summarize(args: argparse.Namespace, runs: dict[str, dict]) -> dict:
+    """The results file's figures from the runs of `run_all`: the cold run, the median warm run, the comparison."""
+    figures = {"cold": runs["cold"]}
+    if args.checkout is None:
+        figures["warm"] = median_run([runs[f"warm-this-{i}"] for i in range(args.warm_runs)])
+    result = {
+        "pairs": args.pairs,
+        "prepare_s": round(figures["cold"]["seconds"], 1),
+        "warm_start_s": round(figures["warm"]["seconds"], 1) if "warm" in figures else None,
+        "peak_rss_mb": round(max(run["peak_rss_mb"] for run in figures.values())),
+        "padding": figures["cold"]["padding"],
+        "phases": {name: {key: run[key] for key in ("data_s", "compile_s")} for name, run in figures.items()},
+        "runs": figures,
+        "checkout": str(args.checkout) if args.checkout else None,
+        "warm_runs": args.warm_runs if args.checkout is None else 0,
+        "warm_starts_s": [round(runs[f"warm-this-{i}"]["seconds"], 2) for i in range(args.warm_runs)]
+        if args.checkout is None
+        else [],
+    }
+    if args.compare_checkout is not None:
+        compared = median_run([runs[f"warm-compared-{i}"] for i in range(args.warm_runs)])
+        result["compare"] = {
+            "checkout": str(args.compare_checkout),
+            "warm_start_s": round(compared["seconds"], 1),
+            "warm_starts_s": [round(runs[f"warm-compared-{i}"]["seconds"], 2) for i in range(args.warm_runs)],
+            "phases": {key: compared[key] for key in ("data_s", "compile_s")},
+            "this_vs_compared": round(figures["warm"]["seconds"] / compared["seconds"], 3),
+        }
+        print(f"COMPARE warm: this {result['warm_start_s']} s, {args.compare_checkout} {compared['seconds']:.1f} s")
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, required=True, help="training pairs of the synthetic corpus")
@@ -147,9 +218,19 @@ def main(argv: list[str] | None = None) -> int:
         help="directory of the Multi30k files (default: $VANILLA_TRANSFORMER_DATA/multi30k)",
     )
     parser.add_argument("--checkout", type=Path, help="run the package of this directory instead, cold only")
+    parser.add_argument("--warm-runs", type=int, default=3, help="warm reruns; the median is reported (default: 3)")
+    parser.add_argument(
+        "--compare-checkout",
+        type=Path,
+        help="also run the package of this directory warm, interleaved with this one's",
+    )
     parser.add_argument("--output", type=Path, help="also write the figures to this JSON file")
     parser.add_argument("--logs", type=Path, help="copy the runs' logs into this directory")
     args = parser.parse_args(argv)
+    if args.warm_runs < 1:
+        parser.error(f"--warm-runs must be at least 1, got {args.warm_runs}")
+    if args.compare_checkout is not None and args.checkout is not None:
+        parser.error("--compare-checkout compares warm runs; --checkout runs cold only: pass one of them")
     if args.multi30k is None:
         parser.error(
             f"pass --multi30k with the Multi30k files, or set {DATA_DIR_VARIABLE} to the folder holding multi30k/"
@@ -157,33 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.multi30k / "train.en").is_file():
         parser.error(f"--multi30k={args.multi30k} has no train.en")
     record = Record(__file__, argv)
-    with tempfile.TemporaryDirectory(prefix="benchmark-data-") as temporary:
-        work = Path(temporary)
-        (work / "corpus").mkdir()
-        write_corpus(work / "corpus", args.pairs, args.multi30k)
-        env = {**os.environ, "VANILLA_TRANSFORMER_CACHE": str(work / "cache"), "TOKENIZERS_PARALLELISM": "true"}
-        env["TORCHINDUCTOR_CACHE_DIR"] = str(work / "torch-compiler")
-        if args.checkout is not None:
-            env["PYTHONPATH"] = str(args.checkout.resolve())
-        figures = {}
-        for name in ("cold", "warm") if args.checkout is None else ("cold",):
-            run_dir = work / f"run-{name}"
-            command = [sys.executable, "-m", "vanilla_transformer", "train", *RUN_OPTIONS]
-            command += ["--data-dir", str(work / "corpus"), "--output-dir", str(run_dir)]
-            figures[name] = run_to_first_step(command, env, RunLayout(run_dir).metrics, work / f"{name}.log")
-            if args.logs is not None:
-                args.logs.mkdir(parents=True, exist_ok=True)
-                (args.logs / f"{name}.log").write_text((work / f"{name}.log").read_text())
-    result = {
-        "pairs": args.pairs,
-        "prepare_s": round(figures["cold"]["seconds"], 1),
-        "warm_start_s": round(figures["warm"]["seconds"], 1) if "warm" in figures else None,
-        "peak_rss_mb": round(max(run["peak_rss_mb"] for run in figures.values())),
-        "padding": figures["cold"]["padding"],
-        "phases": {name: {key: run[key] for key in ("data_s", "compile_s")} for name, run in figures.items()},
-        "runs": figures,
-        "checkout": str(args.checkout) if args.checkout else None,
-    }
+    runs = run_all(args)
+    result = summarize(args, runs)
     print(
         f"DATA pairs={args.pairs} prepare_s={result['prepare_s']} warm_start_s={result['warm_start_s']} "
         f"peak_rss_mb={result['peak_rss_mb']} padding={result['padding']}"

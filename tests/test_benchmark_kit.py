@@ -218,3 +218,25 @@ def test_every_figure_belongs_to_one_benchmark_module():
     twin = type("twin", (), {"__name__": "twin", "FIGURES": {"op-counts": str}})
     with pytest.raises(SystemExit, match="twin names figures another module names: op-counts"):
         render_figures.collect((*render_figures.MODULES, twin))
+
+
+def test_data_benchmark_reports_the_median_warm_run_and_the_ratio_to_the_compared_checkout():
+    """scripts/benchmark_data.py: the warm figure is the run of median time of this checkout's reruns, the compared
+    checkout's likewise from its own, and the ratio is of those two medians (not of means, not of the first runs)."""
+    import argparse
+
+    import benchmark_data
+
+    def run(seconds, compile_s):
+        return {"seconds": seconds, "peak_rss_mb": 100.0, "padding": 0.01, "compile_s": compile_s,
+                "data_s": seconds - compile_s}  # fmt: skip
+
+    runs = {"cold": run(300.0, 40.0)}
+    runs |= {f"warm-this-{i}": run(s, 4.0) for i, s in enumerate((9.0, 12.0, 8.0))}
+    runs |= {f"warm-compared-{i}": run(s, 4.5) for i, s in enumerate((11.0, 10.0, 30.0))}
+    args = argparse.Namespace(pairs=10, checkout=None, warm_runs=3, compare_checkout=benchmark_data.Path("old"))
+    result = benchmark_data.summarize(args, runs)
+    assert result["warm_start_s"] == 9.0 and result["warm_starts_s"] == [9.0, 12.0, 8.0]
+    assert result["phases"]["warm"] == {"data_s": 5.0, "compile_s": 4.0}
+    assert result["compare"]["warm_start_s"] == 11.0 and result["compare"]["this_vs_compared"] == round(9 / 11, 3)
+    assert benchmark_data.median_run([run(2.0, 0), run(1.0, 0)])["seconds"] == 2.0

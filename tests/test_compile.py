@@ -215,3 +215,76 @@ def test_a_compiled_run_compiles_each_layer_class_and_the_loss_only(tmp_path):
     and none per decoder layer (a key-value cache in the training step made each decoder layer guard on its index)."""
     results = _run(tmp_path, "layers", "--dynamo-backend", "eager", "--max-steps", "1", "--layers", "2")
     assert results["compilations"] == 3 and results["recompilations"] == 0
+
+
+def test_the_compiler_is_imported_beside_the_data_only_where_inductor_compiles():
+    """`preload_compiler` imports inductor's compiler in a thread of its own, started at once, where the run compiles
+    with inductor, and imports nothing otherwise; a compiled run starts that thread before it prepares its data
+    (observed in a fresh process, where nothing had imported inductor yet)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import sys, threading, types
+        from accelerate.utils import DynamoBackend
+        from vanilla_transformer.training import setup, step
+
+        def accelerator(backend):
+            return types.SimpleNamespace(state=types.SimpleNamespace(dynamo_plugin=types.SimpleNamespace(backend=backend)))
+
+        loaded = lambda: [name in sys.modules for name in step.COMPILER_MODULES]
+        for backend in (DynamoBackend.NO, DynamoBackend.EAGER, DynamoBackend.AOT_EAGER):
+            assert step.preload_compiler(accelerator(backend)) is None
+        assert loaded() == [False] * len(step.COMPILER_MODULES), loaded()
+        thread = step.preload_compiler(accelerator(DynamoBackend.INDUCTOR))
+        assert thread is not threading.current_thread() and thread.daemon
+        thread.join()
+        assert all(loaded()), loaded()
+        print("OK")
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and result.stdout.strip().endswith("OK"), result.stderr[-3000:]
+
+
+def test_a_compiled_run_preloads_the_compiler_before_its_data(tmp_path, monkeypatch):
+    """The run starts the preload before `prepare_data` and has joined it when the trainer (which compiles) is built;
+    an eager run starts none."""
+    import threading
+    import time
+
+    from vanilla_transformer.training import run as run_module
+
+    events = []
+    real_preload, real_prepare = run_module.preload_compiler, run_module.prepare_data
+
+    threads = []
+    real_trainer = run_module.Trainer
+
+    def preload(accelerator):  # the real preload, then a slow stand-in the run must wait for
+        thread = real_preload(accelerator)
+        events.append(("preload", thread is not None))
+        if thread is not None:
+            thread.join()
+            thread = threading.Thread(target=time.sleep, args=(3.0,), daemon=True)
+            thread.start()
+        threads.append(thread)
+        return thread
+
+    def prepare(*args, **kwargs):
+        events.append(("data", None))
+        return real_prepare(*args, **kwargs)
+
+    def trainer(*args, **kwargs):
+        events.append(("trainer", threads[-1] is None or not threads[-1].is_alive()))
+        return real_trainer(*args, **kwargs)
+
+    monkeypatch.setattr(run_module, "preload_compiler", preload)
+    monkeypatch.setattr(run_module, "prepare_data", prepare)
+    monkeypatch.setattr(run_module, "Trainer", trainer)
+    _run(tmp_path, "inductor", "--dynamo-backend", "inductor", "--max-steps", "1")
+    _run(tmp_path, "eager", "--max-steps", "1")
+    expected = [("preload", True), ("data", None), ("trainer", True)]
+    assert events == [*expected, ("preload", False), ("data", None), ("trainer", True)]
