@@ -307,8 +307,22 @@ def compile_phase(results: Path) -> str:
     )
 
 
+def preload_trial(results: Path) -> str:
+    """Issue 47's trial of importing the compiler beside the data (data_benchmark_4500000_preload.json): the warm
+    starts of the code with it and of the code without it (``--compare-checkout``), interleaved, and their medians."""
+    run = read_json(results, "data_benchmark_4500000_preload.json")
+    compared = run["compare"]
+    starts = lambda values: ", ".join(f"{value:.1f}" for value in values)  # noqa: E731
+    return (
+        f"warm starts with the compiler imported beside the data {starts(run['warm_starts_s'])} s (median "
+        f"{run['warm_start_s']:.1f} s), without it {starts(compared['warm_starts_s'])} s (median "
+        f"{compared['warm_start_s']:.1f} s), on {processor(run)}"
+    )
+
+
 FIGURES = {
     "compile-phase": compile_phase,
+    "preload-trial": preload_trial,
     "data-table": data_table,
 }
 

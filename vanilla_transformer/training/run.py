@@ -41,7 +41,6 @@ from .preflight import auto_dynamo_backend, auto_precision, launch_mismatch, slo
 from .results import write_results
 from .run_dir import RunLayout, inspect_run_dir, lock_run_dir, mark_run_started, prepare_run_dir
 from .setup import RunCorpus, build_model_config, prepare_data
-from .step import preload_compiler
 from .tracking import JsonlTracker
 from .trainer import Trainer
 
@@ -97,7 +96,6 @@ def start_run(config: TrainingConfig) -> tuple[Trainer, RunCorpus]:
     trainer, resume it from the last checkpoint if there is one, and mark the run started."""
     resume_from = inspect_run_dir(config)
     accelerator = start_accelerator(config, checkpoint_step(resume_from) if resume_from else 0)
-    preloading = preload_compiler(accelerator)  # the compiler's imports run beside the data's preparation
     model_config = build_model_config(config.model)
     corpus = RunCorpus.of(config.data, config.preset)  # every process: a corpus named wrongly stops them all at once
     checkpointing = config.checkpointing
@@ -112,8 +110,6 @@ def start_run(config: TrainingConfig) -> tuple[Trainer, RunCorpus]:
         write_directory(tokenizer_dir, tokenizer.save_pretrained, what="the run's tokenizer folder")
     accelerator.wait_for_everyone()
     model = VanillaTransformerForConditionalGeneration(model_config)
-    if preloading is not None:
-        preloading.join()  # done before anything compiles: no import of the compiler from two threads at once
     trainer = Trainer(config, accelerator, model, tokenizer, train_data, valid, test)
     if resume_from is not None:
         trainer.load_checkpoint(resume_from)

@@ -9,9 +9,7 @@ compiled, so that recompilation shows in the run's log.
 
 from __future__ import annotations
 
-import importlib
 import os
-import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 
@@ -151,33 +149,6 @@ def prefer_compile_settings(accelerator: Accelerator) -> None:
         plugin.dynamic = True
     if "ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION" not in os.environ:
         plugin.use_regional_compilation = True
-
-
-COMPILER_MODULES = ("torch._inductor.compile_fx",)
-"""What torch.compile's inductor backend imports when it first compiles (about 1 s of Python on a 2-core CPU)."""
-
-
-def preload_compiler(accelerator: Accelerator) -> threading.Thread | None:
-    """Where the dynamo plugin compiles with inductor, import its `COMPILER_MODULES` in a background thread, started
-    now, while the data is prepared and the model built; the thread, or None where nothing compiles with inductor.
-
-    A warm start (data cache and compile cache both present) otherwise imports them inside the first step, after the
-    data. Much of preparing the data (reading the memory-mapped corpus, the sampler's plan, the tokenizer) runs
-    outside Python's lock, so the import runs beside it. The caller joins the thread before anything compiles. An
-    import that fails here fails again, with its message, where torch.compile imports it."""
-    if not compiling(accelerator) or accelerator.state.dynamo_plugin.backend != DynamoBackend.INDUCTOR:
-        return None
-
-    def load() -> None:
-        for name in COMPILER_MODULES:
-            try:
-                importlib.import_module(name)
-            except Exception:  # torch.compile imports it again and reports the error there
-                return
-
-    thread = threading.Thread(target=load, name="preload-compiler", daemon=True)
-    thread.start()
-    return thread
 
 
 def compile_layers_only(model: torch.nn.Module) -> int:
