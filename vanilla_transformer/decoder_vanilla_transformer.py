@@ -353,12 +353,19 @@ def available_memory(device: str | torch.device = "cpu") -> int:
 
 
 def check_search_memory(
-    config, batch: int, source: int, num_beams: int, steps: int, device: torch.device | str = "cpu"
+    config,
+    batch: int,
+    source: int,
+    num_beams: int,
+    steps: int,
+    device: torch.device | str = "cpu",
+    setting: str = "num_beams",
 ) -> None:
     """Refuse, before the search allocates, a batch whose search memory could not hold: `batch` sentences of up to
     `source` tokens, `num_beams` hypotheses each, up to `steps` output tokens, and each decoder layer's cache (keys
     and values of the outputs and of the sources) of every hypothesis, with a row of logits over the vocabulary. A
-    ValueError naming num_beams and the sizes, against `available_memory`. ``model.generate()`` runs it before the
+    ValueError naming the `setting` that asked for the hypotheses (``num_beams``, or ``num_return_sequences``
+    where sampling asks for more) and the sizes, against `available_memory`. ``model.generate()`` runs it before the
     fast decoder allocates (`generation_vanilla_transformer.fast_generate`), ``translate_ids`` before its search."""
     layers = getattr(config, "decoder_layers", None) or getattr(config, "num_hidden_layers", None) or 1
     width = getattr(config, "d_model", None) or getattr(config, "hidden_size", None) or 1
@@ -367,9 +374,11 @@ def check_search_memory(
     available = available_memory(device)
     if need > available:
         raise ValueError(
-            f"the search would hold {need / 1e9:,.1f} GB: {batch} sentences of up to {source} tokens, num_beams="
+            f"the search would hold {need / 1e9:,.1f} GB: {batch} sentences of up to {source} tokens, {setting}="
             f"{num_beams:,} hypotheses each of up to {steps} tokens, {layers} decoder layers; more than the "
-            f"{available / 1e9:,.1f} GB of memory available: lower num_beams (--num-beams) or the batch size"
+            f"{available / 1e9:,.1f} GB of memory available: lower {setting}"
+            + (" (--num-beams)" if setting == "num_beams" else "")
+            + " or the batch size"
         )
 
 
@@ -405,7 +414,9 @@ def check_generate_memory(model, inputs, generation_config, kwargs: dict, offset
         limits.append(1)
     if type(setting(offset_field)) is int:
         limits.append(source + setting(offset_field))
-    check_search_memory(model.config, batch, width, max(hypotheses), max(min(limits), 1), model.device)
+    setting_name = "num_return_sequences" if hypotheses[1] > hypotheses[0] else "num_beams"
+    steps = max(min(limits), 1)
+    check_search_memory(model.config, batch, width, max(hypotheses), steps, model.device, setting_name)
 
 
 __all__ = [

@@ -304,3 +304,20 @@ def test_generate_refuses_a_huge_num_beams_before_transformers_repeats_the_input
         model.generate(torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0]]), **settings)
     with pytest.raises(Expanded):  # an affordable num_beams reaches the expansion
         model.generate(torch.tensor([[5, 6, 7, 2]]), num_beams=4, max_new_tokens=5)
+
+
+def test_generate_names_num_return_sequences_where_sampling_asks_for_the_hypotheses(monkeypatch):
+    """Sampling with a huge ``num_return_sequences`` (and one beam) is refused naming num_return_sequences, the
+    setting to lower, not num_beams."""
+    from transformers import GenerationMixin
+
+    from vanilla_transformer import decoder_vanilla_transformer
+
+    def expand(*args, **kwargs):
+        raise Expanded(kwargs.get("expand_size"))
+
+    model = small_model()
+    monkeypatch.setattr(decoder_vanilla_transformer, "available_memory", lambda device="cpu": 1 << 30)
+    monkeypatch.setattr(GenerationMixin, "_expand_inputs_for_generation", expand)
+    with pytest.raises(ValueError, match=r"num_return_sequences=1,000,000 hypotheses.* lower num_return_sequences or"):
+        model.generate(torch.tensor([[5, 6, 7, 2]]), do_sample=True, num_return_sequences=10**6, max_new_tokens=5)
