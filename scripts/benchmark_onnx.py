@@ -28,10 +28,10 @@ run by CTranslate2's, unlike the timed ``ct2_*`` contestants above); BLEU, chrF 
 ``--quality-reference``, and how many translations equal PyTorch's.
 
 The results file records each export's and load's seconds (and onnx's and onnxscript's versions beside
-``bench.Record``'s). Run it alone on the machine, with CTranslate2's exact int8 kernels on a CPU that is not Intel's
-(docs/serving.md)::
+``bench.Record``'s, and CTranslate2's CPU backend: its default for the machine, or MKL where ``CT2_USE_MKL=1`` is set,
+as docs/serving.md advises where oneDNN's int8 kernels lose BLEU). Run it alone on the machine::
 
-    CT2_USE_MKL=1 python scripts/benchmark_onnx.py --output docs/results/onnx_serving.json \\
+    python scripts/benchmark_onnx.py --output docs/results/onnx_serving.json \\
         --quality-model runs/multi30k/model \\
         --quality-source ../shared/data/multi30k/test_2016_flickr.en \\
         --quality-reference ../shared/data/multi30k/test_2016_flickr.de
@@ -286,7 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 ONNX_SERVING = "onnx_serving.json"
 ONNX_COMMAND = (
-    "CT2_USE_MKL=1 python scripts/benchmark_onnx.py --output docs/results/onnx_serving.json "
+    "python scripts/benchmark_onnx.py --output docs/results/onnx_serving.json "
     "--quality-model MODEL --quality-source SOURCE --quality-reference REFERENCE"
 )
 ENGINES = [("torch", "PyTorch"), ("ort_fp32", "onnxruntime fp32"), ("ort_int8", "onnxruntime int8")]
