@@ -21,6 +21,7 @@ MULTI30K_RUNS = [  # (folder, label), in the order of the table
     ("de-en-seed2", "German → English, seed 2 (recipe)"),
     ("en-de-10min-seed1", "English → German, 10 minutes, seed 1"),
     ("en-de-dropout0.1-seed1", "selection run: English → German, P_drop 0.1, 54 min, α 0.6"),
+    ("en-de-vocab4000-seed1", "selection run: English → German, compiled, a 4,000-token vocabulary"),
     ("en-de-avx2-seed1", "English → German, seed 1, on a CPU without native bf16 (AVX2): fp32"),
     ("de-en-avx2-seed1", "German → English, seed 1, on a CPU without native bf16 (AVX2): fp32"),
 ]
@@ -201,14 +202,52 @@ def multi30k_summary(results: Path) -> str:
     return table(["job (2-core CPU)", "time", "test score"], ["l", "l", "l"], rows)
 
 
-def selection_stopped(results: Path) -> str:
-    """The stopped selection run's last validation BLEU and loss, against the recipe's run at the same step."""
-    rows = run_metrics(results, "multi30k/en-de-dropout0.3-lr0.6-stopped")
+def stopped_against(results: Path, stopped_run: str, recipe_run: str) -> str:
+    """A stopped run's last validation BLEU and loss, against those of the recipe's run `recipe_run` at that step."""
+    rows = run_metrics(results, f"multi30k/{stopped_run}")
     stopped = max((row for row in rows if "valid_bleu" in row), key=lambda row: row["step"])
-    recipe = {row["step"]: row for row in run_metrics(results, "multi30k/en-de-seed1")}[stopped["step"]]
+    recipe = {row["step"]: row for row in run_metrics(results, f"multi30k/{recipe_run}")}[stopped["step"]]
     return (
         f"at step {stopped['step']:,} it had validation BLEU {stopped['valid_bleu']:.2f} and loss "
         f"{stopped['valid_loss']:.2f} against the recipe's {recipe['valid_bleu']:.2f} and {recipe['valid_loss']:.2f}"
+    )
+
+
+def selection_stopped(results: Path) -> str:
+    """The stopped selection run's last validation BLEU and loss, against the recipe's run at the same step."""
+    return stopped_against(results, "en-de-dropout0.3-lr0.6-stopped", "en-de-seed1")
+
+
+def tiny_stopped(results: Path) -> str:
+    """The stopped Transformer-Tiny-like run (issue 47): its speed against the 4,000-token run's on the same machine,
+    and its last validation BLEU and loss against the compiled preset's run at the same step."""
+    rows = run_metrics(results, "multi30k/en-de-tiny-stopped")
+    speeds = sorted(row["tokens_per_second"] for row in rows if "tokens_per_second" in row)
+    beside = run_json(results, "multi30k/en-de-vocab4000-seed1")
+    against = stopped_against(results, "en-de-tiny-stopped", "en-de-compiled-seed1")
+    return (
+        f"it trained {speeds[len(speeds) // 2]:,.0f} tokens/s (median of its logs) where the preset with a 4,000-token "
+        f"vocabulary trained {beside['train_tokens_per_second']:,.0f} on the same machine, but {against}"
+    )
+
+
+def vocabulary_selection(results: Path) -> str:
+    """Validation BLEU of the 4,000-token vocabulary's run against the compiled preset's (8,000), at each evaluation
+    both made, and each run's steps and final validation BLEU (issue 47)."""
+    runs = {name: f"en-de-{name}-seed1" for name in ("vocab4000", "compiled")}
+    valid = {
+        name: {
+            row["step"]: row["valid_bleu"] for row in run_metrics(results, f"multi30k/{folder}") if "valid_bleu" in row
+        }
+        for name, folder in runs.items()
+    }
+    steps = sorted(valid["vocab4000"].keys() & valid["compiled"].keys())
+    pairs = ", ".join(f"{valid['vocab4000'][step]:.2f} / {valid['compiled'][step]:.2f}" for step in steps)
+    final = {name: run_json(results, f"multi30k/{folder}") for name, folder in runs.items()}
+    return (
+        f"validation BLEU at steps {steps[0]:,} to {steps[-1]:,} (4,000 / 8,000 tokens): {pairs}; at the end "
+        f"{final['vocab4000']['valid_bleu_averaged']:.2f} after {final['vocab4000']['step']:,} steps against "
+        f"{final['compiled']['valid_bleu_averaged']:.2f} after {final['compiled']['step']:,} (average of the last 5)"
     )
 
 
@@ -231,6 +270,8 @@ FIGURES = {
     "multi30k-table": multi30k_table,
     "compiled-run": compiled_run,
     "selection-stopped": selection_stopped,
+    "tiny-stopped": tiny_stopped,
+    "vocabulary-selection": vocabulary_selection,
     "multi30k-seeds": multi30k_seeds,
     "dropout-selection": dropout_selection,
     "final-losses": final_losses,

@@ -95,7 +95,7 @@ def test_there_are_committed_multi30k_runs():
     """Guards the parametrized tests below against an empty glob (a moved folder would skip them silently)."""
     folders = {run.name for run in RUNS}
     assert {folder for folder, _ in run_figures.MULTI30K_RUNS} == folders
-    assert {run.name for run in STOPPED} == {"en-de-dropout0.3-lr0.6-stopped"}
+    assert {run.name for run in STOPPED} == {"en-de-dropout0.3-lr0.6-stopped", "en-de-tiny-stopped"}
 
 
 @pytest.mark.parametrize("run", RUNS, ids=[run.name for run in RUNS])
