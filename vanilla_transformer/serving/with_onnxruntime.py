@@ -302,6 +302,7 @@ class OnnxStepDecoder:
             self.values.update((name, self._value(array[rows])) for name, array in zip(past, projected, strict=True))
         self.binding_runs = self.reorder_runs = 0
         self.binding = self.session.io_binding()  # one binding for every step: its inputs and outputs bound again
+        self.reorder_binding = None  # the same for the reorder graph, made at the first `select`
         for name, array in self.arrays.items():
             self.binding.bind_cpu_input(name, array)
 
@@ -344,7 +345,10 @@ class OnnxStepDecoder:
         """The cache values `names` (one per `reorder_graph` input), kept at rows `index` by the reorder graph on the
         values bound where they are."""
         session = self.model.reorder
-        binding = session.io_binding()
+        if self.reorder_binding is None:
+            self.reorder_binding = session.io_binding()
+        binding = self.reorder_binding
+        binding.clear_binding_outputs()
         binding.bind_cpu_input("rows", index)
         for i, name in enumerate(names):
             binding.bind_ortvalue_input(f"cache.{i}", self.values[name])
