@@ -429,16 +429,28 @@ def decoding_cpu_versions(results: Path) -> str:
     return f"transformers {versions['transformers']}, torch {versions['torch']}"
 
 
-def decoding_gpu_table(results: Path) -> str:
+def decoding_gpu_table(results: Path, names=("decoding_benchmark_cuda_bf16.json",
+                                              "decoding_benchmark_cuda_bf16_batch128.json")) -> str:  # fmt: skip
     """generate() against MarianMT on a GPU, batches of 16 and 128."""
-    names = ("decoding_benchmark_cuda_bf16.json", "decoding_benchmark_cuda_bf16_batch128.json")
-    rows = decoding_rows([report for name in names for report in read_json(results, name)], lambda _, row, search: [
+    reports = [report for name in names for report in as_list(read_json(results, name))]
+    rows = decoding_rows(reports, lambda _, row, search: [
         str(row["batch_size"]), search, f"**{row['speedup']:.2f}x**", f"{row['ours_tokens_per_s']:,.0f}",
         f"{row['marian_tokens_per_s']:,.0f}", yes(row["outputs_equal_marian"]),
     ])  # fmt: skip
     header = ["size", "batch", "search", "ours / MarianMT", "ours, tokens/s", "MarianMT, tokens/s",
               "same tokens as MarianMT"]  # fmt: skip
     return table(header, ["l", "r", "l", "r", "r", "r", "l"], rows)
+
+
+def as_list(reports: dict | list) -> list[dict]:
+    """A results file's reports: a list of one per size, or the one report of a single size."""
+    return reports if isinstance(reports, list) else [reports]
+
+
+def decoding_h200_table(results: Path) -> str:
+    """generate() against MarianMT on the H200 of 2026-11-27 (scripts/gpu_check.sh's reruns), base, bf16."""
+    names = ("gpu/2026-11-27-h200/decoding_batch16.json", "gpu/2026-11-27-h200/decoding_batch128.json")
+    return decoding_gpu_table(results, names)
 
 
 def gpu_device(results: Path) -> str:
@@ -468,6 +480,7 @@ FIGURES = {
     "decoding-cpu-table": decoding_cpu_table,
     "decoding-cpu-versions": decoding_cpu_versions,
     "decoding-gpu-table": decoding_gpu_table,
+    "decoding-h200-table": decoding_h200_table,
     "gpu-device": gpu_device,
     "gpu-training": gpu_training,
     "decoding-bf16-marian": decoding_bf16_marian,

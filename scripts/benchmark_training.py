@@ -46,7 +46,17 @@ from typing import Any
 
 import numpy as np
 import torch
-from bench import Record, interleave, marian_twin, matmul_rate, synchronize, synthetic_pairs, training_flops
+from bench import (
+    Record,
+    StepProfile,
+    interleave,
+    marian_twin,
+    matmul_rate,
+    profile_lines,
+    synchronize,
+    synthetic_pairs,
+    training_flops,
+)
 from bench.figures import environment_load, minutes, read_json, table
 from bench.processes import Channel, Worker, build_trainer, prepare_data
 
@@ -91,7 +101,7 @@ DEFAULT_CONTESTANTS = (
 """Each side's fp32 eager baseline and its candidates for best (bf16 ones skipped where bf16 is emulated)."""
 
 SETTINGS = ("model_size", "vocab_size", "max_tokens", "rounds", "steps_per_round", "warmup_steps", "threads")
-SETTINGS += ("max_pairs", "data_dir", "seed", "device", "grad_accum", "preset")
+SETTINGS += ("max_pairs", "data_dir", "seed", "device", "grad_accum", "preset", "profile_steps")
 """The options the results file records."""
 
 
@@ -220,9 +230,11 @@ class Tally:
         self.device, self.config = device, config
         self.reset()
 
-    def reset(self) -> None:
+    def reset(self, profile: bool = False) -> None:
+        """Count afresh; with `profile`, under torch's profiler until `report` (`bench.StepProfile`)."""
         from vanilla_transformer.training.step import compile_count
 
+        self.profile = StepProfile(self.device) if profile else None
         self.steps, self.data_seconds = 0, 0.0
         self.tokens = torch.zeros((), dtype=torch.float64, device=self.device)
         self.positions, self.flops = 0, 0.0
@@ -254,6 +266,7 @@ class Tally:
             "compilations": compiled,
             "flops": self.flops,
             "peak_memory_bytes": torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else None,
+            "profile": self.profile.summary(self.steps) if self.profile else None,
         }
 
 
@@ -295,7 +308,7 @@ def ours_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> None:
     batches, meter = trainer.batches(), Tally(accelerator.device, trainer.unwrapped.config)
     channel.send(event="ready", device=str(accelerator.device))
     while (command := channel.receive())["command"] != "stop":
-        meter.reset()
+        meter.reset(profile=command.get("profile", False))
         for _ in range(command["steps"]):
             started = time.perf_counter()
             micro_batches = [to_device(next(batches), accelerator.device) for _ in range(trainer.grad_accum)]
@@ -339,7 +352,7 @@ def trainer_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> No
                 control.should_training_stop = True
             else:
                 self.remaining = command["steps"]
-                meter.reset()
+                meter.reset(profile=command.get("profile", False))
             return control
 
     trainer = CountingTrainer(
@@ -430,6 +443,10 @@ def run_contestants(args, specs: list[Spec], data: Path, batch_size: int) -> tup
             warmup_item=args.warmup_steps,
             progress=progress,
         )
+        if args.profile_steps:  # after the timed rounds, so that the profiler's cost touches no figure
+            for name, worker in workers.items():
+                results[name]["profile"] = worker.ask(command="run", steps=args.profile_steps, profile=True)["profile"]
+                print("\n".join(profile_lines(name, results[name]["profile"])), file=sys.stderr, flush=True)
     finally:
         for worker in workers.values():
             worker.stop()
@@ -468,6 +485,7 @@ def summarise(spec: Spec, figures: dict[str, Any]) -> dict[str, Any]:
         "warmup_compilations": figures["warmup"]["compilations"],
         "model_flops_per_second": sum(r["flops"] for r in rounds) / total["seconds"],
         "peak_memory_bytes": max((r["peak_memory_bytes"] or 0 for r in rounds), default=0) or None,
+        "profile": figures.get("profile"),
     }
 
 
@@ -598,6 +616,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: cuda if present")
     parser.add_argument("--synthetic-pairs", type=int, help="random pairs of WMT14's lengths instead of Multi30k")
     parser.add_argument("--seed", type=int, default=0, help="initial weights and batch order")
+    parser.add_argument(
+        "--profile-steps",
+        type=int,
+        default=0,
+        help="after the timed rounds, this many more steps of each contestant under torch's profiler: where the "
+        "host's and the device's time went (default: none)",
+    )
     parser.add_argument("--output", type=Path, help="also write the figures to this JSON file")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: run one contestant
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)  # internal: the coordinator's data folder
@@ -738,10 +763,40 @@ def training_environment(results: Path) -> str:
     )
 
 
+H200_CHECK = "gpu/2026-11-27-h200"
+"""The one GPU run of the current training step: scripts/gpu_check.sh and its reruns on an H200 (check.json)."""
+
+
+def gpu_training_table(results: Path) -> str:
+    """Our training step against MarianMT with Seq2SeqTrainer on the H200, both eager in bf16."""
+    return contestants_table(read_json(results / H200_CHECK, "training_eager.json"))
+
+
+def gpu_training_summary(results: Path) -> str:
+    """MFU, peak memory and the GPU's utilisation of the H200 run: what says the step waits on the host."""
+    run = read_json(results / H200_CHECK, "training_eager.json")
+    check = read_json(results / H200_CHECK, "check.json")
+    busy = [sample["utilisation_percent"] for sample in check["utilisation_samples"] if sample["memory_mib"] > 1024]
+    rows = [
+        f"{contestant_label(spec).split(':')[0]} MFU {figures['mfu']:.2%}, peak memory "
+        f"{figures['peak_memory_bytes'] / 2**30:.1f} GiB"
+        for spec, figures in run["contestants"].items()
+    ]
+    rate = next(iter(run["contestants"].values()))["matmul_flops_per_second"]
+    return (
+        f"{'; '.join(rows)} (against the H200's measured bf16 matmul rate, {rate / 1e12:,.0f} TFLOP/s); GPU "
+        f"utilisation {min(busy)}–{max(busy)}% in nvidia-smi's 1-second samples while our worker held its model "
+        f"({len(busy)} samples: building it, the warm-up, the timed steps); {environment_load(run)} load, torch {run['versions']['torch']}, transformers "
+        f"{run['versions']['transformers']}"
+    )
+
+
 FIGURES = {
     "training-table": training_table,
     "training-environment": training_environment,
     "training-summary": training_summary,
+    "gpu-training-table": gpu_training_table,
+    "gpu-training-summary": gpu_training_summary,
 }
 
 

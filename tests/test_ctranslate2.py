@@ -74,6 +74,28 @@ def test_greedy_output_equals_generate_token_for_token(exported):
     assert texts == translate(model, tokenizer, source_sentences, num_beams=1)
 
 
+def test_a_model_without_weights_is_refused_before_conversion(confident_copy_model):
+    model, tokenizer = confident_copy_model
+    with torch.device("meta"):
+        empty = type(model)(model.config)
+    with pytest.raises(ValueError, match="meta device"):
+        model_spec(empty, tokenizer)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_a_model_on_cuda_exports_the_same_translations(tmp_path, confident_copy_model):
+    """CTranslate2's writer reads each tensor's bytes from host memory: a model on the GPU is copied to the CPU for
+    it (given its CUDA tensors, the process crashed on the H200 of 2026-11-27)."""
+    model, tokenizer = confident_copy_model
+    on_gpu = type(model)(model.config).to("cuda")
+    on_gpu.load_state_dict(model.state_dict())
+    export_ctranslate2(on_gpu, tmp_path / "ct2", tokenizer=tokenizer)
+    assert all(parameter.is_cuda for parameter in on_gpu.parameters())  # the caller's model stays where it was
+    source_sentences = sentences(20, seed=9)
+    texts = translate_ctranslate2(tmp_path / "ct2", tokenizer, source_sentences, beam_size=1, threads=1)
+    assert texts == translate(model, tokenizer, source_sentences, num_beams=1)
+
+
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
 def test_beam_search_equals_the_package_search(exported, alpha):
     model, tokenizer, root = exported

@@ -143,8 +143,13 @@ def model_spec(
                 f"vocabulary has {len(vocabulary)} tokens, the model has vocab_size={model.config.vocab_size}"
             )
         tokenizer = _Vocabulary(vocabulary, model.config)
-    # A float32 copy: CTranslate2 quantizes the spec's tensors in place, and `quantization` picks the stored type.
-    model = copy.deepcopy(model).float()
+    devices = {parameter.device.type for parameter in model.parameters()}
+    if "meta" in devices:
+        raise ValueError("the model's weights are on the meta device (not loaded): load them before exporting")
+    # A float32 copy in CPU memory: CTranslate2 quantizes the spec's tensors in place, `quantization` picks the
+    # stored type, and its writer reads each tensor's bytes from host memory at the tensor's address (a CUDA
+    # tensor's address there crashed the process: the H200 run of 2026-11-27).
+    model = copy.deepcopy(model).to(device="cpu", dtype=torch.float32)
     with torch.no_grad():
         return _loader_class()()(model, tokenizer)
 

@@ -1,0 +1,115 @@
+"""Where a step's time goes: torch's profiler over a worker's steps, summarised as the share of the wall time the
+device was busy, the host's calls into the device runtime (launches, waits, copies), and the operators that cost
+most on each side.
+
+The H200 run of 2026-11-27 measured our training step and the Trainer's at 3 to 8% GPU utilisation (nvidia-smi),
+MFU 0.6%: the device waited on the host. A throughput alone cannot say why; this says where the host's time went.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import pstats
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+RUNTIME_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
+                 "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpyAsync",
+                 "cudaMemsetAsync", "cudaMalloc", "cudaFree", "cudaHostAlloc")  # fmt: skip
+"""The device runtime's calls whose count and host time the summary gives (those a profile shows)."""
+
+
+class StepProfile:
+    """torch's profiler and Python's (cProfile), started at construction and ended by `summary`, over one
+    command's steps: torch's says which operators and runtime calls cost, Python's which functions of ours,
+    Accelerate's or transformers' spent the host's time between them."""
+
+    def __init__(self, device: torch.device) -> None:
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if device.type == "cuda":
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        self.device = device
+        self.profiler = torch.profiler.profile(activities=activities)
+        self.python = cProfile.Profile()
+        self.profiler.__enter__()
+        self.python.enable()
+        self.started = time.perf_counter()
+
+    def summary(self, steps: int, top: int = 12) -> dict[str, Any]:
+        """End the profile (the caller has synchronised the device) and summarise it: wall seconds, the device's
+        busy seconds and share, the runtime calls, and the `top` operators by host and by device time."""
+        wall = time.perf_counter() - self.started
+        self.python.disable()
+        self.profiler.__exit__(None, None, None)
+        rows = [
+            {
+                "name": event.key,
+                "calls": event.count,
+                "self_host_ms": event.self_cpu_time_total / 1e3,
+                "self_device_ms": device_time(event) / 1e3,
+            }
+            for event in self.profiler.key_averages()
+        ]
+        runtime = {row["name"]: row for row in rows if row["name"] in RUNTIME_CALLS}
+        operators = [row for row in rows if row["name"] not in RUNTIME_CALLS]
+        busy = sum(row["self_device_ms"] for row in operators) / 1e3 if self.device.type == "cuda" else None
+        launches = sum(row["calls"] for name, row in runtime.items() if "Launch" in name)
+        return {
+            "steps": steps,
+            "wall_seconds": wall,
+            "device_busy_seconds": busy,
+            "device_busy_share": busy / wall if busy is not None and wall > 0 else None,
+            "kernel_launches_per_step": launches / steps if steps else None,
+            "runtime_calls": {name: {k: row[k] for k in ("calls", "self_host_ms")} for name, row in runtime.items()},
+            "top_host": sorted(operators, key=lambda row: -row["self_host_ms"])[:top],
+            "top_device": sorted(operators, key=lambda row: -row["self_device_ms"])[:top]
+            if self.device.type == "cuda"
+            else [],
+            "top_python": python_functions(self.python, top),
+        }
+
+
+def python_functions(profile: cProfile.Profile, top: int) -> list[dict[str, Any]]:
+    """The `top` Python functions by their own time (C functions included), with cumulative time and calls."""
+    stats = pstats.Stats(profile).stats  # (file, line, name) -> (primitive calls, calls, own s, cumulative s, callers)
+    rows = [
+        {"function": f"{Path(file).name}:{line}:{name}", "calls": calls, "self_ms": own * 1e3, "cum_ms": cum * 1e3}
+        for (file, line, name), (_, calls, own, cum, _) in stats.items()
+    ]
+    return sorted(rows, key=lambda row: -row["self_ms"])[:top]
+
+
+def device_time(event) -> float:
+    """An averaged event's own device microseconds (``self_device_time_total``; ``self_cuda_time_total`` in older
+    torch)."""
+    for name in ("self_device_time_total", "self_cuda_time_total"):
+        value = getattr(event, name, None)
+        if value is not None:
+            return float(value)
+    return 0.0
+
+
+def profile_lines(name: str, profile: dict[str, Any]) -> list[str]:
+    """A contestant's profile in a few lines for the log."""
+    busy = profile["device_busy_share"]
+    lines = [
+        f"profile {name}: {profile['steps']} steps in {profile['wall_seconds']:.2f} s"
+        + (f", device busy {busy:.1%}" if busy is not None else "")
+        + (
+            f", {profile['kernel_launches_per_step']:,.0f} launches a step"
+            if profile["kernel_launches_per_step"]
+            else ""
+        )
+    ]
+    for call, row in profile["runtime_calls"].items():
+        lines.append(f"  {call}: {row['calls']:,} calls, {row['self_host_ms']:,.1f} ms host")
+    for row in profile["top_host"][:6]:
+        lines.append(f"  host {row['self_host_ms']:9,.1f} ms  {row['calls']:6,}x  {row['name'][:70]}")
+    for row in profile["top_device"][:6]:
+        lines.append(f"  device {row['self_device_ms']:7,.1f} ms  {row['calls']:6,}x  {row['name'][:70]}")
+    for row in profile["top_python"][:6]:
+        lines.append(f"  python {row['self_ms']:7,.1f} ms  {row['calls']:6,}x  {row['function'][:70]}")
+    return lines
