@@ -320,8 +320,23 @@ def preload_trial(results: Path) -> str:
     )
 
 
+def isa_probe_trial(results: Path) -> str:
+    """Issue 47's vector-ISA probe in a thread (data_benchmark_4500000.json, ``--compare-checkout`` of the code
+    before it): the warm starts of each, interleaved, their medians and ratio."""
+    run = read_json(results, "data_benchmark_4500000.json")
+    compared = run["compare"]
+    starts = lambda values: ", ".join(f"{value:.1f}" for value in values)  # noqa: E731
+    return (
+        f"warm starts with the probe in its thread {starts(run['warm_starts_s'])} s (median "
+        f"{run['warm_start_s']:.1f} s), without it {starts(compared['warm_starts_s'])} s (median "
+        f"{compared['warm_start_s']:.1f} s): {compared['this_vs_compared']:.2f}x the time, on {processor(run)}, "
+        f"load {environment_load(run)}"
+    )
+
+
 FIGURES = {
     "compile-phase": compile_phase,
+    "isa-probe-trial": isa_probe_trial,
     "preload-trial": preload_trial,
     "data-table": data_table,
 }

@@ -6,6 +6,7 @@ the checkpoints of a compiled run against what an eager run loads, and the other
 """
 
 import logging
+import os
 import re
 
 import pytest
@@ -215,3 +216,55 @@ def test_a_compiled_run_compiles_each_layer_class_and_the_loss_only(tmp_path):
     and none per decoder layer (a key-value cache in the training step made each decoder layer guard on its index)."""
     results = _run(tmp_path, "layers", "--dynamo-backend", "eager", "--max-steps", "1", "--layers", "2")
     assert results["compilations"] == 3 and results["recompilations"] == 0
+
+
+PROBE_SCRIPT = """
+import json, sys, threading
+import torch
+from accelerate import Accelerator
+from torch._inductor import cpu_vec_isa
+from vanilla_transformer.training.step import VectorISAProbe
+
+threads = []
+original = cpu_vec_isa.VecISA._probe_load
+def recorded(self, path):
+    threads.append(threading.current_thread().name)
+    return original(self, path)
+cpu_vec_isa.VecISA._probe_load = recorded
+if sys.argv[1] == "probe":
+    probe = VectorISAProbe.start(Accelerator(cpu=True, dynamo_backend="inductor"))
+    assert probe is not None
+    probe.wait()
+compiled = torch.compile(lambda x: torch.relu(x) * 2 + 1, backend="inductor")
+assert torch.equal(compiled(torch.arange(-4.0, 4.0)), torch.relu(torch.arange(-4.0, 4.0)) * 2 + 1)
+print(json.dumps(threads))
+"""
+
+
+@pytest.mark.parametrize("started", ["probe", "none"])
+def test_the_vector_isa_probe_answers_before_the_compiler_asks(tmp_path, started):
+    """Inductor checks, in child processes, which vector instruction sets its C++ kernels may use before its first
+    CPU graph (over a second of each warm start here). `VectorISAProbe` runs that check in a thread from the
+    Trainer's start: the compiler then finds the answer, and checks nothing on the main thread. Without the probe,
+    the same compilation checks on the main thread (so the test sees the check where it happens)."""
+    import json
+    import subprocess
+    import sys
+
+    environment = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    environment.pop("TORCHINDUCTOR_VEC_ISA_OK", None)  # which would skip the check altogether
+    completed = subprocess.run(
+        [sys.executable, "-c", PROBE_SCRIPT, started], capture_output=True, text=True, env=environment, timeout=600
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    threads = json.loads(completed.stdout.strip().splitlines()[-1])
+    if started == "probe":
+        assert threads and set(threads) == {"inductor-vector-isa-probe"}
+    else:
+        assert "MainThread" in threads
+
+
+def test_no_probe_where_nothing_compiles_on_the_cpu():
+    from accelerate import Accelerator
+
+    assert step_module.VectorISAProbe.start(Accelerator(cpu=True)) is None

@@ -10,6 +10,7 @@ compiled, so that recompilation shows in the run's log.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 
@@ -149,6 +150,46 @@ def prefer_compile_settings(accelerator: Accelerator) -> None:
         plugin.dynamic = True
     if "ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION" not in os.environ:
         plugin.use_regional_compilation = True
+
+
+class VectorISAProbe:
+    """Inductor's check of the vector instruction sets its C++ kernels may use, run in a thread from the start of a
+    run that compiles on the CPU, so that its waits overlap the data and the model being prepared.
+
+    Before its first CPU graph, inductor tries each instruction set the CPU's flags list (AVX-512 VNNI, AVX-512,
+    AVX2 on the AMD EPYC here): it builds a small library once (kept in its cache) and, at every process start,
+    loads it in a child Python, twice per set: six child processes, 1.1 to 1.3 s at each warm start on this 2-core
+    machine (issue 47), nearly all of it waiting on the children, without Python's lock. The thread asks inductor's
+    own cached function (`torch._inductor.cpu_vec_isa.pick_vec_isa`, private), so the compiler later finds the
+    answer it would have computed; where this torch has no such function, the thread does nothing and the compiler
+    checks as before.
+    """
+
+    def __init__(self) -> None:
+        self.thread = threading.Thread(target=self._probe, name="inductor-vector-isa-probe", daemon=True)
+        self.thread.start()
+
+    @staticmethod
+    def _probe() -> None:
+        try:
+            from torch._inductor.cpu_vec_isa import pick_vec_isa
+        except ImportError:
+            return
+        try:
+            pick_vec_isa()
+        except Exception:  # the compiler's own call checks again and reports
+            return
+
+    @classmethod
+    def start(cls, accelerator: Accelerator) -> VectorISAProbe | None:
+        """The probe, started, where `accelerator` compiles on the CPU; else None."""
+        if not compiling(accelerator) or accelerator.device.type != "cpu":
+            return None
+        return cls()
+
+    def wait(self) -> None:
+        """Let the probe finish before the compiler needs its answer (else both would probe)."""
+        self.thread.join()
 
 
 def compile_layers_only(model: torch.nn.Module) -> int:

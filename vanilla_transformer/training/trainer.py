@@ -46,6 +46,7 @@ from .results import export_model
 from .run_dir import RunLayout
 from .schedule import noam_schedule
 from .step import (
+    VectorISAProbe,
     accumulate_gradients,
     build_adam,
     compile_count,
@@ -126,6 +127,7 @@ class Trainer:
         valid: Sequence[Pair] = (),
         test: Sequence[Pair] = (),
     ) -> None:
+        self.isa_probe = VectorISAProbe.start(accelerator)  # first: it overlaps what follows, up to the first step
         self.config, self.accelerator, self.tokenizer, self.train_data = config, accelerator, tokenizer, train_data
         self.layout = RunLayout(config.checkpointing.output_dir)
         optimization = config.optimization
@@ -229,6 +231,9 @@ class Trainer:
         step does not count). Also counts the graphs compiled meanwhile, and the time of the steps that compiled."""
         accelerator, optimization = self.accelerator, self.config.optimization
         before, started = compile_count(), time.perf_counter()
+        if self.isa_probe is not None:  # the first step compiles: the probe's answer is needed now
+            self.isa_probe.wait()
+            self.isa_probe = None
         stats = accumulate_gradients(
             accelerator, self.model, micro_batches, optimization.label_smoothing, self.loss_function
         )
