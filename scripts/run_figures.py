@@ -23,6 +23,7 @@ MULTI30K_RUNS = [  # (folder, label), in the order of the table
     ("en-de-10min-seed1", "English → German, 10 minutes, seed 1"),
     ("en-de-dropout0.1-seed1", "selection run: English → German, P_drop 0.1, 54 min, α 0.6"),
     ("en-de-vocab4000-seed1", "selection run: English → German, compiled, a 4,000-token vocabulary"),
+    ("en-de-ffn1024-seed1", "selection run: English → German, compiled, d_ff 1,024 (the paper's 4 × d_model)"),
     ("en-de-avx2-seed1", "English → German, seed 1, on a CPU without native bf16 (AVX2): fp32"),
     ("de-en-avx2-seed1", "German → English, seed 1, on a CPU without native bf16 (AVX2): fp32"),
 ]
@@ -237,23 +238,40 @@ def tiny_stopped(results: Path) -> str:
     )
 
 
-def vocabulary_selection(results: Path) -> str:
-    """Validation BLEU of the 4,000-token vocabulary's run against the compiled preset's (8,000), at each evaluation
-    both made, and each run's steps and final validation BLEU (issue 47)."""
-    runs = {name: f"en-de-{name}-seed1" for name in ("vocab4000", "compiled")}
+def against_compiled(results: Path, name: str, sides: str) -> str:
+    """Validation BLEU of the selection run ``en-de-<name>-seed1`` against the compiled preset's run, at each
+    evaluation both made, and each run's steps and final validation BLEU (issue 47); `sides` names the two."""
+    runs = {name: f"en-de-{name}-seed1", "compiled": "en-de-compiled-seed1"}
     valid = {
-        name: {
+        key: {
             row["step"]: row["valid_bleu"] for row in run_metrics(results, f"multi30k/{folder}") if "valid_bleu" in row
         }
-        for name, folder in runs.items()
+        for key, folder in runs.items()
     }
-    steps = sorted(valid["vocab4000"].keys() & valid["compiled"].keys())
-    pairs = ", ".join(f"{valid['vocab4000'][step]:.2f} / {valid['compiled'][step]:.2f}" for step in steps)
-    final = {name: run_json(results, f"multi30k/{folder}") for name, folder in runs.items()}
+    steps = sorted(valid[name].keys() & valid["compiled"].keys())
+    pairs = ", ".join(f"{valid[name][step]:.2f} / {valid['compiled'][step]:.2f}" for step in steps)
+    final = {key: run_json(results, f"multi30k/{folder}") for key, folder in runs.items()}
     return (
-        f"validation BLEU at steps {steps[0]:,} to {steps[-1]:,} (4,000 / 8,000 tokens): {pairs}; at the end "
-        f"{final['vocab4000']['valid_bleu_averaged']:.2f} after {final['vocab4000']['step']:,} steps against "
+        f"validation BLEU at steps {steps[0]:,} to {steps[-1]:,} ({sides}): {pairs}; at the end "
+        f"{final[name]['valid_bleu_averaged']:.2f} after {final[name]['step']:,} steps against "
         f"{final['compiled']['valid_bleu_averaged']:.2f} after {final['compiled']['step']:,} (average of the last 5)"
+    )
+
+
+def vocabulary_selection(results: Path) -> str:
+    """The 4,000-token vocabulary's run against the compiled preset's (8,000 tokens)."""
+    return against_compiled(results, "vocab4000", "4,000 / 8,000 tokens")
+
+
+def ffn_selection(results: Path) -> str:
+    """The run with the paper's d_ff = 4 d_model (1,024) against the compiled preset's (512): validation at equal
+    steps, and the checkpoint the preset's rule kept (issue 47)."""
+    run = run_json(results, "multi30k/en-de-ffn1024-seed1")
+    return (
+        against_compiled(results, "ffn1024", "d_ff 1,024 / 512")
+        + f"; its last checkpoint scored {run['valid_bleu_last']:.2f}, so the preset's rule kept it "
+        f"(selected: {run['selected']}); {run['train_tokens_per_second']:,.0f} tokens/s, test BLEU "
+        f"{run['test_bleu']:.2f}"
     )
 
 
@@ -279,6 +297,7 @@ FIGURES = {
     "selection-stopped": selection_stopped,
     "tiny-stopped": tiny_stopped,
     "vocabulary-selection": vocabulary_selection,
+    "ffn-selection": ffn_selection,
     "multi30k-seeds": multi30k_seeds,
     "dropout-selection": dropout_selection,
     "final-losses": final_losses,
