@@ -307,16 +307,19 @@ def compile_phase(results: Path) -> str:
     )
 
 
+def warm_starts(side: dict) -> str:
+    """One side of a ``--compare-checkout`` run: its warm starts and their median."""
+    values = ", ".join(f"{value:.1f}" for value in side["warm_starts_s"])
+    return f"{values} s (median {side['warm_start_s']:.1f} s)"
+
+
 def preload_trial(results: Path) -> str:
     """Issue 47's trial of importing the compiler beside the data (data_benchmark_4500000_preload.json): the warm
     starts of the code with it and of the code without it (``--compare-checkout``), interleaved, and their medians."""
     run = read_json(results, "data_benchmark_4500000_preload.json")
-    compared = run["compare"]
-    starts = lambda values: ", ".join(f"{value:.1f}" for value in values)  # noqa: E731
     return (
-        f"warm starts with the compiler imported beside the data {starts(run['warm_starts_s'])} s (median "
-        f"{run['warm_start_s']:.1f} s), without it {starts(compared['warm_starts_s'])} s (median "
-        f"{compared['warm_start_s']:.1f} s), on {processor(run)}"
+        f"warm starts with the compiler imported beside the data {warm_starts(run)}, without it "
+        f"{warm_starts(run['compare'])}, on {processor(run)}"
     )
 
 
@@ -324,13 +327,9 @@ def isa_probe_trial(results: Path) -> str:
     """Issue 47's vector-ISA probe in a thread (data_benchmark_4500000.json, ``--compare-checkout`` of the code
     before it): the warm starts of each, interleaved, their medians and ratio."""
     run = read_json(results, "data_benchmark_4500000.json")
-    compared = run["compare"]
-    starts = lambda values: ", ".join(f"{value:.1f}" for value in values)  # noqa: E731
     return (
-        f"warm starts with the probe in its thread {starts(run['warm_starts_s'])} s (median "
-        f"{run['warm_start_s']:.1f} s), without it {starts(compared['warm_starts_s'])} s (median "
-        f"{compared['warm_start_s']:.1f} s): {compared['this_vs_compared']:.2f}x the time, on {processor(run)}, "
-        f"load {environment_load(run)}"
+        f"warm starts with the probe in its thread {warm_starts(run)}, without it {warm_starts(run['compare'])}: "
+        f"{run['compare']['this_vs_compared']:.2f}x the time, on {processor(run)}, load {environment_load(run)}"
     )
 
 
