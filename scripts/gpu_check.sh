@@ -84,7 +84,7 @@ if (( tiny )); then
             --sections generate --vocab-size 200 --data-dir "$out/no-corpus" --threads 1 --num-batches 1 \
             --repeats 1 --gen-batch-size "$batch" --max-new-tokens 5 --json "$out/decoding_batch$batch.json"
     done
-    training training_compiled 300 no "${small[@]}"
+    training training_compiled 300 no "${small[@]}"  # eager at tiny size: the step runs, inductor's minutes spared
 else
     precision=bf16
     step cuda_tests 90 "$python" -m pytest -q -p no:xdist -rs "${tests[@]}"
@@ -100,4 +100,5 @@ else
 fi
 echo "failed steps: $failed" | tee -a "$out/summary.txt" >&2
 pack
+rm -rf "$logs"
 exit "$failed"
