@@ -40,7 +40,8 @@ class StepProfile:
 
     def summary(self, steps: int, top: int = 12) -> dict[str, Any]:
         """End the profile (the caller has synchronised the device) and summarise it: wall seconds, the device's
-        busy seconds and share, the runtime calls, and the `top` operators by host and by device time."""
+        busy seconds and share (its kernels' and copies' time), the runtime calls, the `top` operators by host time
+        and the `top` kernels by device time."""
         wall = time.perf_counter() - self.started
         self.python.disable()
         self.profiler.__exit__(None, None, None)
@@ -50,12 +51,16 @@ class StepProfile:
                 "calls": event.count,
                 "self_host_ms": event.self_cpu_time_total / 1e3,
                 "self_device_ms": device_time(event) / 1e3,
+                "on_device": event.device_type != torch.autograd.DeviceType.CPU,  # a kernel or a copy
             }
             for event in self.profiler.key_averages()
         ]
         runtime = {row["name"]: row for row in rows if row["name"] in RUNTIME_CALLS}
         operators = [row for row in rows if row["name"] not in RUNTIME_CALLS]
-        busy = sum(row["self_device_ms"] for row in operators) / 1e3 if self.device.type == "cuda" else None
+        # The device's own events only: an operator's device time is that of the kernels it launched, which the
+        # profile also lists as events of their own (summing both would count each kernel twice).
+        kernels = [row for row in operators if row.pop("on_device")]
+        busy = sum(row["self_device_ms"] for row in kernels) / 1e3 if self.device.type == "cuda" else None
         launches = sum(row["calls"] for name, row in runtime.items() if "Launch" in name)
         return {
             "steps": steps,
@@ -65,7 +70,7 @@ class StepProfile:
             "kernel_launches_per_step": launches / steps if steps else None,
             "runtime_calls": {name: {k: row[k] for k in ("calls", "self_host_ms")} for name, row in runtime.items()},
             "top_host": sorted(operators, key=lambda row: -row["self_host_ms"])[:top],
-            "top_device": sorted(operators, key=lambda row: -row["self_device_ms"])[:top]
+            "top_device": sorted(kernels, key=lambda row: -row["self_device_ms"])[:top]
             if self.device.type == "cuda"
             else [],
             "top_python": python_functions(self.python, top),
