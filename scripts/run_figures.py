@@ -24,6 +24,7 @@ MULTI30K_RUNS = [  # (folder, label), in the order of the table
     ("en-de-dropout0.1-seed1", "selection run: English → German, P_drop 0.1, 54 min, α 0.6"),
     ("en-de-vocab4000-seed1", "selection run: English → German, compiled, a 4,000-token vocabulary"),
     ("en-de-ffn1024-seed1", "selection run: English → German, compiled, d_ff 1,024 (the paper's 4 × d_model)"),
+    ("en-de-batch2048-seed1", "selection run: English → German, compiled, 2,048 tokens per step"),
     ("en-de-avx2-seed1", "English → German, seed 1, on a CPU without native bf16 (AVX2): fp32"),
     ("de-en-avx2-seed1", "German → English, seed 1, on a CPU without native bf16 (AVX2): fp32"),
 ]
@@ -240,7 +241,8 @@ def tiny_stopped(results: Path) -> str:
 
 def against_compiled(results: Path, name: str, sides: str) -> str:
     """Validation BLEU of the selection run ``en-de-<name>-seed1`` against the compiled preset's run, at each
-    evaluation both made, and each run's steps and final validation BLEU (issue 47); `sides` names the two."""
+    evaluation both made after as many training tokens (the same steps where both take as many tokens per step), and
+    each run's steps and final validation BLEU (issue 47); `sides` names the two."""
     runs = {name: f"en-de-{name}-seed1", "compiled": "en-de-compiled-seed1"}
     valid = {
         key: {
@@ -248,11 +250,15 @@ def against_compiled(results: Path, name: str, sides: str) -> str:
         }
         for key, folder in runs.items()
     }
-    steps = sorted(valid[name].keys() & valid["compiled"].keys())
-    pairs = ", ".join(f"{valid[name][step]:.2f} / {valid['compiled'][step]:.2f}" for step in steps)
     final = {key: run_json(results, f"multi30k/{folder}") for key, folder in runs.items()}
+    ratio = final[name]["tokens_per_step"] / final["compiled"]["tokens_per_step"]  # its steps per compiled step
+    steps = sorted(step for step in valid[name] if step * ratio in valid["compiled"])
+    pairs = ", ".join(f"{valid[name][step]:.2f} / {valid['compiled'][step * ratio]:.2f}" for step in steps)
+    where = f"steps {steps[0]:,} to {steps[-1]:,}"
+    if ratio != 1:
+        where = f"its steps {steps[0]:,} to {steps[-1]:,} against the preset's {steps[0] * ratio:,.0f} to {steps[-1] * ratio:,.0f}, as many tokens"
     return (
-        f"validation BLEU at steps {steps[0]:,} to {steps[-1]:,} ({sides}): {pairs}; at the end "
+        f"validation BLEU at {where} ({sides}): {pairs}; at the end "
         f"{final[name]['valid_bleu_averaged']:.2f} after {final[name]['step']:,} steps against "
         f"{final['compiled']['valid_bleu_averaged']:.2f} after {final['compiled']['step']:,} (average of the last 5)"
     )
@@ -272,6 +278,16 @@ def ffn_selection(results: Path) -> str:
         + f"; its last checkpoint scored {run['valid_bleu_last']:.2f}, so the preset's rule kept it "
         f"(selected: {run['selected']}); {run['train_tokens_per_second']:,.0f} tokens/s, test BLEU "
         f"{run['test_bleu']:.2f}"
+    )
+
+
+def batch_selection(results: Path) -> str:
+    """The run of 2,048 tokens per step against the compiled preset's 4,096: validation after as many tokens, steps
+    and speed in the hour (issue 47)."""
+    run = run_json(results, "multi30k/en-de-batch2048-seed1")
+    return (
+        against_compiled(results, "batch2048", "2,048 / 4,096 tokens per step")
+        + f"; {run['train_tokens_per_second']:,.0f} tokens/s, test BLEU {run['test_bleu']:.2f}"
     )
 
 
@@ -298,6 +314,7 @@ FIGURES = {
     "tiny-stopped": tiny_stopped,
     "vocabulary-selection": vocabulary_selection,
     "ffn-selection": ffn_selection,
+    "batch-selection": batch_selection,
     "multi30k-seeds": multi30k_seeds,
     "dropout-selection": dropout_selection,
     "final-losses": final_losses,
