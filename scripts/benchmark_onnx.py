@@ -22,6 +22,10 @@ and ``ENGINE_threads``; every count under ``by_threads``), the ratios are of the
 backend is recorded (``ct2_cpu_backend``). ``ort_fp32`` must return ``torch``'s tokens on every batch at every
 thread count (recorded).
 
+**Where the time goes** (``--profile``): after the timed rounds, onnxruntime fp32 and int8 decode the batches once
+more at their best thread count under cProfile (`inside_onnxruntime`): the share of the time inside onnxruntime's
+runs, and the throughput the search would reach were everything around the runs free, against CTranslate2 fp32's.
+
 **Quality** (``--quality-model``): a trained model directory translates ``--quality-source`` with the paper's search
 in PyTorch, onnxruntime fp32 and int8, and CTranslate2 fp32 and int8 (``translate_ctranslate2``: the paper's search
 run by CTranslate2's, unlike the timed ``ct2_*`` contestants above); BLEU, chrF and exact match against
@@ -40,9 +44,11 @@ as docs/serving.md advises where oneDNN's int8 kernels lose BLEU). Run it alone 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import importlib.metadata
 import json
 import os
+import pstats
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -102,6 +108,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quality-reference", type=Path)
     parser.add_argument("--output", type=Path, help="results file to write (JSON)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="after the timed rounds, decode the batches once more with onnxruntime (fp32, int8) at its best thread "
+        "count under cProfile: the share of the time inside onnxruntime's runs, and the throughput were the search "
+        "around them free",
+    )
     args = parser.parse_args(argv)
     if args.quality_model and not (args.quality_source and args.quality_reference):
         parser.error("--quality-model needs --quality-source and --quality-reference")
@@ -199,6 +212,35 @@ def search_row(timings, names: list[str], batches: int, threads: Sequence[int]) 
     return row
 
 
+ORT_RUNS = ("onnxruntime_pybind11_state.run>", "onnxruntime_pybind11_state.run_with_iobinding>")
+"""cProfile's names of onnxruntime's C++ ``run`` and ``run_with_iobinding``: a graph executing, from the call in."""
+
+
+def inside_onnxruntime(decode: Callable[[dict], list[list[int]]], batches: list, ct2_tokens_per_s: float) -> dict:
+    """Decode `batches` once more under cProfile and split the wall time: the seconds inside onnxruntime's runs
+    (`ORT_RUNS`: the graphs executing) and the rest, the search around them (Python and PyTorch; cProfile slows that
+    part, so the share inside is a lower bound). ``runs_only_tokens_per_s``: the throughput were the search free,
+    the most the search could reach on these graphs; ``runs_only_vs_ct2_fp32`` sets it against CTranslate2 fp32's
+    (the timed rounds', at its best thread count)."""
+    profile = cProfile.Profile()
+    started = time.perf_counter()
+    profile.enable()
+    generated = sum(len(ids) for batch in batches for ids in decode(batch))
+    profile.disable()
+    wall = time.perf_counter() - started
+    stats = pstats.Stats(profile).stats  # (file, line, name) -> (calls, primitive calls, own, cumulative, callers)
+    inside = sum(row[3] for (file, _, name), row in stats.items() if file == "~" and name.endswith(ORT_RUNS))
+    return {
+        "seconds": round(wall, 6),
+        "onnxruntime_seconds": round(inside, 6),
+        "share_inside": round(inside / wall, 3),
+        "runs": sum(row[1] for (file, _, name), row in stats.items() if file == "~" and name.endswith(ORT_RUNS)),
+        "tokens": generated,
+        "runs_only_tokens_per_s": round(generated / inside, 1) if inside else None,
+        "runs_only_vs_ct2_fp32": round(generated / inside / ct2_tokens_per_s, 3) if inside else None,
+    }
+
+
 def bench_size(size: str, texts: list[str], tokenizer, args: argparse.Namespace) -> dict[str, Any]:
     """Tokens per second of every contestant, for each search, on a random model of `size`."""
     torch.manual_seed(args.seed)
@@ -213,6 +255,13 @@ def bench_size(size: str, texts: list[str], tokenizer, args: argparse.Namespace)
             run = decoders(loaded, tokenizer, beams)
             timings = interleave(run, batches, repeats=args.rounds)
             row = search_row(timings, list(run), len(batches), args.threads)
+            if args.profile:
+                row["inside_onnxruntime"] = {
+                    engine: inside_onnxruntime(
+                        run[contestant(engine, row[f"{engine}_threads"])], batches, row["ct2_fp32_tokens_per_s"]
+                    )
+                    for engine in ("ort_fp32", "ort_int8")
+                }
             result["greedy" if beams == 1 else f"beam{beams}"] = row
     return result
 
@@ -337,11 +386,48 @@ def onnx_serving_quality(results: Path) -> str:
     return table(["engine", "BLEU", "chrF", "exact match", "same text as PyTorch"], ["l", "r", "r", "r", "r"], rows)
 
 
-def onnx_serving_environment(results: Path) -> str:
-    """Where and how the serving benchmark ran."""
-    if not (results / ONNX_SERVING).is_file():
+ONNX_PROFILE = "onnx_search_profile.json"
+PROFILE_COMMAND = (
+    "python scripts/benchmark_onnx.py --num-beams 4 --profile --output docs/results/onnx_search_profile.json"
+)
+
+
+def onnx_search_profile(results: Path) -> str:
+    """Where onnxruntime's beam search spends its time (``--profile``): the share inside onnxruntime's runs, and the
+    throughput were the search around them free, against CTranslate2 fp32 at its best."""
+    if not (results / ONNX_PROFILE).is_file():
+        return (
+            f"Not measured yet: `{PROFILE_COMMAND}`, run alone, writes the results file this table is rendered from."
+        )
+    run = read_json(results, ONNX_PROFILE)
+    rows = []
+    for size, figures in run["sizes"].items():
+        for search in [key for key in figures if key.startswith("beam")]:
+            row = figures[search]
+            for engine, label in ENGINES[1:3]:
+                split = row["inside_onnxruntime"][engine]
+                rows.append(
+                    [
+                        f"{size} ({figures['parameters'] / 1e6:.0f}M)",
+                        search.replace("beam", "beam "),
+                        label,
+                        best(row, engine),
+                        f"{100 * split['share_inside']:.0f}%",
+                        f"{split['runs_only_tokens_per_s']:,.0f}",
+                        best(row, "ct2_fp32"),
+                        f"{split['runs_only_vs_ct2_fp32']:.2f}",
+                    ]
+                )
+    header = ["model", "search", "engine", "tokens/s", "time inside onnxruntime's runs", "runs only: tokens/s"]
+    header += ["CTranslate2 fp32", "runs only / CTranslate2 fp32"]
+    return table(header, ["l", "l", "l", "r", "r", "r", "r", "r"], rows)
+
+
+def onnx_serving_environment(results: Path, name: str = ONNX_SERVING) -> str:
+    """Where and how the serving benchmark ran (its results file `name`)."""
+    if not (results / name).is_file():
         return "not measured yet"
-    run = read_json(results, ONNX_SERVING)
+    run = read_json(results, name)
     versions = run["versions"]
     quality = run.get("quality")
     backend = f", CTranslate2's {run['ct2_cpu_backend']} backend" if "ct2_cpu_backend" in run else ""
@@ -359,6 +445,39 @@ def onnx_serving_environment(results: Path) -> str:
     )
 
 
+TARGET = 1.5
+"""Issue 44's target: onnxruntime fp32 at beam 4 at least this many times CTranslate2 fp32, each at its best."""
+
+
+def onnx_search_ceiling(results: Path) -> str:
+    """What the profile says of the target, per size: how fast the graphs alone are against CTranslate2 fp32, and
+    what the target then asks of the graphs or of the time around them; int8's gain over fp32 (timed rounds)."""
+    if not (results / ONNX_PROFILE).is_file():
+        return "not measured yet"
+    parts, gains = [], []
+    for size, figures in read_json(results, ONNX_PROFILE)["sizes"].items():
+        row = figures["beam4"]
+        split = row["inside_onnxruntime"]["ort_fp32"]
+        ceiling = split["runs_only_vs_ct2_fp32"]
+        if ceiling < TARGET:
+            ask = (
+                f"out of reach by work on the search: the graphs would have to run {TARGET / ceiling:.2f} times faster"
+            )
+        else:  # at the target the runs' time stays, and the whole time shrinks to tokens / (TARGET x CTranslate2's)
+            ask = (
+                f"so the target leaves the search around the runs {100 * (1 - TARGET / ceiling):.0f}% of the time, "
+                f"where it now takes {100 * (1 - split['share_inside']):.0f}%"
+            )
+        parts.append(f"at the {size} size the graphs alone reach {ceiling:.2f} times CTranslate2 fp32, {ask}")
+        gains.append(f"{row['ort_int8_tokens_per_s'] / row['ort_fp32_tokens_per_s']:.2f} at {size}")
+    return "; ".join(parts) + f". onnxruntime int8 over fp32 in the timed rounds: {', '.join(gains)}"
+
+
+def onnx_search_profile_environment(results: Path) -> str:
+    """Where and how the profiled run (`onnx_search_profile`) ran."""
+    return onnx_serving_environment(results, ONNX_PROFILE)
+
+
 def threads(run: dict[str, Any]) -> str:
     """``2 threads`` (a run of one count for all), or the counts tried with each engine at its best."""
     if isinstance(run["threads"], int):
@@ -371,6 +490,9 @@ FIGURES = {
     "onnx-serving-table": onnx_serving_table,
     "onnx-serving-quality": onnx_serving_quality,
     "onnx-serving-environment": onnx_serving_environment,
+    "onnx-search-profile": onnx_search_profile,
+    "onnx-search-profile-environment": onnx_search_profile_environment,
+    "onnx-search-ceiling": onnx_search_ceiling,
 }
 
 

@@ -1,7 +1,9 @@
 """The serving benchmark (scripts/benchmark_onnx.py) at tiny size, and the figures rendered from what it writes."""
 
 import json
+import time
 
+import numpy as np
 import pytest
 
 pytest.importorskip("onnxruntime", reason="the onnx extra (onnxruntime) is not installed")
@@ -17,7 +19,7 @@ def test_the_benchmark_writes_every_engine_and_the_figures_render_from_it(tmp_pa
     output = tmp_path / "results" / benchmark_onnx.ONNX_SERVING
     arguments = ["--sizes", "tiny", "--threads", "1", "2", "--batch-size", "3", "--batches", "2", "--rounds", "1"]
     arguments += ["--vocab-size", "300", "--max-pairs", "300", "--data-dir", str(tmp_path / "no-data")]
-    arguments += ["--quality-model", str(tiny_model_dir), "--output", str(output)]
+    arguments += ["--quality-model", str(tiny_model_dir), "--output", str(output), "--profile"]
     arguments += ["--quality-source", str(tmp_path / "test.en"), "--quality-reference", str(tmp_path / "test.de")]
     assert benchmark_onnx.main(arguments) == 0
     run = json.loads(output.read_text())
@@ -32,6 +34,13 @@ def test_the_benchmark_writes_every_engine_and_the_figures_render_from_it(tmp_pa
         assert row["ort_fp32_vs_ct2_fp32"] == pytest.approx(
             row["ort_fp32_tokens_per_s"] / row["ct2_fp32_tokens_per_s"], abs=1e-3
         )
+        for name in ("ort_fp32", "ort_int8"):  # --profile: the same batches decoded once more, split
+            split = row["inside_onnxruntime"][name]
+            assert 0 < split["onnxruntime_seconds"] < split["seconds"] and split["runs"] > 0
+            assert split["share_inside"] == pytest.approx(split["onnxruntime_seconds"] / split["seconds"], abs=1e-3)
+            assert split["runs_only_tokens_per_s"] == pytest.approx(
+                split["tokens"] / split["onnxruntime_seconds"], rel=0.01
+            )
     quality = run["quality"]
     assert quality["ort_fp32"]["equal_to_torch"] == quality["sentences"] == 6
     assert {"command", "wall_seconds", "load_average_start", "processor", "versions"} <= run.keys()
@@ -47,3 +56,40 @@ def test_the_benchmark_writes_every_engine_and_the_figures_render_from_it(tmp_pa
     assert run["versions"]["onnxruntime"] in environment and "best of 1, 2 threads" in environment
     assert run["ct2_cpu_backend"] in environment
     assert benchmark_onnx.onnx_serving_table(tmp_path).startswith("Not measured yet")
+    (output.parent / benchmark_onnx.ONNX_PROFILE).write_text(output.read_text())
+    profile = benchmark_onnx.onnx_search_profile(output.parent)
+    split = beam["inside_onnxruntime"]["ort_fp32"]
+    assert f"{100 * split['share_inside']:.0f}%" in profile and f"{split['runs_only_tokens_per_s']:,.0f}" in profile
+    assert "greedy" not in profile and benchmark_onnx.onnx_search_profile(tmp_path).startswith("Not measured yet")
+
+
+def test_the_profile_counts_onnxruntime_runs_and_not_the_python_around_them():
+    import onnxruntime
+
+    from vanilla_transformer.serving.with_onnxruntime import reorder_graph
+
+    session = onnxruntime.InferenceSession(reorder_graph(1), providers=["CPUExecutionProvider"])
+    cache = np.zeros((2, 1, 1, 1), dtype=np.float32)
+
+    def decode(batch):  # 0.2 s of Python, then two runs of a graph that takes microseconds
+        time.sleep(0.2)
+        for _ in range(2):
+            session.run(None, {"rows": np.array([0, 1]), "cache.0": cache})
+        return [[1, 2, 3]]
+
+    split = benchmark_onnx.inside_onnxruntime(decode, [{}], ct2_tokens_per_s=100.0)
+    assert split["runs"] == 2 and split["tokens"] == 3 and split["seconds"] >= 0.2
+    assert split["share_inside"] < 0.1  # the sleep is outside onnxruntime
+    assert split["runs_only_tokens_per_s"] == pytest.approx(3 / split["onnxruntime_seconds"], rel=0.05)
+    assert benchmark_onnx.inside_onnxruntime(lambda batch: [[1]], [{}], 100.0)["runs_only_tokens_per_s"] is None
+
+
+@pytest.mark.parametrize(("ceiling", "says"), [(1.2, "run 1.25 times faster"), (2.0, "25% of the time, where it now")])
+def test_the_ceiling_figure_says_what_the_target_asks(tmp_path, ceiling, says):
+    split = {"runs_only_vs_ct2_fp32": ceiling, "share_inside": 0.8}
+    row = {"inside_onnxruntime": {"ort_fp32": split}, "ort_fp32_tokens_per_s": 100.0, "ort_int8_tokens_per_s": 130.0}
+    (tmp_path / benchmark_onnx.ONNX_PROFILE).write_text(json.dumps({"sizes": {"small": {"beam4": row}}}))
+    text = benchmark_onnx.onnx_search_ceiling(tmp_path)
+    assert f"reach {ceiling:.2f} times" in text and says in text and "1.30 at small" in text
+    if ceiling > 1.5:
+        assert "takes 20%" in text
