@@ -291,6 +291,24 @@ def batch_selection(results: Path) -> str:
     )
 
 
+def hour_runs_en_de(results: Path) -> str:
+    """The English -> German runs of a whole hour on a CPU with native bf16 (the recipe's seeds, the compiled preset,
+    each selection run): how many, and the range of their kept validation BLEU and of their test BLEU (issue 47)."""
+    runs = [
+        run_json(results, f"multi30k/{folder}")
+        for folder, _ in MULTI30K_RUNS
+        if folder.startswith("en-de-") and "10min" not in folder and "avx2" not in folder
+    ]
+    valid = [max(run["valid_bleu_averaged"], run["valid_bleu_last"]) if run["selected"] == "last" else
+             run["valid_bleu_averaged"] for run in runs]  # fmt: skip
+    test = [run["test_bleu"] for run in runs]
+    return (
+        f"{len(runs)} runs of the hour English → German (three seeds of the recipe, the compiled preset, and each "
+        f"one-change selection run) kept models of validation BLEU {min(valid):.2f} to {max(valid):.2f} and test BLEU "
+        f"{min(test):.2f} to {max(test):.2f}, the best {40 - max(test):.2f} below the target of 40.0"
+    )
+
+
 def transformers_common(results: Path) -> str:
     """The counts of transformers' own common model tests per tested release (.ci/transformers_tests)."""
     parts = []
@@ -315,6 +333,7 @@ FIGURES = {
     "vocabulary-selection": vocabulary_selection,
     "ffn-selection": ffn_selection,
     "batch-selection": batch_selection,
+    "hour-runs-en-de": hour_runs_en_de,
     "multi30k-seeds": multi30k_seeds,
     "dropout-selection": dropout_selection,
     "final-losses": final_losses,
