@@ -229,12 +229,13 @@ def inside_onnxruntime(decode: Callable[[dict], list[list[int]]], batches: list,
     profile.disable()
     wall = time.perf_counter() - started
     stats = pstats.Stats(profile).stats  # (file, line, name) -> (calls, primitive calls, own, cumulative, callers)
-    inside = sum(row[3] for (file, _, name), row in stats.items() if file == "~" and name.endswith(ORT_RUNS))
+    runs = [row for (file, _, name), row in stats.items() if file == "~" and name.endswith(ORT_RUNS)]
+    inside = sum(row[3] for row in runs)
     return {
         "seconds": round(wall, 6),
         "onnxruntime_seconds": round(inside, 6),
         "share_inside": round(inside / wall, 3),
-        "runs": sum(row[1] for (file, _, name), row in stats.items() if file == "~" and name.endswith(ORT_RUNS)),
+        "runs": sum(row[1] for row in runs),
         "tokens": generated,
         "runs_only_tokens_per_s": round(generated / inside, 1) if inside else None,
         "runs_only_vs_ct2_fp32": round(generated / inside / ct2_tokens_per_s, 3) if inside else None,

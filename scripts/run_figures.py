@@ -256,7 +256,7 @@ def against_compiled(results: Path, name: str, sides: str) -> str:
     pairs = ", ".join(f"{valid[name][step]:.2f} / {valid['compiled'][step * ratio]:.2f}" for step in steps)
     where = f"steps {steps[0]:,} to {steps[-1]:,}"
     if ratio != 1:
-        where = f"its steps {steps[0]:,} to {steps[-1]:,} against the preset's {steps[0] * ratio:,.0f} to {steps[-1] * ratio:,.0f}, as many tokens"
+        where = f"its {where} against the preset's {steps[0] * ratio:,.0f} to {steps[-1] * ratio:,.0f}, as many tokens"
     return (
         f"validation BLEU at {where} ({sides}): {pairs}; at the end "
         f"{final[name]['valid_bleu_averaged']:.2f} after {final[name]['step']:,} steps against "
@@ -299,8 +299,7 @@ def hour_runs_en_de(results: Path) -> str:
         for folder, _ in MULTI30K_RUNS
         if folder.startswith("en-de-") and "10min" not in folder and "avx2" not in folder
     ]
-    valid = [max(run["valid_bleu_averaged"], run["valid_bleu_last"]) if run["selected"] == "last" else
-             run["valid_bleu_averaged"] for run in runs]  # fmt: skip
+    valid = [run["valid_bleu_last" if run["selected"] == "last" else "valid_bleu_averaged"] for run in runs]
     test = [run["test_bleu"] for run in runs]
     return (
         f"{len(runs)} runs of the hour English → German (three seeds of the recipe, the compiled preset, and each "
