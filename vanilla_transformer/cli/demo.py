@@ -15,7 +15,7 @@ import logging
 from collections.abc import Sequence
 
 from vanilla_transformer.cli import configure_logging
-from vanilla_transformer.cli.parsing import CommandParser
+from vanilla_transformer.parsing import CommandParser
 
 logger = logging.getLogger("demo")
 

@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vanilla_transformer.cli import configure_logging
-from vanilla_transformer.cli.parsing import CommandParser, unknown_option
 from vanilla_transformer.constants import FINETUNE_SETTINGS, LORA_DEFAULTS, SEARCH_DEFAULTS
 from vanilla_transformer.extras import require
+from vanilla_transformer.parsing import CommandParser, unknown_option
 
 if TYPE_CHECKING:
     from transformers import HfArgumentParser, Seq2SeqTrainingArguments
