@@ -99,6 +99,26 @@ def accumulate_gradients(
     }
 
 
+def loss_scale(accelerator: Accelerator) -> float | None:
+    """The fp16 loss scaler's scale (reading it waits for the device), None without loss scaling. Read before and
+    after the optimizer step: `overflow_skipped`."""
+    scaler = accelerator.scaler
+    return None if scaler is None else scaler.get_scale()
+
+
+def overflow_skipped(accelerator: Accelerator, scale_before: float | None) -> bool:
+    """Whether fp16 loss scaling skipped the optimizer step just taken, given the scale before it (`loss_scale`).
+
+    The scaler lowers its scale exactly when it finds infinite or NaN gradients, and then skips the update.
+    Accelerate's own flag (``optimizer_step_was_skipped``) tells only where the scaler skips the optimizer's
+    ``step`` call: an optimizer that takes the scaler's inf check into its kernels (fused Adam, which
+    ``--adam-implementation auto`` picks on CUDA) is always called and skips the update itself, so the flag said
+    "taken" and an overflowing step was counted (issue 55)."""
+    if scale_before is None:
+        return False
+    return accelerator.scaler.get_scale() < scale_before
+
+
 def adam_kernels(choice: str, device_type: str) -> dict[str, bool]:
     """``torch.optim.Adam``'s keyword arguments for ``--adam-implementation`` `choice`: the same update by fused
     kernels (one for all parameters), foreach kernels (one per operation) or a loop over the parameters. ``auto``

@@ -53,6 +53,8 @@ from .step import (
     compile_layers_only,
     compiled_loss,
     compiling,
+    loss_scale,
+    overflow_skipped,
     prefer_compile_settings,
     to_device,
 )
@@ -239,10 +241,11 @@ class Trainer:
         )
         grad_norm = accelerator.clip_grad_norm_(self.model.parameters(), optimization.max_grad_norm or math.inf)
         learning_rate = self.scheduler.get_last_lr()[0]
+        scale = loss_scale(accelerator)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self._note_compilations(before, started)
-        if accelerator.optimizer_step_was_skipped:
+        if overflow_skipped(accelerator, scale):
             return None
         self.scheduler.step()
         self.progress.step += 1
