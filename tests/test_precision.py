@@ -186,7 +186,7 @@ def test_attn_implementation_flag_picks_the_attention_that_training_runs(
 
 
 def test_bad_attn_implementation_is_rejected_naming_the_option():
-    with pytest.raises(ValueError, match=r"--attn-implementation must be eager or sdpa, got .*'flash'"):
+    with pytest.raises(ValueError, match=r"--attn-implementation must be eager, sdpa or auto, got .*'flash'"):
         parse_args([*SHORT, "--attn-implementation", "flash"])
 
 
