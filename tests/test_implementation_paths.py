@@ -6,6 +6,8 @@ the paths give the same results, and the chosen path is the one that ran.
 * Adam's kernels (``--adam-implementation``) and compiling by default where it paid (``--dynamo-backend auto``).
 """
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from accelerate.state import AcceleratorState
@@ -13,10 +15,12 @@ from tiny_model import TINY
 from torch.nn import functional as F
 
 from vanilla_transformer import VanillaTransformerConfig
+from vanilla_transformer import decoder_vanilla_transformer as decoder_module
 from vanilla_transformer.modeling_vanilla_transformer import PACKING_THRESHOLDS, packing_threshold
 from vanilla_transformer.training import parse_args, train
+from vanilla_transformer.training import run as run_module
 from vanilla_transformer.training.checkpoints import load_checkpoint_weights
-from vanilla_transformer.training.preflight import auto_dynamo_backend
+from vanilla_transformer.training.preflight import auto_attention, auto_dynamo_backend
 from vanilla_transformer.training.step import adam_kernels
 from vanilla_transformer.training.tracking import read_metrics
 
@@ -235,8 +239,8 @@ def test_fused_foreach_and_for_loop_adam_make_the_same_run(tmp_path, adam_kernel
 @pytest.mark.parametrize(
     ("device", "precision", "flags", "environ", "expected"),
     [
-        ("cuda", "bf16", None, {}, "inductor"),
-        ("cuda", "no", None, {}, "inductor"),
+        ("cuda", "bf16", None, {}, "no"),  # eager SDPA without cuDNN: as fast as compiled, no warm-up (issue 55)
+        ("cuda", "no", None, {}, "no"),
         ("cpu", "bf16", {"avx2", "avx512_bf16"}, {}, "inductor"),
         ("cpu", "bf16", {"avx2", "amx_bf16"}, {}, "inductor"),
         ("cpu", "no", {"avx2", "avx512_bf16"}, {}, "no"),  # fp32: compiling did not pay
@@ -279,3 +283,56 @@ def test_train_with_dynamo_auto_hands_accelerate_the_chosen_backend(tmp_path, mo
         train(parse_args([*SHORT, *options]))
     assert given.get("dynamo_backend") == expected
     assert given["mixed_precision"] == ("bf16" if "avx512_bf16" in flags else "no")
+
+
+def test_auto_attention_is_eager_only_on_a_cpu_in_bf16():
+    assert auto_attention("cpu", "bf16") == "eager"
+    assert auto_attention("cpu", "no") == auto_attention("cuda", "bf16") == auto_attention("cuda", "no") == "sdpa"
+    assert parse_args(["--preset", "multi30k"]).model.attn_implementation == "auto"
+
+
+@pytest.mark.parametrize(
+    ("preset", "expected"),
+    [
+        ("multi30k", {"mixed_precision": "bf16", "dynamo_backend": "no"}),
+        ("wmt14-base", {"mixed_precision": "bf16"}),
+        ("wmt14-base fp16", {}),
+    ],
+)
+def test_train_on_cuda_by_default_trains_eagerly_in_bf16(tmp_path, monkeypatch, preset, expected):
+    """What a user gets on a GPU with bf16 (mocked) from the presets, with no option of precision, compiling or
+    attention: bf16, not compiled (the multi30k preset's ``auto`` says no; wmt14's leave Accelerate's default, no).
+    ``accelerate launch --mixed_precision fp16`` (a V100's choice) is not overridden by the preset's ``auto``."""
+    preset, _, launcher = preset.partition(" ")
+    if launcher:
+        monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", launcher)
+    monkeypatch.setattr(run_module, "PartialState", lambda: SimpleNamespace(device=torch.device("cuda")))
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: True)
+    given = {}
+
+    def accelerator(**kwargs):
+        given.update(kwargs)
+        raise _Started
+
+    monkeypatch.setattr(run_module, "Accelerator", accelerator)
+    with pytest.raises(_Started):
+        train(parse_args(["--preset", preset, "--output-dir", str(tmp_path / "run")]))
+    assert {name: value for name, value in given.items() if name in ("mixed_precision", "dynamo_backend")} == expected
+
+
+@pytest.mark.parametrize(
+    ("options", "attention", "backends"),
+    [
+        ([], "sdpa", ["FLASH_ATTENTION", "EFFICIENT_ATTENTION", "MATH"]),
+        (["--attn-implementation", "auto", "--mixed-precision", "bf16"], "eager", None),
+    ],
+)
+def test_train_records_the_attention_and_micro_batches_it_resolved(
+    tmp_path, monkeypatch, options, attention, backends
+):
+    """results.json says what the settings resolved to on the device: here the CPU with CUDA's backend list, and a
+    bf16 run on the CPU, where ``auto`` takes eager attention."""
+    monkeypatch.setitem(decoder_module.SDPA_BACKENDS, "cpu", decoder_module.SDPA_BACKENDS["cuda"])
+    results = train(parse_args([*SHORT, "--max-steps", "1", "--output-dir", str(tmp_path), *options]))
+    assert (results["attn_implementation"], results["sdpa_backends"]) == (attention, backends)
+    assert results["micro_batches"] == 1 and results["tokens_per_micro_batch"] == 400

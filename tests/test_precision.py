@@ -15,8 +15,10 @@ from tiny_model import TINY
 from training_helpers import launch
 
 from vanilla_transformer.training import parse_args, train
+from vanilla_transformer.training import run as run_module
 from vanilla_transformer.training import trainer as trainer_module
 from vanilla_transformer.training.checkpoints import load_checkpoint_weights
+from vanilla_transformer.training.schedule import noam_learning_rate
 from vanilla_transformer.training.tracking import read_metrics
 
 SHORT = [*TINY, "--max-steps", "2", "--save-every", "1", "--eval-every", "100", "--num-test", "2"]
@@ -83,6 +85,48 @@ def test_accelerate_config_file_sets_the_precision(tmp_path):
     assert json.loads((tmp_path / "run" / "results.json").read_text())["mixed_precision"] == "bf16"
 
 
+@pytest.mark.parametrize("adam", ["fused", "for-loop"])
+def test_fp16_overflowing_step_is_skipped_and_not_counted_whatever_adams_kernels(
+    tmp_path, linear_dtypes, monkeypatch, adam
+):
+    """The CUDA test below, on the CPU: Accelerate gives fp16 a loss scaler on CUDA only, so the run's Accelerator
+    gets torch's CPU `GradScaler` as CUDA's would be set up. With fused Adam (``--adam-implementation auto`` on
+    CUDA) the scaler hands the optimizer its inf check instead of skipping the call, and the overflowing step was
+    counted: 2 steps in 2 accumulations, the schedule advanced."""
+    real_start = run_module.start_accelerator
+
+    def with_loss_scaling(config, start_step=0):
+        accelerator = real_start(config, start_step)
+        accelerator.scaler, accelerator.native_amp = torch.amp.GradScaler("cpu"), True
+        return accelerator
+
+    monkeypatch.setattr(run_module, "start_accelerator", with_loss_scaling)
+    real = trainer_module.accumulate_gradients
+    calls = []
+
+    def overflow_once(accelerator, model, micro_batches, label_smoothing, loss_function):
+        stats = real(accelerator, model, micro_batches, label_smoothing, loss_function)
+        calls.append(accelerator.scaler.get_scale())
+        if len(calls) == 1:
+            next(model.parameters()).grad.fill_(math.inf)
+        return stats
+
+    monkeypatch.setattr(trainer_module, "accumulate_gradients", overflow_once)
+    options = ["--mixed-precision", "fp16", "--adam-implementation", adam]
+    results = train(parse_args([*SHORT, "--output-dir", str(tmp_path / "fp16"), *options]))
+    assert results["step"] == 2 and len(calls) == 3
+    assert calls[1] == calls[0] / 2  # the overflow halved the scale
+    rows = [row for row in read_metrics(tmp_path / "fp16" / "metrics.jsonl") if "train_loss" in row]
+    assert [row["step"] for row in rows] == [1, 2]
+    # The schedule did not advance on the skipped step: steps 1 and 2 took equation (3)'s rates of steps 1 and 2.
+    config = parse_args(SHORT)
+    d_model, warmup, scale = config.model.d_model, config.optimization.warmup_steps, config.optimization.lr_scale
+    expected = [noam_learning_rate(step, d_model, warmup, scale) for step in (1, 2)]
+    assert [row["learning_rate"] for row in rows] == pytest.approx(expected)
+    weights = load_checkpoint_weights(tmp_path / "fp16" / "checkpoints" / "checkpoint-00000002")
+    assert all(torch.isfinite(weight).all() for weight in weights.values())
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="fp16 with loss scaling needs CUDA")
 def test_fp16_on_cuda_skips_overflowing_steps_without_counting_them(tmp_path, linear_dtypes, monkeypatch):
     """The first step's gradients are made infinite: the loss scaler must skip it, and the run must still take
@@ -142,7 +186,7 @@ def test_attn_implementation_flag_picks_the_attention_that_training_runs(
 
 
 def test_bad_attn_implementation_is_rejected_naming_the_option():
-    with pytest.raises(ValueError, match=r"--attn-implementation must be eager or sdpa, got .*'flash'"):
+    with pytest.raises(ValueError, match=r"--attn-implementation must be eager, sdpa or auto, got .*'flash'"):
         parse_args([*SHORT, "--attn-implementation", "flash"])
 
 

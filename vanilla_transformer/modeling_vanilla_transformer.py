@@ -19,6 +19,7 @@ next to the weights, so the model loads with ``trust_remote_code=True`` where th
 
 import math
 from collections.abc import Callable
+from contextlib import nullcontext
 
 import torch
 from torch import nn
@@ -43,7 +44,7 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .cache_vanilla_transformer import cache_field, generation_cache
 from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .decoder_vanilla_transformer import check_generate_memory
+from .decoder_vanilla_transformer import attention_backends, check_generate_memory
 from .generation_vanilla_transformer import MAX_LENGTH_OFFSET, FastGenerationMixin
 
 
@@ -253,19 +254,21 @@ class VanillaTransformerAttention(nn.Module):
                 if is_cross:
                     cache.is_updated[self.layer_idx] = True
 
-        attention: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
-            self.config._attn_implementation, eager_attention_forward
-        )
-        output, weights = attention(
-            self,
-            query,
-            key,
-            value,
-            attention_mask,
-            dropout=self.dropout if self.training else 0.0,
-            scaling=self.scaling,
-            **kwargs,
-        )
+        implementation = self.config._attn_implementation
+        attention: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
+        # SDPA runs under the model's choice of its backends on this device (`SDPA_BACKENDS`: on CUDA, not cuDNN's);
+        # any other implementation is the user's explicit choice, and is left alone.
+        with attention_backends(query.device) if implementation == "sdpa" else nullcontext():
+            output, weights = attention(
+                self,
+                query,
+                key,
+                value,
+                attention_mask,
+                dropout=self.dropout if self.training else 0.0,
+                scaling=self.scaling,
+                **kwargs,
+            )
         output = output.reshape(*output.shape[:2], -1)  # [B, Tq, H, d_k] -> [B, Tq, d_model] (Concat)
         if packing is not None:
             output = packing.pack(output)  # -> [N, d_model]

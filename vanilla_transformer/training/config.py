@@ -138,8 +138,8 @@ class ModelConfig:
     dropout: float | None = _option(None, "override the model preset's dropout (P_drop)", unset="the --model preset's")
     attn_implementation: str | None = _option(
         None,
-        "attention backend while training: eager or sdpa. On a CPU under bf16, eager is faster: PyTorch's CPU SDPA "
-        "with a padding mask gains nothing from bf16",
+        "attention backend while training: eager, sdpa, or auto: eager on a CPU under bf16 (PyTorch's CPU SDPA "
+        "with a padding mask gains nothing from bf16), else sdpa",
         unset="the model's, sdpa",
     )
 
@@ -148,9 +148,10 @@ class ModelConfig:
         _check_positive(self, ("d_model", "layers", "heads", "ffn_dim"), optional=True)
         if self.preset not in model_preset_names():
             raise ValueError(f"unknown model --model={self.preset!r}; choose one of {', '.join(model_preset_names())}")
-        if self.attn_implementation not in (None, "eager", "sdpa"):
+        if self.attn_implementation not in (None, "eager", "sdpa", "auto"):
             raise ValueError(
-                f"--attn-implementation must be eager or sdpa, got --attn-implementation={self.attn_implementation!r}"
+                "--attn-implementation must be eager, sdpa or auto, got "
+                f"--attn-implementation={self.attn_implementation!r}"
             )
 
 
@@ -174,6 +175,11 @@ class OptimizationConfig:
         None,
         "micro-batches per optimizer step and process (overrides --tokens-per-step)",
         unset="from --tokens-per-step, else 1",
+    )
+    fill_gpu_memory: bool = _option(
+        False,
+        "with --tokens-per-step on CUDA: micro-batches as large as the GPU's free memory holds (by an estimate per "
+        "token), up to the process's whole share of the step, even above --max-tokens; the same loss, fewer kernels",
     )
     max_steps: int = _option(100_000, "optimizer steps to train for", may_change_on_resume=True)
     max_train_minutes: float | None = _option(
@@ -199,7 +205,8 @@ class OptimizationConfig:
     )
     mixed_precision: str | None = _option(
         None,
-        "no, fp16, bf16, or auto: bf16 where the GPU or CPU computes it natively, else no",
+        "no, fp16, bf16, or auto: bf16 where the GPU or CPU computes it natively, else no, unless accelerate launch "
+        "--mixed_precision or the accelerate config file chose",
         unset="what accelerate launch --mixed_precision or the accelerate config file set, else no",
     )
     dynamo_backend: str | None = _option(
@@ -473,7 +480,7 @@ class TrainingConfig:
             )
 
 
-def micro_batch_plan(config: TrainingConfig, num_processes: int) -> tuple[int, int]:
+def micro_batch_plan(config: TrainingConfig, num_processes: int, memory_tokens: int | None = None) -> tuple[int, int]:
     """The micro-batch size in padded tokens and the micro-batches per step and process (gradient accumulation).
 
     With ``--grad-accum`` (or without ``--tokens-per-step``): ``--max-tokens`` and ``--grad-accum`` (1) as given.
@@ -481,14 +488,18 @@ def micro_batch_plan(config: TrainingConfig, num_processes: int) -> tuple[int, i
     fewest micro-batches of at most ``--max-tokens``: ``ceil(S / max_tokens)`` micro-batches of ``floor(S / that)``
     tokens. So ``wmt14-base`` (50,000 tokens, at most 12,500) takes 4 micro-batches of 12,500 on one process, 1 of
     6,250 on 8 and 1 of 781 on 64. A micro-batch never gets smaller than the longest pair ``--max-length`` allows
-    (``2 * max_length``), which exceeds the target when ``S`` is smaller than that.
+    (``2 * max_length``), which exceeds the target when ``S`` is smaller than that. With ``--fill-gpu-memory``
+    the most per micro-batch is the larger of ``--max-tokens`` and `memory_tokens`, what the device holds.
     """
     optimization, max_length = config.optimization, config.data.max_length
     if optimization.grad_accum is not None or optimization.tokens_per_step is None:
         return optimization.max_tokens, optimization.grad_accum or 1
+    most = optimization.max_tokens
+    if optimization.fill_gpu_memory and memory_tokens is not None:
+        most = max(most, memory_tokens)
     share = optimization.tokens_per_step / num_processes
-    grad_accum = max(1, math.ceil(share / optimization.max_tokens))
-    return max(2 * max_length, min(optimization.max_tokens, int(share // grad_accum))), grad_accum
+    grad_accum = max(1, math.ceil(share / most))
+    return max(2 * max_length, min(most, int(share // grad_accum))), grad_accum
 
 
 def default_output_dir(preset: str | None) -> str:

@@ -54,6 +54,8 @@ def accelerator_options(optimization: OptimizationConfig) -> dict[str, str]:
     # config file, ACCELERATE_MIXED_PRECISION. Passing mixed_precision="no" here would override all of them.
     # The same for compiling: accelerate launch --dynamo_backend, the config file, ACCELERATE_DYNAMO_BACKEND.
     precision = optimization.mixed_precision
+    if precision == "auto" and os.environ.get("ACCELERATE_MIXED_PRECISION"):
+        precision = None  # auto defers to the launcher's or the config file's choice, as --dynamo-backend auto does
     if precision == "auto":
         device = PartialState().device  # (the Accelerator made with these options shares this state)
         cuda_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()

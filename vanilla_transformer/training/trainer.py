@@ -28,6 +28,7 @@ from transformers import PreTrainedTokenizerBase
 from ..atomic import write_directory
 from ..data import Pair, TokenBatchSampler
 from ..data.cache import TokenCorpus
+from ..decoder_vanilla_transformer import sdpa_backends
 from ..model_dir import is_saved_model_dir
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from .checkpoints import (
@@ -42,6 +43,7 @@ from .checkpoints import (
 from .compile_cache import compile_cache_path, load_compile_cache, save_compile_cache
 from .config import TrainingConfig, micro_batch_plan
 from .evaluation import Evaluator, best_validation
+from .preflight import auto_attention
 from .results import export_model
 from .run_dir import RunLayout
 from .schedule import noam_schedule
@@ -53,8 +55,11 @@ from .step import (
     compile_layers_only,
     compiled_loss,
     compiling,
+    loss_scale,
+    overflow_skipped,
     prefer_compile_settings,
     to_device,
+    tokens_in_memory,
 )
 
 logger = get_logger(__name__)
@@ -131,13 +136,17 @@ class Trainer:
         self.config, self.accelerator, self.tokenizer, self.train_data = config, accelerator, tokenizer, train_data
         self.layout = RunLayout(config.checkpointing.output_dir)
         optimization = config.optimization
-        self.max_tokens, self.grad_accum = micro_batch_plan(config, accelerator.num_processes)
+        attention = config.model.attn_implementation
+        if attention == "auto":
+            attention = auto_attention(accelerator.device.type, accelerator.mixed_precision)
+        if attention is not None:
+            model.set_attn_implementation(attention)
+        memory = tokens_in_memory(accelerator, model, config.data.max_length)
+        self.max_tokens, self.grad_accum = micro_batch_plan(config, accelerator.num_processes, memory)
         self.sampler = TokenBatchSampler(
             train_data.lengths, self.max_tokens, seed=optimization.seed, num_replicas=accelerator.num_processes,
             rank=accelerator.process_index,
         )  # fmt: skip
-        if config.model.attn_implementation is not None:
-            model.set_attn_implementation(config.model.attn_implementation)
         optimizer = build_adam(model, optimization, accelerator.device.type)
         # Not `prepare`d: Accelerate would step the schedule once per process for every optimizer step.
         self.scheduler = noam_schedule(
@@ -239,10 +248,11 @@ class Trainer:
         )
         grad_norm = accelerator.clip_grad_norm_(self.model.parameters(), optimization.max_grad_norm or math.inf)
         learning_rate = self.scheduler.get_last_lr()[0]
+        scale = loss_scale(accelerator)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self._note_compilations(before, started)
-        if accelerator.optimizer_step_was_skipped:
+        if overflow_skipped(accelerator, scale):
             return None
         self.scheduler.step()
         self.progress.step += 1
@@ -371,10 +381,23 @@ class Trainer:
             "padding_share": self.sampler.padding_fraction(),
             "tokens_per_step": self.tokens_per_step,
             "tokens_per_micro_batch": self.max_tokens,
+            "micro_batches": self.grad_accum,
             "train_pairs": len(self.train_data),
             "num_processes": accelerator.num_processes,
             "mixed_precision": accelerator.mixed_precision,
+            **self.attention_settings(),
             **self._compile_results(),
+        }
+
+    def attention_settings(self) -> dict[str, Any]:
+        """The attention that training runs, as the settings resolved it on this device: ``attn_implementation``
+        (transformers' name) and, for SDPA, ``sdpa_backends``, the kernels it may choose from (None: torch's own
+        choice, as on the CPU)."""
+        implementation = self.unwrapped.config._attn_implementation
+        backends = sdpa_backends(self.accelerator.device.type) if implementation == "sdpa" else None
+        return {
+            "attn_implementation": implementation,
+            "sdpa_backends": [backend.name for backend in backends] if backends is not None else None,
         }
 
     def _compile_results(self) -> dict[str, Any]:
@@ -404,7 +427,7 @@ class Trainer:
             f"{self.max_tokens:,} tokens = {self.tokens_per_step:,} tokens per step; "
             f"{self.sampler.batches_per_replica:,} batches per process and epoch; "
             f"{self.sampler.padding_fraction():.2%} padding; precision {accelerator.mixed_precision}{auto}; "
-            f"{_compile_description(accelerator)}"
+            f"{_attention_description(self.attention_settings())}; {_compile_description(accelerator)}"
         )
 
 
@@ -442,6 +465,12 @@ class _LogWindow:
         self.stats, self.steps, self.grad_norm = {}, 0, 0.0
         self.restart()
         return logs
+
+
+def _attention_description(settings: dict[str, Any]) -> str:
+    backends = settings["sdpa_backends"]
+    kernels = f" ({', '.join(backends).lower()})" if backends else ""
+    return f"attention {settings['attn_implementation']}{kernels}"
 
 
 def _compile_description(accelerator: Accelerator) -> str:
