@@ -1,26 +1,22 @@
 """Our training step against MarianMT in `Seq2SeqTrainer` and against plain PyTorch, each at its best settings, in
 one interleaved run.
 
-Workload: the model ``--model-size`` (a ``PRESETS`` name, default ``multi30k``: N=3, d_model=256; or ``--preset``'s,
-e.g. ``wmt14-base``: base, a 37,000 vocabulary, 4 micro-batches of 12,500 padded tokens), on Multi30k en->de train
-(``--data-dir``) or ``--synthetic-pairs`` of WMT14's lengths, at about ``--max-tokens`` padded tokens per
-micro-batch on every side: ours and plain PyTorch by `TokenBatchSampler` (the same batches), the Trainer's by a batch
-size B whose length-grouped batches hold as many padded tokens on average (`trainer_batch_size`). The coordinator
-builds the token ids once (`build_data`), so that all train on the same ids.
+Workload: the model ``--model-size`` (default ``multi30k``: N=3, d_model=256) or ``--preset``'s (``wmt14-base``: base,
+37,000 tokens, 4 micro-batches of 12,500 padded tokens), on Multi30k en->de train (``--data-dir``) or on
+``--synthetic-pairs`` of WMT14's lengths, the token ids built once (`build_data`). Ours and plain PyTorch take the
+same `TokenBatchSampler` batches; the Trainer a batch size whose length-grouped batches hold as many padded tokens
+on average (`trainer_batch_size`).
 
-Contestants (the kit's `bench.contestants`, ``--contestants`` as ``KIND:key=value,...``): ``ours`` (our `Trainer` as
-``train`` builds it; ``ours:default`` is ``train``'s default as-is, marked ``"default": true`` with what it resolved
-to), ``trainer`` (MarianMT of the same initial weights in `Seq2SeqTrainer`: ``bf16``, ``torch_compile``,
-``group_by_length``, fused AdamW) and ``torch`` (``torch.nn.Transformer``, ``"kind": "torch"``); ``cudnn=off`` and
-``micro=one`` on any of them. Each side also runs in fp32 eager as its baseline. bf16 contestants are left out by
-default where the CPU emulates bf16 (`preflight.slow_bf16`), unless named.
+Contestants: the kit's (`bench.contestants`), each in a process of its own, named by ``--contestants`` as
+``KIND:key=value,...``: ``ours`` (our `Trainer` built from ``train`` options; ``ours:default`` is ``train``'s
+default as-is), ``trainer`` (MarianMT of the same weights in `Seq2SeqTrainer`) and ``torch`` (plain PyTorch), each
+side also in fp32 eager as its baseline; bf16 ones left out where the CPU emulates bf16, unless named.
 
-Loop: the kit's interleaved timer (`bench.interleave`) over the worker processes: ``--warmup-steps`` steps each
-(compilation included, reported apart), then ``--rounds`` rounds of ``--steps-per-round`` steps per contestant, in an
-order that reverses every round; ``--profile-steps`` more under torch's profiler. Record: real (non-padding) source +
-target tokens per second, the per-round spread, MFU against the device's measured matmul rate, the ratios; figures:
-``FIGURES`` below. Ratios are what to read: absolute figures describe this machine at that moment only. Prints a
-table and one line::
+Loop: the kit's interleaved timer: ``--warmup-steps`` steps each (compilation included, reported apart), then
+``--rounds`` rounds of ``--steps-per-round`` steps per contestant in an order reversed every round, then
+``--profile-steps`` under the profiler. Record: real (non-padding) source + target tokens per second, its spread over
+rounds, MFU against the device's measured matmul rate, the ratios. Figures: ``FIGURES``. Ratios are what to read:
+absolute figures describe this machine at that moment only. Prints a table and one line::
 
     TRAINING ours_best=... trainer_best=... ratio=...
 

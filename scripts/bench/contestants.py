@@ -318,33 +318,17 @@ def trainer_arguments(args, spec: Spec, device: torch.device):
 
     from vanilla_transformer.training.config import OptimizationConfig
 
-    paper = OptimizationConfig()
+    paper, compiled = OptimizationConfig(), spec["compile"] != "no"
     return Seq2SeqTrainingArguments(
-        output_dir=str(args.data / f"trainer-{os.getpid()}"),
-        bf16=spec["precision"] == "bf16",
-        torch_compile=spec["compile"] != "no",
-        **({"torch_compile_backend": spec["compile"]} if spec["compile"] != "no" else {}),
-        train_sampling_strategy="group_by_length",
-        per_device_train_batch_size=args.batch_size,
-        gradient_accumulation_steps=args.grad_accum,
-        label_smoothing_factor=0.1,
-        optim=spec["optim"],
-        adam_beta1=paper.adam_beta1,
-        adam_beta2=paper.adam_beta2,
-        adam_epsilon=paper.adam_eps,
-        weight_decay=0.0,
-        learning_rate=1.25e-3,  # the multi30k preset's peak
-        lr_scheduler_type="inverse_sqrt",
-        warmup_steps=500,
-        max_steps=10**9,
-        save_strategy="no",
-        logging_strategy="no",
-        report_to="none",
-        dataloader_num_workers=0,
-        use_cpu=device.type == "cpu",
-        disable_tqdm=True,
-        seed=1,
-    )
+        output_dir=str(args.data / f"trainer-{os.getpid()}"), bf16=spec["precision"] == "bf16",
+        torch_compile=compiled, **({"torch_compile_backend": spec["compile"]} if compiled else {}),
+        train_sampling_strategy="group_by_length", per_device_train_batch_size=args.batch_size,
+        gradient_accumulation_steps=args.grad_accum, label_smoothing_factor=0.1, optim=spec["optim"],
+        adam_beta1=paper.adam_beta1, adam_beta2=paper.adam_beta2, adam_epsilon=paper.adam_eps, weight_decay=0.0,
+        learning_rate=1.25e-3, lr_scheduler_type="inverse_sqrt", warmup_steps=500,  # the multi30k preset's peak
+        max_steps=10**9, save_strategy="no", logging_strategy="no", report_to="none", dataloader_num_workers=0,
+        use_cpu=device.type == "cpu", disable_tqdm=True, seed=1,
+    )  # fmt: skip
 
 
 def worker_main(args) -> int:
