@@ -186,7 +186,14 @@ def test_the_default_contestant_takes_trains_choices_and_the_extras_are_named():
     trainer = contestants.Spec.parse("trainer:precision=bf16,cudnn=off")
     assert trainer.name == "trainer:precision=bf16,compile=no,optim=adamw_torch_fused,attn=sdpa,cudnn=off"
     assert trainer["cudnn"] == "off" and contestants.Spec.parse("torch")["cudnn"] == "on"
-    for bad in ("ours:default,precision=bf16", "torch:attn=eager", "trainer:default", "torch:cudnn=maybe"):
+    refused = (
+        "ours:default,precision=bf16",
+        "torch:attn=eager",
+        "trainer:default",
+        "torch:cudnn=maybe",
+        "trainer:micro=one",
+    )
+    for bad in refused:
         with pytest.raises(ValueError):
             contestants.parse_contestants(bad)
     with pytest.raises(SystemExit, match="--contestants.*'sgd'"):  # one line naming the option, no traceback

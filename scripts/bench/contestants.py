@@ -51,7 +51,7 @@ SPEC_KEYS: dict[str, dict[str, dict[str, str]]] = {
 published table. Ours compiles the whole model as one graph too (``whole``), as before regional compilation."""
 EXTRA_KEYS: dict[str, dict[str, str]] = {
     "cudnn": {"on": "", "off": "cuDNN attention off"},
-    "micro": {"preset": "", "one": "the step as one micro-batch"},
+    "micro": {"preset": "", "one": "the step as one micro-batch"},  # not the Trainer's: its batch size is fixed
 }
 """Settings any kind may add, named only where not the first value: cuDNN's SDPA backend switched off in the
 worker (``torch.backends.cuda.enable_cudnn_sdp(False)``, what a user can set), and the step's tokens as one
@@ -79,15 +79,17 @@ class Spec:
             raise ValueError(f"contestant {text!r}: the kind must be one of {sorted(SPEC_KEYS)}")
         keys, given, items = SPEC_KEYS[kind], {}, list(filter(None, rest.split(",")))
         default = kind == "ours" and "default" in items
+        extra_keys = {key: values for key, values in EXTRA_KEYS.items() if kind != "trainer" or key != "micro"}
+        allowed = {**({} if default else keys), **extra_keys}
         for item in (item for item in items if not (default and item == "default")):
             key, equals, value = item.partition("=")
-            allowed = {} if default else keys
-            if not equals or value not in {**allowed, **EXTRA_KEYS}.get(key, ()):
-                choices = "; ".join(f"{name}={'|'.join(values)}" for name, values in {**allowed, **EXTRA_KEYS}.items())
+            if not equals or value not in allowed.get(key, ()):
+                choices = "; ".join(f"{name}={'|'.join(values)}" for name, values in allowed.items())
                 raise ValueError(f"contestant {text!r}: bad setting {item!r}; {kind} takes {choices}")
             given[key] = value
         settings = () if default else tuple((key, given.get(key, next(iter(values)))) for key, values in keys.items())
-        extras = tuple((key, given[key]) for key in EXTRA_KEYS if given.get(key, next(iter(EXTRA_KEYS[key]))) != next(iter(EXTRA_KEYS[key])))  # fmt: skip
+        first = {key: next(iter(values)) for key, values in EXTRA_KEYS.items()}
+        extras = tuple((key, given[key]) for key in EXTRA_KEYS if given.get(key, first[key]) != first[key])
         return cls(kind, settings, extras)
 
     def __getitem__(self, key: str) -> str | None:
