@@ -58,8 +58,12 @@ DEFAULT_CONTESTANTS = (
     "trainer:precision=no,compile=no",
     "trainer:precision=no,compile=inductor",
     "trainer:precision=bf16,compile=inductor",
+    "torch:precision=no,compile=no",
+    "torch:precision=bf16,compile=inductor",
+    "ours:default",
 )
-"""Each side's fp32 eager baseline and its candidates for best (bf16 ones skipped where bf16 is emulated)."""
+"""Each side's fp32 eager baseline and its candidates for best (bf16 ones skipped where bf16 is emulated), and
+``train``'s default as-is."""
 
 SETTINGS = ("model_size", "vocab_size", "max_tokens", "rounds", "steps_per_round", "warmup_steps", "threads")
 SETTINGS += ("max_pairs", "data_dir", "seed", "device", "grad_accum", "preset", "profile_steps")
@@ -309,7 +313,8 @@ def training_summary(results: Path) -> str:
         return figures["tokens_per_second"] / figures["tokens_per_step"] * figures["padded_tokens_per_step"]
 
     levers = {
-        "compiled": [f for spec, f in contestants.items() if "compile=inductor" in spec and "precision=no" in spec],
+        "compiled": [f for spec, f in contestants.items() if "compile=inductor" in spec and "precision=no" in spec
+                     and not spec.startswith("torch:")],
         "fused": [f for spec, f in contestants.items() if spec.startswith("ours:") and "adam=fused" in spec
                   and "compile=no" in spec],
     }  # fmt: skip
