@@ -112,3 +112,14 @@ def test_the_multi30k_command_names_missing_data_in_one_line(tmp_path):
     completed, _ = run_script("gpu_multi30k", tmp_path, MULTI30K=str(tmp_path / "nowhere"))
     assert completed.returncode == 1
     assert completed.stderr.strip().count("\n") == 0 and "MULTI30K" in completed.stderr
+
+
+def test_the_gpu_check_keeps_to_its_budget(tmp_path):
+    """Each step's limit is cut to what GPU_CHECK_SECONDS leaves: with no time left, a step is recorded as not run
+    (and failed), and the check still ends with its summary and its logs."""
+    completed, out = run_script("gpu_check", tmp_path, GPU_CHECK_SECONDS="12")
+    lines = (out / "summary.txt").read_text().splitlines()
+    not_run = [line.split(":")[0] for line in lines if "not run" in line]
+    assert not_run[-3:] == ["decoding_batch4", "decoding_batch8", "training_trainer_compiled"]
+    assert completed.returncode == len([line for line in lines[:-1] if "exit 0" not in line]) >= 5
+    assert (out / "logs.tgz").is_file() and lines[-1] == f"failed steps: {completed.returncode}"
