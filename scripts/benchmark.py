@@ -78,6 +78,7 @@ class Settings:
     max_new_tokens: int = 40
     num_beams: tuple[int, ...] = (1, 4)
     repeats: int = 3
+    warmup: int = 1
     scaling_lengths: tuple[int, ...] = (32, 64, 128, 256, 512, 1024)
     scaling_batch_size: int = 2
     data_dir: str | None = str(DEFAULT_DATA_DIR) if DEFAULT_DATA_DIR else None
@@ -93,6 +94,8 @@ class Settings:
         for name in ("batch_size", "num_batches", "gen_batch_size", "max_new_tokens", "repeats", "scaling_batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {name}={getattr(self, name)}")
+        if self.warmup < 0:
+            raise ValueError(f"warmup must be at least 0, got warmup={self.warmup}")
 
     @property
     def torch_device(self) -> torch.device:
@@ -192,7 +195,9 @@ def bench_generation(config: VanillaTransformerConfig, corpus: bench.Corpus, set
         }
         for name, translator in translators.items():
             contestants[name] = ct2_search(translator, corpus.tokens, beams, lambda _: settings.max_new_tokens)
-        timings = bench.interleave(contestants, sources, repeats=settings.repeats, device=device)
+        timings = bench.interleave(
+            contestants, sources, repeats=settings.repeats, warmup=settings.warmup, device=device
+        )
         # What the last repeat returned on every timed batch: its tokens, and their equality (not the warm-up's alone).
         outputs = {name: timings.returned[name][-len(sources) :] for name in contestants}
         equal = [a == b for a, b in zip(outputs["ours"], outputs["marian"], strict=True)]
@@ -355,6 +360,7 @@ OPTIONS = {  # Settings field -> help; every field is an option (``--vocab-size`
     "max_tokens": "padded tokens per token-bucketed batch (default None: as many real tokens as a random batch)",
     "num_batches": "batches per measurement",
     "repeats": "timed runs per batch and contestant",
+    "warmup": "untimed generate() calls of each contestant before the timed ones (first calls, allocations)",
     "data_dir": "Multi30k directory; synthetic pairs when absent",
 }
 CHOICES = {"size": bench.SIZES, "dtype": tuple(DTYPES), "attn_implementation": ("sdpa", "eager")}

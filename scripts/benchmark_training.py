@@ -1,26 +1,22 @@
-"""Our training step against MarianMT with `Seq2SeqTrainer`, each at its best settings, in one interleaved run.
+"""Our training step against MarianMT in `Seq2SeqTrainer` and against plain PyTorch, each at its best settings, in
+one interleaved run.
 
-What a user would pick instead of ``vanilla-transformer train``: the same architecture as a `MarianMTModel`
-(`bench.marian_twin`: the same initial weights) trained by transformers' `Seq2SeqTrainer` at its best settings
-(``bf16``, ``torch_compile``, ``train_sampling_strategy="group_by_length"``, fused AdamW), against our `Trainer` (built
-as ``train`` builds it: each contestant is a set of ``train`` options) at its best settings, each also in fp32 eager
-as the baseline. The model is ``--model-size`` (a ``PRESETS`` name, default ``multi30k``: N=3, d_model=256), the data
-Multi30k en->de train (``--data-dir``), at about ``--max-tokens`` (4,096: the multi30k preset's) padded tokens per
-step on both sides: ours by `TokenBatchSampler`, the Trainer's by a batch size B chosen from the data so that its
-length-grouped batches hold as many padded tokens on average (`trainer_batch_size`).
+Workload: the model ``--model-size`` (default ``multi30k``: N=3, d_model=256) or ``--preset``'s (``wmt14-base``: base,
+37,000 tokens, 4 micro-batches of 12,500 padded tokens), on Multi30k en->de train (``--data-dir``) or on
+``--synthetic-pairs`` of WMT14's lengths, the token ids built once (`build_data`). Ours and plain PyTorch take the
+same `TokenBatchSampler` batches; the Trainer a batch size whose length-grouped batches hold as many padded tokens
+on average (`trainer_batch_size`).
 
-Method: the coordinator builds the tokenizer and the token ids once (`build_data`), so that all train on the same
-ids. Each contestant runs in a worker process of its own (`bench.processes`: Accelerate keeps one process-wide
-state), driven by the kit's interleaved timer (`bench.interleave`): ``--warmup-steps`` steps each (compilation
-included, reported apart), then ``--rounds`` rounds of ``--steps-per-round`` steps per contestant, in an order that
-reverses every round. The Trainer runs its own loop (``trainer.train()``, its data loading included), paused by a
-callback every command's steps. Throughput: non-padding tokens (source + target) over seconds, summed over rounds;
-the per-round median, min and max show the noise. "Best" for each side is its fastest contestant. bf16 contestants
-are left out by default where the CPU emulates bf16 (`preflight.slow_bf16`); naming them in ``--contestants`` runs
-them anyway. Ratios are what to read: absolute figures describe this machine at that moment only.
+Contestants: the kit's (`bench.contestants`), each in a process of its own, named by ``--contestants`` as
+``KIND:key=value,...``: ``ours`` (our `Trainer` built from ``train`` options; ``ours:default`` is ``train``'s
+default as-is), ``trainer`` (MarianMT of the same weights in `Seq2SeqTrainer`) and ``torch`` (plain PyTorch), each
+side also in fp32 eager as its baseline; bf16 ones left out where the CPU emulates bf16, unless named.
 
-Contestants (``--contestants``, a comma or space separated list): ``KIND:key=value,...``, the kinds and keys of
-`SPEC_KEYS` (keys left out take the first value). Prints a table and one line::
+Loop: the kit's interleaved timer: ``--warmup-steps`` steps each (compilation included, reported apart), then
+``--rounds`` rounds of ``--steps-per-round`` steps per contestant in an order reversed every round, then
+``--profile-steps`` under the profiler. Record: real (non-padding) source + target tokens per second, its spread over
+rounds, MFU against the device's measured matmul rate, the ratios. Figures: ``FIGURES``. Ratios are what to read:
+absolute figures describe this machine at that moment only. Prints a table and one line::
 
     TRAINING ours_best=... trainer_best=... ratio=...
 
@@ -33,53 +29,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
 import shlex
-import statistics
 import sys
 import tempfile
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from bench import (
-    Record,
-    StepProfile,
-    interleave,
-    marian_twin,
-    matmul_rate,
-    profile_lines,
-    synchronize,
-    synthetic_pairs,
-    training_flops,
-)
+from bench import Record, synthetic_pairs
+from bench.contestants import Spec, add_mfu, compare, label, parse_contestants, summarise, worker_main
 from bench.figures import environment_load, minutes, read_json, table
-from bench.processes import Channel, Worker, build_trainer, prepare_data
-
-from vanilla_transformer.data import IGNORE_INDEX
-
-PRECISION = {
-    "precision": {"no": "fp32", "bf16": "bf16"},
-    "compile": {"no": "eager", "inductor": "compiled (inductor)"},
-}
-ATTENTION = {"attn": {"sdpa": "SDPA", "eager": "eager attention"}}
-OURS_COMPILE = {"compile": {**PRECISION["compile"], "whole": "compiled (inductor), the whole model at once"}}
-"""Ours also compiles the whole model as one graph (``whole``), as before regional compilation was the default."""
-SPEC_KEYS: dict[str, dict[str, dict[str, str]]] = {
-    "ours": {
-        **PRECISION,
-        **OURS_COMPILE,
-        "adam": {"default": "Adam", "foreach": "foreach Adam", "fused": "fused Adam"},
-        **ATTENTION,
-    },
-    "trainer": {**PRECISION, "optim": {"adamw_torch_fused": "fused AdamW", "adamw_torch": "AdamW"}, **ATTENTION},
-}
-"""The settings of each kind of contestant, and their values (the first is the default) with their words in the
-published table."""
+from bench.processes import prepare_data, run_contestants
 
 PRESET_CONTESTANT = "ours:precision=bf16,compile=inductor,adam=fused,attn=eager"
 """What ``train --preset multi30k`` runs on a CPU with native bf16: bf16 autocast, eager attention, compiled layer by
@@ -97,66 +58,16 @@ DEFAULT_CONTESTANTS = (
     "trainer:precision=no,compile=no",
     "trainer:precision=no,compile=inductor",
     "trainer:precision=bf16,compile=inductor",
+    "torch:precision=no,compile=no",
+    "torch:precision=bf16,compile=inductor",
+    "ours:default",
 )
-"""Each side's fp32 eager baseline and its candidates for best (bf16 ones skipped where bf16 is emulated)."""
+"""Each side's fp32 eager baseline and its candidates for best (bf16 ones skipped where bf16 is emulated), and
+``train``'s default as-is."""
 
 SETTINGS = ("model_size", "vocab_size", "max_tokens", "rounds", "steps_per_round", "warmup_steps", "threads")
 SETTINGS += ("max_pairs", "data_dir", "seed", "device", "grad_accum", "preset", "profile_steps")
 """The options the results file records."""
-
-
-# Contestants
-
-
-@dataclass(frozen=True)
-class Spec:
-    """One contestant: its kind (``ours`` or ``trainer``) and its settings, every key of `SPEC_KEYS` filled in."""
-
-    kind: str
-    settings: tuple[tuple[str, str], ...]
-
-    @classmethod
-    def parse(cls, text: str) -> Spec:
-        kind, _, rest = text.strip().partition(":")
-        if kind not in SPEC_KEYS:
-            raise ValueError(f"contestant {text!r}: the kind must be one of {sorted(SPEC_KEYS)}")
-        keys, given = SPEC_KEYS[kind], {}
-        for item in filter(None, rest.split(",")):
-            key, equals, value = item.partition("=")
-            if not equals or key not in keys or value not in keys[key]:
-                choices = "; ".join(f"{name}={'|'.join(values)}" for name, values in keys.items())
-                raise ValueError(f"contestant {text!r}: bad setting {item!r}; {kind} takes {choices}")
-            given[key] = value
-        return cls(kind, tuple((key, given.get(key, next(iter(values)))) for key, values in keys.items()))
-
-    def __getitem__(self, key: str) -> str:
-        return dict(self.settings)[key]
-
-    @property
-    def name(self) -> str:
-        return f"{self.kind}:" + ",".join(f"{key}={value}" for key, value in self.settings)
-
-    @property
-    def is_baseline(self) -> bool:
-        """fp32, eager, and the other settings at their defaults: the side's reference."""
-        return all(value == next(iter(SPEC_KEYS[self.kind][key])) for key, value in self.settings)
-
-
-def parse_contestants(text: str) -> list[Spec]:
-    """Contestants from a comma or space separated list: a word with ``:`` starts one, ``key=value`` words extend it."""
-    specs: list[str] = []
-    for word in filter(None, re.split(r"[,\s]+", text)):
-        if ":" in word or word in SPEC_KEYS:
-            specs.append(word if ":" in word else word + ":")
-        elif "=" in word and specs:
-            specs[-1] += ("" if specs[-1].endswith(":") else ",") + word
-        else:
-            raise ValueError(f"--contestants: {word!r} is neither KIND:key=value nor key=value after one")
-    parsed = [Spec.parse(spec) for spec in specs]
-    names = [spec.name for spec in parsed]
-    if len(set(names)) < len(names) or not parsed:
-        raise ValueError(f"--contestants must name distinct contestants, got {names}")
-    return parsed
 
 
 # Data, built once by the coordinator
@@ -218,314 +129,6 @@ def trainer_batch_size(lengths: list[tuple[int, int]], max_tokens: int, seed: in
     return {"batch_size": chosen, "ours_padded_per_step": ours_mean, "trainer_padded_per_step": trainer_mean(chosen)}
 
 
-# Workers: one contestant each, driven over stdin/stdout
-
-
-class Tally:
-    """What a worker counts over a command's steps: non-padding and padded tokens, model FLOPs, the seconds spent
-    building our batches, the graphs compiled meanwhile and the peak memory. The steps' time is the coordinator's
-    timer's (`bench.interleave`): a worker answers once its steps are done."""
-
-    def __init__(self, device: torch.device, config) -> None:
-        self.device, self.config = device, config
-        self.reset()
-
-    def reset(self, profile: bool = False) -> None:
-        """Count afresh; with `profile`, under torch's profiler until `report` (`bench.StepProfile`)."""
-        from vanilla_transformer.training.step import compile_count
-
-        self.profile = StepProfile(self.device) if profile else None
-        self.steps, self.data_seconds = 0, 0.0
-        self.tokens = torch.zeros((), dtype=torch.float64, device=self.device)
-        self.positions, self.flops = 0, 0.0
-        self.compiled_before = compile_count()
-        if self.device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(self.device)
-
-    def add(self, batches: list[dict], tokens: torch.Tensor, steps: int = 1) -> None:
-        """A step's micro-batches (or, with ``steps=0``, one of them): their non-padding `tokens`, padded positions
-        and model FLOPs (`bench.training_flops` of the model's `config`)."""
-        self.tokens += tokens.detach().double()
-        self.positions += sum(batch["input_ids"].numel() + batch["labels"].numel() for batch in batches)
-        self.flops += sum(training_flops(self.config, batch) for batch in batches)
-        self.steps += steps
-
-    def report(self) -> dict[str, Any]:
-        """The figures since `reset`, the device synchronised first: the answer comes once the work is done."""
-        from vanilla_transformer.training.step import compile_count
-
-        tokens = float(self.tokens.item())
-        synchronize(self.device)
-        after = compile_count()
-        compiled = after - self.compiled_before if after is not None and self.compiled_before is not None else None
-        return {
-            "steps": self.steps,
-            "tokens": tokens,
-            "positions": self.positions,
-            "data_seconds": self.data_seconds,
-            "compilations": compiled,
-            "flops": self.flops,
-            "peak_memory_bytes": torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else None,
-            "profile": self.profile.summary(self.steps) if self.profile else None,
-        }
-
-
-def initial_model(args: argparse.Namespace, spec: Spec):
-    """Our model of ``--model-size`` with the seed's initial weights (the same in every worker)."""
-    from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
-
-    config = VanillaTransformerConfig.from_preset(args.model_size, vocab_size=args.vocab_size)
-    torch.manual_seed(args.seed)
-    model = VanillaTransformerForConditionalGeneration(config)
-    model.set_attn_implementation(spec["attn"])
-    return model
-
-
-def ours_config(args: argparse.Namespace, spec: Spec):
-    """Our contestant as ``train`` options: ``--preset`` (default: multi30k), with the benchmark's model, vocabulary,
-    micro-batches and seed, and the contestant's precision, compilation, Adam and attention."""
-    from vanilla_transformer.training import parse_args
-
-    options = ["--preset", args.preset or "multi30k", "--model", args.model_size, "--vocab-size", str(args.vocab_size)]
-    options += ["--max-tokens", str(args.max_tokens), "--grad-accum", str(args.grad_accum), "--seed", str(args.seed)]
-    backend = {"whole": "inductor"}.get(spec["compile"], spec["compile"])
-    options += ["--mixed-precision", spec["precision"], "--dynamo-backend", backend]
-    options += ["--attn-implementation", spec["attn"]]
-    adam = {"default": "auto"}.get(spec["adam"], spec["adam"])  # auto: torch's default on the CPU, fused on CUDA
-    return parse_args([*options, "--adam-implementation", adam])
-
-
-def ours_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> None:
-    """Our `Trainer`, built from ``train`` options (`ours_config`) as `train` builds it, on its own batches of the
-    token cache (`Trainer.batches`), timed step by step (`Trainer.train_step`)."""
-    from vanilla_transformer.training.step import to_device
-
-    if spec["compile"] == "whole":  # as `accelerate launch` without --dynamo_use_regional_compilation sets it
-        os.environ["ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION"] = "false"
-    config, model = ours_config(args, spec), initial_model(args, spec)
-    trainer = build_trainer(config, args.data, model, cpu=args.device == "cpu")
-    accelerator = trainer.accelerator
-    batches, meter = trainer.batches(), Tally(accelerator.device, trainer.unwrapped.config)
-    channel.send(event="ready", device=str(accelerator.device))
-    while (command := channel.receive())["command"] != "stop":
-        meter.reset(profile=command.get("profile", False))
-        for _ in range(command["steps"]):
-            started = time.perf_counter()
-            micro_batches = [to_device(next(batches), accelerator.device) for _ in range(trainer.grad_accum)]
-            meter.data_seconds += time.perf_counter() - started
-            taken = trainer.train_step(micro_batches)
-            meter.add(micro_batches, taken.stats["tokens"] if taken is not None else torch.zeros(()))
-        channel.send(event="done", **meter.report())
-
-
-def trainer_worker(args: argparse.Namespace, spec: Spec, channel: Channel) -> None:
-    """MarianMT (our initial weights) in `Seq2SeqTrainer`'s own loop, paused by a callback every command's steps."""
-    from transformers import AutoTokenizer, DataCollatorForSeq2Seq, Seq2SeqTrainer, TrainerCallback
-
-    examples = json.loads((args.data / "examples.json").read_text(encoding="utf-8"))
-    tokenizer = AutoTokenizer.from_pretrained(args.data / "tokenizer")
-    model = marian_twin(initial_model(args, spec))
-    device = torch.device(args.device)
-    meter = Tally(device, model.config)
-
-    class CountingTrainer(Seq2SeqTrainer):
-        """Counts the non-padding tokens of every batch the Trainer's loop trains on."""
-
-        def training_step(self, model, inputs, *rest, **options):
-            meter.add([inputs], inputs["attention_mask"].sum() + (inputs["labels"] != IGNORE_INDEX).sum(), steps=0)
-            return super().training_step(model, inputs, *rest, **options)
-
-    class Pause(TrainerCallback):
-        """Reports every ``steps`` optimizer steps, then waits for the next command (stop ends training)."""
-
-        def __init__(self) -> None:
-            self.remaining = channel.receive().get("steps", 0)  # the warm-up
-
-        def on_step_end(self, arguments, state, control, **kwargs):
-            meter.steps += 1  # an optimizer step: --grad-accum micro-batches
-            self.remaining -= 1
-            if self.remaining > 0:
-                return control
-            channel.send(event="done", **meter.report())
-            command = channel.receive()
-            if command["command"] == "stop":
-                control.should_training_stop = True
-            else:
-                self.remaining = command["steps"]
-                meter.reset(profile=command.get("profile", False))
-            return control
-
-    trainer = CountingTrainer(
-        model=model,
-        args=trainer_arguments(args, spec, device),
-        train_dataset=examples,
-        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=IGNORE_INDEX),
-        processing_class=tokenizer,
-    )
-    channel.send(event="ready", device=str(device))
-    trainer.add_callback(Pause())  # blocks until the warm-up command
-    meter.reset()
-    trainer.train()
-
-
-def trainer_arguments(args: argparse.Namespace, spec: Spec, device: torch.device):
-    """The Trainer's best settings for a translation model of this size, as its documentation recommends them, with
-    the paper's Adam (our training settings' betas and epsilon)."""
-    from transformers import Seq2SeqTrainingArguments
-
-    from vanilla_transformer.training.config import OptimizationConfig
-
-    adam = OptimizationConfig()
-    return Seq2SeqTrainingArguments(
-        output_dir=str(args.data / f"trainer-{os.getpid()}"),
-        bf16=spec["precision"] == "bf16",
-        torch_compile=spec["compile"] != "no",
-        **({"torch_compile_backend": spec["compile"]} if spec["compile"] != "no" else {}),
-        train_sampling_strategy="group_by_length",
-        per_device_train_batch_size=args.batch_size,
-        gradient_accumulation_steps=args.grad_accum,
-        label_smoothing_factor=0.1,
-        optim=spec["optim"],
-        adam_beta1=adam.adam_beta1,
-        adam_beta2=adam.adam_beta2,
-        adam_epsilon=adam.adam_eps,
-        weight_decay=0.0,
-        learning_rate=1.25e-3,  # the multi30k preset's peak
-        lr_scheduler_type="inverse_sqrt",
-        warmup_steps=500,
-        max_steps=10**9,
-        save_strategy="no",
-        logging_strategy="no",
-        report_to="none",
-        dataloader_num_workers=0,
-        use_cpu=device.type == "cpu",
-        disable_tqdm=True,
-        seed=1,
-    )
-
-
-def worker_main(args: argparse.Namespace) -> int:
-    channel = Channel()
-    torch.set_num_threads(args.threads)
-    spec = Spec.parse(args.worker)
-    (ours_worker if spec.kind == "ours" else trainer_worker)(args, spec, channel)
-    return 0
-
-
-# The coordinator
-
-
-def start_worker(index: int, spec: Spec, args: argparse.Namespace, data: Path, batch_size: int) -> Worker:
-    """A contestant's process (`bench.Worker`), its stderr in ``data/worker-INDEX.log``."""
-    options = ["--worker", spec.name, "--data", str(data), "--model-size", args.model_size, "--seed", str(args.seed)]
-    options += ["--vocab-size", str(args.vocab_size), "--max-tokens", str(args.max_tokens)]
-    options += ["--batch-size", str(batch_size), "--device", args.device, "--grad-accum", str(args.grad_accum)]
-    options += ["--preset", args.preset] if args.preset else []
-    return Worker(__file__, options, args.threads, data / f"worker-{index}.log", spec.name)
-
-
-def run_contestants(args, specs: list[Spec], data: Path, batch_size: int) -> tuple[dict[str, Any], list]:
-    """Start the workers, then the kit's interleaved timer: each warmed up alone, then the rounds; each one's
-    figures (the seconds of each command by the timer, the rest as its worker counted them) and the order run."""
-    workers = {spec.name: start_worker(index, spec, args, data, batch_size) for index, spec in enumerate(specs)}
-    results: dict[str, Any] = {}
-    try:
-        for name, worker in workers.items():
-            results[name] = {"device": worker.receive()["device"]}
-
-        def progress(index: int, _) -> None:
-            print(f"round {index + 1}/{args.rounds} done", file=sys.stderr, flush=True)
-
-        print(f"warm-up: {args.warmup_steps} steps per contestant ...", file=sys.stderr, flush=True)
-        timings = interleave(
-            {name: (lambda steps, w=worker: w.ask(command="run", steps=steps)) for name, worker in workers.items()},
-            [args.steps_per_round] * args.rounds,
-            warmup_item=args.warmup_steps,
-            progress=progress,
-        )
-        if args.profile_steps:  # after the timed rounds, so that the profiler's cost touches no figure
-            for name, worker in workers.items():
-                results[name]["profile"] = worker.ask(command="run", steps=args.profile_steps, profile=True)["profile"]
-                print("\n".join(profile_lines(name, results[name]["profile"])), file=sys.stderr, flush=True)
-    finally:
-        for worker in workers.values():
-            worker.stop()
-    for name in workers:  # the time of each command, by the timer; the rest, as its worker counted it
-        warmup = {**timings.warmup_returned[name], "seconds": timings.warmup_seconds[name]}
-        rounds = [
-            {**row, "seconds": timings.seconds[name][index][0]} for index, row in enumerate(timings.returned[name])
-        ]
-        results[name].update(warmup=warmup, rounds=rounds)
-    return results, timings.order
-
-
-def summarise(spec: Spec, figures: dict[str, Any]) -> dict[str, Any]:
-    """A contestant's throughput over all rounds, its per-round spread, tokens per step, and warm-up."""
-    rounds = figures["rounds"]
-    total = {key: sum(r[key] for r in rounds) for key in ("steps", "seconds", "tokens", "positions", "data_seconds")}
-    per_round = [r["tokens"] / r["seconds"] for r in rounds]
-    return {
-        "kind": spec.kind,
-        **dict(spec.settings),
-        "device": figures["device"],
-        "tokens_per_second": total["tokens"] / total["seconds"],
-        "round_tokens_per_second": {
-            "median": statistics.median(per_round),
-            "min": min(per_round),
-            "max": max(per_round),
-            "all": per_round,
-        },
-        "tokens_per_step": total["tokens"] / total["steps"],
-        "padded_tokens_per_step": total["positions"] / total["steps"],
-        "steps": total["steps"],
-        "seconds": total["seconds"],
-        "data_seconds": total["data_seconds"] if spec.kind == "ours" else None,
-        "compilations_measured": sum(r["compilations"] or 0 for r in rounds),  # recompilations: see warmup_steps
-        "warmup_seconds": figures["warmup"]["seconds"],
-        "warmup_compilations": figures["warmup"]["compilations"],
-        "model_flops_per_second": sum(r["flops"] for r in rounds) / total["seconds"],
-        "peak_memory_bytes": max((r["peak_memory_bytes"] or 0 for r in rounds), default=0) or None,
-        "profile": figures.get("profile"),
-    }
-
-
-def add_mfu(summaries: dict[str, dict[str, Any]], device: torch.device) -> dict[str, float]:
-    """Each contestant's model-FLOPs utilisation: its model FLOP/s over the device's matmul rate in its precision
-    (bf16 or fp32; `bench.matmul_rate`, measured here once the workers are gone); the rates measured."""
-    dtypes = {"bf16": torch.bfloat16, "no": torch.float32}
-    rates = {p: matmul_rate(device, dtypes[p]) for p in sorted({row["precision"] for row in summaries.values()})}
-    for row in summaries.values():
-        row["matmul_flops_per_second"] = rates[row["precision"]]
-        row["mfu"] = row["model_flops_per_second"] / rates[row["precision"]]
-    return rates
-
-
-def compare(summaries: dict[str, dict[str, Any]], specs: list[Spec]) -> dict[str, Any]:
-    """Each side's best (fastest) contestant, the ratios to each side's fp32 eager baseline and to the Trainer's
-    best, and ours_best / trainer_best."""
-    best: dict[str, str | None] = {}
-    for kind in SPEC_KEYS:
-        names = [spec.name for spec in specs if spec.kind == kind and spec.name in summaries]
-        best[kind] = max(names, key=lambda n: summaries[n]["tokens_per_second"]) if names else None
-    baselines = {spec.kind: spec.name for spec in specs if spec.is_baseline and spec.name in summaries}
-    trainer_best = summaries[best["trainer"]]["tokens_per_second"] if best["trainer"] else None
-    for spec in specs:
-        if spec.name not in summaries:
-            continue
-        row, baseline = summaries[spec.name], baselines.get(spec.kind)
-        row["vs_baseline"] = row["tokens_per_second"] / summaries[baseline]["tokens_per_second"] if baseline else None
-        row["vs_trainer_best"] = row["tokens_per_second"] / trainer_best if trainer_best else None
-    ours_best = summaries[best["ours"]]["tokens_per_second"] if best["ours"] else None
-    return {
-        "ours_best": best["ours"],
-        "trainer_best": best["trainer"],
-        "baselines": baselines,
-        "ours_best_tokens_per_second": ours_best,
-        "trainer_best_tokens_per_second": trainer_best,
-        "ratio": ours_best / trainer_best if ours_best and trainer_best else None,
-    }
-
-
 def cpu_summary() -> dict[str, Any]:
     """The processor's model and the flags that decide CPU training speed (`environment.cpu_flags`)."""
     from vanilla_transformer.environment import cpu_flags, cpu_name
@@ -567,7 +170,7 @@ def coordinator_main(args: argparse.Namespace) -> int:
         examples = json.loads((data / "examples.json").read_text(encoding="utf-8"))
         batching = trainer_batch_size(example_lengths(examples), args.max_tokens, args.seed)
         print(f"data: {built['pairs']:,} pairs; Trainer batch size {batching['batch_size']}", file=sys.stderr)
-        figures, order = run_contestants(args, specs, data, batching["batch_size"])
+        figures, order = run_contestants(__file__, args, specs, data, batching["batch_size"])
     summaries = {spec.name: summarise(spec, figures[spec.name]) for spec in specs}
     for name, row in summaries.items():
         if row["compile"] != "no" and row["warmup_compilations"] == 0:
@@ -586,6 +189,7 @@ def coordinator_main(args: argparse.Namespace) -> int:
     print(contestants_table(record.write(result, args.output)))  # the published table, of this run
     print(
         f"TRAINING ours_best={comparison['ours_best']} trainer_best={comparison['trainer_best']} "
+        + (f"torch_best={comparison['torch_best']} " if "torch_best" in comparison else "")
         + (f"ratio={comparison['ratio']:.3f}" if comparison["ratio"] is not None else "ratio=- (a side has none)")
     )
     return 0
@@ -657,18 +261,14 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if args.worker:
         return worker_main(args)
+    try:
+        parse_contestants(args.contestants or " ".join(DEFAULT_CONTESTANTS))
+    except ValueError as error:
+        raise SystemExit(f"benchmark_training.py: --contestants: {error}") from None
     return coordinator_main(args)
 
 
 # Figures: name -> function of the results folder that returns the Markdown between a page's markers
-
-
-def contestant_label(name: str) -> str:
-    """``ours:precision=no,compile=inductor,adam=fused,attn=sdpa`` as "ours: fp32, compiled (inductor), fused Adam,
-    SDPA", in the words of `SPEC_KEYS`."""
-    kind, _, settings = name.partition(":")
-    words = [SPEC_KEYS[kind][key][value] for key, value in (item.split("=") for item in settings.split(","))]
-    return f"{'ours' if kind == 'ours' else 'MarianMT + Seq2SeqTrainer'}: {', '.join(words)}"
 
 
 def training_table(results: Path) -> str:
@@ -685,9 +285,9 @@ def contestants_table(run: dict) -> str:
     rows = []
     for spec, figures in run["contestants"].items():
         spread = figures["round_tokens_per_second"]
-        best = " (best)" if spec in (run["ours_best"], run["trainer_best"]) else ""
+        best = " (best)" if spec in (run["ours_best"], run["trainer_best"], run.get("torch_best")) else ""
         rows.append([
-            contestant_label(spec) + best,
+            label(spec, figures) + best,
             f"{figures['tokens_per_second']:,.0f}",
             f"{spread['median']:,.0f} [{spread['min']:,.0f}–{spread['max']:,.0f}]",
             ratio(figures["vs_baseline"]),
@@ -713,7 +313,8 @@ def training_summary(results: Path) -> str:
         return figures["tokens_per_second"] / figures["tokens_per_step"] * figures["padded_tokens_per_step"]
 
     levers = {
-        "compiled": [f for spec, f in contestants.items() if "compile=inductor" in spec and "precision=no" in spec],
+        "compiled": [f for spec, f in contestants.items() if "compile=inductor" in spec and "precision=no" in spec
+                     and not spec.startswith("torch:")],
         "fused": [f for spec, f in contestants.items() if spec.startswith("ours:") and "adam=fused" in spec
                   and "compile=no" in spec],
     }  # fmt: skip
@@ -778,7 +379,7 @@ def gpu_training_summary(results: Path) -> str:
     check = read_json(results / H200_CHECK, "check.json")
     busy = [sample["utilisation_percent"] for sample in check["utilisation_samples"] if sample["memory_mib"] > 1024]
     rows = [
-        f"{contestant_label(spec).split(':')[0]} MFU {figures['mfu']:.2%}, peak memory "
+        f"{label(spec).split(':')[0]} MFU {figures['mfu']:.2%}, peak memory "
         f"{figures['peak_memory_bytes'] / 2**30:.1f} GiB"
         for spec, figures in run["contestants"].items()
     ]

@@ -1,21 +1,20 @@
 #!/usr/bin/env bash
-# One GPU check, in at most 8 minutes of an H100 or H200: the CUDA tests; the training benchmark at the wmt14-base
-# preset's model and tokens per step in bf16, eager (ours against MarianMT in Seq2SeqTrainer, then both under torch's
-# profiler: how busy the GPU was, the runtime's launches and waits, the costliest operators and Python functions)
-# and compiled; decoding (our generate() against MarianMT and CTranslate2, greedy and beam 4, batches of 16 and 128,
-# bf16). The results files and summary.txt go into FOLDER, the steps' logs packed into FOLDER/logs.tgz: at most 8
-# files, what the device tool brings back.
+# The GPU check, one command in at most 6 minutes of an H100 or H200 (every step's limit is cut to what the 6 minutes
+# leave): the CUDA tests; training at the wmt14-base preset's model and tokens per step (train's default as-is, the
+# same as one micro-batch of the whole step, plain PyTorch compiled, and the Trainer at its best: bf16, SDPA with
+# cuDNN's attention off), then under torch's profiler; training at wmt14-big (MFU); decoding, base, bf16, against
+# MarianMT at batches of 16 and 128 (greedy and beam 4, timed after a warm-up, enough repeats for stable ratios);
+# last, in the time left, the compiled Trainer against train's default. The results files, summary.txt and the steps'
+# logs packed in logs.tgz go into FOLDER: 8 files, at most what the device tool brings back.
 #
 #   scripts/gpu_check.sh [--tiny] [FOLDER]     # FOLDER: default $OUT, else gpu-check
 #
+# GPU_CHECK_SECONDS (default 360) is the budget: the compiled Trainer, last, gets what the others left of it.
 # --tiny runs the same steps on the CPU at a tiny size (tests/test_gpu_check.py), so that the script cannot rot
 # before a GPU is lent. Wheels found in $GPU_WHEELS (default gpu-wheels, made by scripts/prepare_gpu_wheels.sh) are
 # installed first, without a registry. A failed step is recorded in FOLDER/summary.txt and the next one still runs;
-# the exit status is the number of failed steps.
-#
-# The H200 run of 2026-11-27 (docs/results/gpu/) shaped the order: the step most likely to run out of time
-# (compiling the base model twice) comes last, the logs are packed even when a step is cut short, and CTranslate2's
-# converter is given host memory (it crashed the decoding steps there).
+# the exit status is the number of failed steps. CTranslate2 is left out: its wheels load cuBLAS 12, which a CUDA 13
+# machine lacks (the CPU comparison keeps it). Multi30k trained on the GPU: scripts/gpu_multi30k.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 tiny=0
@@ -28,13 +27,20 @@ logs="$(mktemp -d)"
 pack() { tar czf "$out/logs.tgz" -C "$logs" . 2>/dev/null; }
 trap 'pack; exit 143' TERM INT
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1
+budget=${GPU_CHECK_SECONDS:-$(( tiny ? 1800 : 360 ))}  # seconds for every step; packing the logs takes a second
 failed=0
 : > "$out/summary.txt"
 
-step() {  # step NAME SECONDS COMMAND...: run it with a time limit, its output in FOLDER/NAME.log
-    local name="$1" limit="$2" started=$SECONDS
+step() {  # step NAME SECONDS COMMAND...: run it within its limit and the time left, its output in NAME.log
+    local name="$1" limit="$2" started=$SECONDS left=$((budget - SECONDS))
     shift 2
+    (( limit > left )) && limit=$left
     echo "== $name" >&2
+    if (( limit < 10 )); then
+        echo "$name: not run, ${left} s left" | tee -a "$out/summary.txt" >&2
+        failed=$((failed + 1))
+        return
+    fi
     timeout "$limit" "$@" > "$logs/$name.log" 2>&1
     local status=$?
     tail -n 15 "$logs/$name.log" >&2
@@ -44,60 +50,53 @@ step() {  # step NAME SECONDS COMMAND...: run it with a time limit, its output i
 
 wheels="${GPU_WHEELS:-gpu-wheels}"
 if compgen -G "$wheels/*.whl" > /dev/null; then
-    step install 120 "$python" -m pip install --no-index --find-links "$wheels" "transformers>=5.23,<5.25"
-    step install_num2words 60 "$python" -m pip install --no-index --no-deps --find-links "$wheels" num2words
-    # Apart: its wheel is for one Python version; without it the decoding benchmark leaves CTranslate2 out.
-    step install_ctranslate2 60 "$python" -m pip install --no-index --find-links "$wheels" ctranslate2
+    step install 60 "$python" -m pip install --no-index --find-links "$wheels" "transformers>=5.23,<5.25" num2words
 fi
-# CTranslate2's CUDA build loads cuBLAS 12 by name: the copy torch's wheel brought, if it brought one.
-nvidia="$("$python" -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null)/nvidia"
-for lib in "$nvidia"/*/lib; do [[ -d "$lib" ]] && export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; done
-step environment 120 "$python" -c "
-import json, sys
+step environment 30 "$python" -c "
+import json, platform, sys
 sys.path.insert(0, 'scripts')
 import torch
 from bench import write_json
 from vanilla_transformer.environment import run_environment
-import platform
 write_json({**run_environment(), 'cuda': torch.version.cuda, 'cuda_available': torch.cuda.is_available(),
-            'kernel': platform.release()},
-           '$out/environment.json')
+            'kernel': platform.release()}, '$out/environment.json')
 "
 
-training() {  # training NAME LIMIT COMPILE OPTIONS...: ours against the Trainer, both bf16 (fp32 with --tiny)
-    local name="$1" limit="$2" compile="$3"
+training() {  # training NAME LIMIT CONTESTANTS OPTIONS...: benchmark_training.py's contestants in one interleaved run
+    local name="$1" limit="$2" contestants="$3"
     shift 3
-    step "$name" "$limit" "$python" scripts/benchmark_training.py "$@" --contestants \
-        "ours:precision=$precision,compile=$compile,adam=fused trainer:precision=$precision,compile=$compile,optim=adamw_torch_fused" \
+    step "$name" "$limit" "$python" scripts/benchmark_training.py "$@" --contestants "$contestants" \
         --output "$out/$name.json"
 }
-# The CUDA tests collect tests/tiny_model.py, which makes its data with num2words (a wheel above).
-tests=(tests/test_precision.py tests/test_ctranslate2.py -k cuda)
-if (( tiny )); then
-    precision=no
-    step cuda_tests 300 "$python" -m pytest -q -p no:xdist -rs "${tests[@]}"
-    small=(--device cpu --synthetic-pairs 300 --model-size tiny --vocab-size 400 --max-tokens 512 --grad-accum 2
-           --threads 1 --rounds 2 --steps-per-round 2 --warmup-steps 1)
-    training training_eager 300 no "${small[@]}" --profile-steps 2
-    for batch in 4 8; do
-        step "decoding_batch$batch" 300 "$python" scripts/benchmark.py --device cpu --dtype fp32 --size tiny \
-            --sections generate --vocab-size 200 --data-dir "$out/no-corpus" --threads 1 --num-batches 1 \
-            --repeats 1 --gen-batch-size "$batch" --max-new-tokens 5 --json "$out/decoding_batch$batch.json"
-    done
-    training training_compiled 300 no "${small[@]}"  # eager at tiny size: the step runs, inductor's minutes spared
+# The CUDA tests: by name, in the test files that skip without CUDA (their CPU tests are not run here).
+mapfile -t tests < <(grep -l "cuda.is_available()" tests/test_*.py)
+if (( tiny )); then  # the same steps on the CPU, fp32, at a tiny size, nothing compiled
+    p=no c=no limits=(300 600 300 300)
+    base=(--device cpu --preset numbers --synthetic-pairs 300 --model-size tiny --vocab-size 400 --max-tokens 512
+          --grad-accum 2 --threads 1 --rounds 2 --steps-per-round 2 --warmup-steps 1)
+    big=("${base[@]}")
+    decoding=(--device cpu --dtype fp32 --size tiny --vocab-size 200 --data-dir "$out/no-corpus" --threads 1
+              --num-batches 1 --repeats 1 --warmup 1 --max-new-tokens 5)
+    batches=(4 8)
 else
-    precision=bf16
-    step cuda_tests 90 "$python" -m pytest -q -p no:xdist -rs "${tests[@]}"
+    p=bf16 c=inductor limits=(40 120 80 35)  # the CUDA tests, training at base and at big, each decoding batch
     # wmt14-base: the base model, a 37,000 vocabulary, 4 micro-batches of 12,500 padded tokens a step.
-    base=(--device cuda --preset wmt14-base --synthetic-pairs 20000)
-    training training_eager 120 no "${base[@]}" --rounds 3 --steps-per-round 3 --warmup-steps 2 --profile-steps 2
-    for batch in 16 128; do
-        step "decoding_batch$batch" 75 "$python" scripts/benchmark.py --device cuda --dtype bf16 --size base \
-            --sections generate --vocab-size 37000 --num-batches 2 --repeats 2 --gen-batch-size "$batch" \
-            --json "$out/decoding_batch$batch.json"
-    done
-    training training_compiled 200 inductor "${base[@]}" --rounds 2 --steps-per-round 3 --warmup-steps 3
+    base=(--device cuda --preset wmt14-base --synthetic-pairs 20000 --rounds 3 --steps-per-round 3 --warmup-steps 3)
+    big=(--device cuda --preset wmt14-big --synthetic-pairs 20000 --rounds 2 --steps-per-round 2 --warmup-steps 3)
+    decoding=(--device cuda --dtype bf16 --size base --vocab-size 37000 --num-batches 3 --repeats 5 --warmup 2)
+    batches=(16 128)
 fi
+step cuda_tests "${limits[0]}" "$python" -m pytest -q -p no:xdist -rs "${tests[@]:-tests/test_precision.py}" -k "cuda or gpu"
+trainer="trainer:precision=$p,compile=no,optim=adamw_torch_fused,attn=sdpa,cudnn=off"  # the Trainer at its best
+training training_base "${limits[1]}" "ours:default ours:default,micro=one torch:precision=$p,compile=$c $trainer" \
+    "${base[@]}" --profile-steps 2
+training training_big "${limits[2]}" "ours:default torch:precision=$p,compile=$c" "${big[@]}"
+for batch in "${batches[@]}"; do
+    step "decoding_batch$batch" "${limits[3]}" "$python" scripts/benchmark.py --sections generate --no-ctranslate2 \
+        --gen-batch-size "$batch" --json "$out/decoding_batch$batch.json" "${decoding[@]}"
+done
+# Last, in the time left: the Trainer compiled (minutes of inductor on the base model), against train's default.
+training training_trainer_compiled 600 "ours:default ${trainer/compile=no/compile=$c}" "${base[@]}"
 echo "failed steps: $failed" | tee -a "$out/summary.txt" >&2
 pack
 rm -rf "$logs"

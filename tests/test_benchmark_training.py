@@ -7,6 +7,7 @@ import random
 import benchmark_training as bench
 import pytest
 import torch
+from bench import adam, contestants
 
 WORDS = "a red blue green dog cat bird man woman child runs sits eats sees the small big old".split()
 
@@ -27,7 +28,9 @@ def write_corpus(folder, pairs=600, seed=0):
 
 
 def test_contestants_are_parsed_with_defaults_and_checked():
-    specs = bench.parse_contestants("ours, trainer:compile=inductor,optim=adamw_torch ours:adam=fused attn=eager")
+    specs = contestants.parse_contestants(
+        "ours, trainer:compile=inductor,optim=adamw_torch ours:adam=fused attn=eager"
+    )
     assert [spec.name for spec in specs] == [
         "ours:precision=no,compile=no,adam=default,attn=sdpa",
         "trainer:precision=no,compile=inductor,optim=adamw_torch,attn=sdpa",
@@ -36,31 +39,31 @@ def test_contestants_are_parsed_with_defaults_and_checked():
     assert [spec.is_baseline for spec in specs] == [True, False, False]
     for bad in ("ours:adam=sgd", "theirs:precision=no", "ours:optim=adamw_torch", "ours ours", "compile=no"):
         with pytest.raises(ValueError):
-            bench.parse_contestants(bad)
+            contestants.parse_contestants(bad)
 
 
 def test_ours_compiles_the_whole_model_as_one_graph_only_when_asked(monkeypatch):
     """``compile=whole`` is ours alone: train's inductor backend with regional compilation turned off in the worker,
     as ``accelerate launch`` turns it off; ``compile=inductor`` leaves train's default (layer by layer)."""
     with pytest.raises(ValueError):
-        bench.parse_contestants("trainer:compile=whole")
+        contestants.parse_contestants("trainer:compile=whole")
     args = bench.build_parser().parse_args(["--model-size", "tiny"])
     args.vocab_size, args.max_tokens, args.grad_accum = 512, 256, 1  # set from the data where not given
-    whole, regional = bench.Spec.parse("ours:compile=whole"), bench.Spec.parse("ours:compile=inductor")
-    assert bench.ours_config(args, whole).optimization.dynamo_backend == "inductor"
-    assert bench.ours_config(args, regional).optimization.dynamo_backend == "inductor"
+    whole, regional = contestants.Spec.parse("ours:compile=whole"), contestants.Spec.parse("ours:compile=inductor")
+    assert contestants.ours_config(args, whole).optimization.dynamo_backend == "inductor"
+    assert contestants.ours_config(args, regional).optimization.dynamo_backend == "inductor"
     seen = {}
 
     def build_trainer(*_, **__):
-        seen["regional"] = bench.os.environ.get("ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION")
+        seen["regional"] = contestants.os.environ.get("ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION")
         raise RuntimeError("stop here")
 
     monkeypatch.delenv("ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION", raising=False)
-    monkeypatch.setattr(bench, "build_trainer", build_trainer)
-    monkeypatch.setattr(bench, "initial_model", lambda *_: None)
+    monkeypatch.setattr(contestants, "build_trainer", build_trainer)
+    monkeypatch.setattr(contestants, "initial_model", lambda *_: None)
     for spec, expected in ((regional, None), (whole, "false")):
         with pytest.raises(RuntimeError, match="stop here"):
-            bench.ours_worker(args, spec, channel=None)
+            contestants.ours_worker(args, spec, channel=None)
         assert seen["regional"] == expected
 
 
@@ -72,9 +75,9 @@ def test_bf16_contestants_run_by_default_only_where_bf16_is_native(monkeypatch):
 
     monkeypatch.setattr("vanilla_transformer.environment.cpu_flags", lambda: {"avx2", "fma"})
     specs, skipped = bench.select_contestants(args)
-    assert {bench.Spec.parse(name).name for name in bf16} == set(skipped)
+    assert {contestants.Spec.parse(name).name for name in bf16} == set(skipped)
     assert all("native bf16" in reason for reason in skipped.values())
-    assert all(spec["precision"] == "no" for spec in specs)
+    assert all(spec["precision"] in ("no", None) for spec in specs)  # None: train's default, which resolves it
     assert len(specs) == len(bench.DEFAULT_CONTESTANTS) - len(bf16)
 
     monkeypatch.setattr("vanilla_transformer.environment.cpu_flags", lambda: {"avx2", "avx512_bf16"})
@@ -83,7 +86,7 @@ def test_bf16_contestants_run_by_default_only_where_bf16_is_native(monkeypatch):
 
     monkeypatch.setattr("vanilla_transformer.environment.cpu_flags", lambda: {"avx2"})
     named = bench.build_parser().parse_args(["--contestants", "ours:precision=bf16"])
-    assert bench.select_contestants(named) == ([bench.Spec.parse("ours:precision=bf16")], {})
+    assert bench.select_contestants(named) == ([contestants.Spec.parse("ours:precision=bf16")], {})
 
 
 def test_harness_interleaves_both_sides_on_the_same_tokens_per_step(tmp_path, capsys):
@@ -95,7 +98,7 @@ def test_harness_interleaves_both_sides_on_the_same_tokens_per_step(tmp_path, ca
     assert bench.main([*argv, "--contestants", f"{ours} {trainer}", "--output", str(output)]) == 0
 
     result = json.loads(output.read_text())
-    names = [bench.Spec.parse(ours).name, bench.Spec.parse(trainer).name]
+    names = [contestants.Spec.parse(ours).name, contestants.Spec.parse(trainer).name]
     assert result["order"] == [names, names[::-1]]  # the second round runs in reverse
     rows = result["contestants"]
     assert list(rows) == names and result["skipped"] == {}
@@ -125,3 +128,99 @@ def test_a_training_preset_sets_the_model_vocabulary_and_tokens_per_step():
     assert args.grad_accum == 1 and args.max_tokens == 12_500
     plain = bench.resolve(bench.build_parser().parse_args([]))
     assert (plain.model_size, plain.vocab_size, plain.max_tokens, plain.grad_accum) == ("multi30k", 8000, 4096, 1)
+
+
+def tiny_config(**overrides):
+    from vanilla_transformer import VanillaTransformerConfig
+
+    return VanillaTransformerConfig.from_preset("tiny", vocab_size=50, **overrides)
+
+
+def fixed_batch():
+    from bench import collate
+
+    return collate([([5, 6, 7, 3], [8, 9, 3]), ([10, 3], [11, 12, 13, 14, 3]), ([15, 16, 3], [17, 3])])
+
+
+def test_plain_torch_loss_is_the_label_smoothed_cross_entropy_of_its_logits_and_its_step_learns():
+    """The plain-PyTorch contestant: its summed loss is section 5.4's label smoothing written out by hand (1 - eps
+    on the reference, eps spread over the vocabulary) over the real target tokens; the decoder sees no later
+    target token and the encoder no padding; and its optimizer step lowers the loss of a fixed batch."""
+    from bench.plain_torch import PlainTransformer, plain_step
+
+    torch.manual_seed(0)
+    model, batch = PlainTransformer(tiny_config(dropout=0.0)).eval(), fixed_batch()
+    logits = model.logits(**batch)
+    log_probs = torch.log_softmax(logits.float(), dim=-1)
+    real = batch["labels"] != -100
+    reference = log_probs.gather(-1, batch["labels"].clamp(min=0)[..., None])[..., 0]
+    by_hand = -(0.9 * reference + 0.1 * log_probs.mean(-1))[real].sum()
+    assert model(**batch, label_smoothing=0.1).item() == pytest.approx(by_hand.item(), rel=1e-5)
+
+    changed = {**batch, "labels": batch["labels"].clone(), "input_ids": batch["input_ids"].clone()}
+    changed["labels"][0, 2] = 20  # a later target token: the positions before it see nothing of it
+    assert torch.allclose(model.logits(**changed)[0, :2], logits[0, :2], atol=1e-5)
+    changed["input_ids"][1, 3] = 30  # under the padding mask: nothing changes
+    assert torch.allclose(model.logits(**changed)[1], logits[1], atol=1e-5)
+
+    step = plain_step(model.train(), adam(model, 1e-3, "auto"))
+    losses = [step([batch]).item() for _ in range(8)]
+    assert losses[0] == pytest.approx(by_hand.item() / real.sum().item(), rel=1e-5)  # per target token of the step
+    assert losses[-1] < 0.8 * losses[0]
+
+
+def test_the_default_contestant_takes_trains_choices_and_the_extras_are_named():
+    args = bench.resolve(bench.build_parser().parse_args(["--preset", "multi30k", "--model-size", "tiny"]))
+    default = contestants.Spec.parse("ours:default")
+    assert default.default and default.name == "ours:default" and not default.is_baseline
+    config = contestants.ours_config(args, default)
+    from vanilla_transformer.training import parse_args
+
+    preset = parse_args(["--preset", "multi30k"])
+    for name in ("mixed_precision", "dynamo_backend", "adam_implementation"):  # none given: the preset's own
+        assert getattr(config.optimization, name) == getattr(preset.optimization, name), name
+    assert config.model.attn_implementation == preset.model.attn_implementation == "eager"
+    one = contestants.Spec.parse("ours:default,micro=one")
+    assert one.name == "ours:default,micro=one"
+    assert contestants.ours_config(args, one).optimization.max_tokens == args.max_tokens * args.grad_accum
+    trainer = contestants.Spec.parse("trainer:precision=bf16,cudnn=off")
+    assert trainer.name == "trainer:precision=bf16,compile=no,optim=adamw_torch_fused,attn=sdpa,cudnn=off"
+    assert trainer["cudnn"] == "off" and contestants.Spec.parse("torch")["cudnn"] == "on"
+    refused = (
+        "ours:default,precision=bf16",
+        "torch:attn=eager",
+        "trainer:default",
+        "torch:cudnn=maybe",
+        "trainer:micro=one",
+    )
+    for bad in refused:
+        with pytest.raises(ValueError):
+            contestants.parse_contestants(bad)
+    with pytest.raises(SystemExit, match="--contestants.*'sgd'"):  # one line naming the option, no traceback
+        bench.main(["--contestants", "ours:sgd", "--device", "cpu"])
+
+
+def test_default_torch_and_trainer_run_end_to_end_on_the_same_batches(tmp_path):
+    """``ours:default`` (the numbers preset's: nothing compiled, fp32 on this CPU), plain PyTorch and the Trainer,
+    tiny, on synthetic pairs: the default is marked with what the Accelerator and the model resolved to, plain
+    PyTorch trains on exactly our batches, every row has its MFU, and the default is compared with both."""
+    output = tmp_path / "result.json"
+    argv = ["--device", "cpu", "--preset", "numbers", "--synthetic-pairs", "300", "--model-size", "tiny"]
+    argv += ["--vocab-size", "400", "--max-tokens", "512", "--grad-accum", "2", "--threads", "1", "--rounds", "2"]
+    argv += ["--steps-per-round", "2", "--warmup-steps", "1", "--output", str(output)]
+    assert bench.main([*argv, "--contestants", "ours:default torch:precision=no,compile=no trainer"]) == 0
+    result = json.loads(output.read_text())
+    rows = result["contestants"]
+    default, plain = rows["ours:default"], rows["torch:precision=no,compile=no"]
+    assert default["default"] is True and default["kind"] == "ours" and plain["kind"] == "torch"
+    assert default["resolved"] == {"precision": "no", "compile": "no", "attn": "sdpa", "adam": "default"}
+    assert "default" not in plain and result["default"] == "ours:default"
+    for measure in ("tokens_per_step", "padded_tokens_per_step"):
+        assert plain[measure] == default[measure], measure  # the same batches
+    assert all(row["mfu"] > 0 and row["matmul_flops_per_second"] > 0 for row in rows.values())
+    assert result["default_vs_torch_best"] == pytest.approx(default["tokens_per_second"] / plain["tokens_per_second"])
+    trainer = rows[result["trainer_best"]]
+    assert result["default_vs_trainer_best"] == pytest.approx(
+        default["tokens_per_second"] / trainer["tokens_per_second"]
+    )
+    assert "ours: train's default (fp32, eager, Adam, SDPA)" in bench.contestants_table(result)

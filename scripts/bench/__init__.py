@@ -15,7 +15,10 @@ them):
   (`forward_flops`, `training_flops`) and the one training step (`train_step`, with the package's Adam);
 * `figures`: reading a results folder and writing Markdown tables, for the benchmarks' figure functions;
 * `marian_twin` is MarianMT of the same weights (`vanilla_transformer.export.marian.vanilla_to_marian`);
-* `processes`: contestants in worker processes of their own, and our `Trainer` built from ``train`` options;
+* `contestants`: the training contestants several benchmarks share, written once: ours (``train``'s options, and
+  ``ours:default``, its default as-is), MarianMT in `Seq2SeqTrainer`, and plain PyTorch (`plain_torch`);
+* `processes`: contestants in worker processes of their own, the coordinator's side of them, and our `Trainer`
+  built from ``train`` options;
 * `serving`: the package's search, onnxruntime and CTranslate2 decoding, imported in one place; a model's
   CTranslate2 exports loaded (`ct2_translators`); the tokens of each translation (`hypotheses`);
 * `matmul` (a contestant) and `peak_memory` measure the device: a dense matmul and a call's peak memory;

@@ -3,8 +3,10 @@
 Accelerate keeps one process-wide state (the first Accelerator's precision and compilation), so a benchmark that
 compares training settings runs each contestant in a long-lived worker process: the coordinator's `Worker` sends it
 JSON lines on its stdin and reads its answers on its stdout; the worker's `Channel` keeps the protocol apart from
-whatever libraries print. `prepare_data` writes the tokenizer and token cache that `train` would (so that every
-worker trains on the same ids), and `build_trainer` builds the `Trainer` from ``train`` options.
+whatever libraries print; `Tally` counts a worker's steps and `serve` answers the coordinator's commands, whose
+side `run_contestants` is (the kit's interleaved timer over the workers). `prepare_data` writes the tokenizer and
+token cache that `train` would (so that every worker trains on the same ids), and `build_trainer` builds the
+`Trainer` from ``train`` options.
 """
 
 from __future__ import annotations
@@ -13,8 +15,19 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from .device import synchronize
+from .profiling import StepProfile, profile_lines
+from .timing import interleave
+from .workloads import training_flops
+
+if TYPE_CHECKING:
+    from .contestants import Spec
 
 
 class Channel:
@@ -74,6 +87,66 @@ class Worker:
                 self.process.wait()
 
 
+class Tally:
+    """What a worker counts over a command's steps: non-padding and padded tokens, model FLOPs, the seconds spent
+    building our batches, the graphs compiled meanwhile and the peak memory. The steps' time is the coordinator's
+    timer's (`interleave`): a worker answers once its steps are done."""
+
+    def __init__(self, device: torch.device, config) -> None:
+        self.device, self.config = device, config
+        self.reset()
+
+    def reset(self, profile: bool = False) -> None:
+        """Count afresh; with `profile`, under torch's profiler until `report` (`StepProfile`)."""
+        from vanilla_transformer.training.step import compile_count
+
+        self.profile = StepProfile(self.device) if profile else None
+        self.steps, self.data_seconds = 0, 0.0
+        self.tokens = torch.zeros((), dtype=torch.float64, device=self.device)
+        self.positions, self.flops = 0, 0.0
+        self.compiled_before = compile_count()
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+
+    def add(self, batches: list[dict], tokens: torch.Tensor, steps: int = 1) -> None:
+        """A step's micro-batches (or, with ``steps=0``, one of them): their non-padding `tokens`, padded positions
+        and model FLOPs (`training_flops` of the model's `config`)."""
+        self.tokens += tokens.detach().double()
+        self.positions += sum(batch["input_ids"].numel() + batch["labels"].numel() for batch in batches)
+        self.flops += sum(training_flops(self.config, batch) for batch in batches)
+        self.steps += steps
+
+    def report(self) -> dict[str, Any]:
+        """The figures since `reset`, the device synchronised first: the answer comes once the work is done."""
+        from vanilla_transformer.training.step import compile_count
+
+        tokens = float(self.tokens.item())
+        synchronize(self.device)
+        after = compile_count()
+        compiled = after - self.compiled_before if after is not None and self.compiled_before is not None else None
+        return {
+            "steps": self.steps,
+            "tokens": tokens,
+            "positions": self.positions,
+            "data_seconds": self.data_seconds,
+            "compilations": compiled,
+            "flops": self.flops,
+            "peak_memory_bytes": torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else None,
+            "profile": self.profile.summary(self.steps) if self.profile else None,
+        }
+
+
+def serve(channel: Channel, meter: Tally, step: Callable[[], tuple[list[dict], torch.Tensor]], **ready) -> None:
+    """Answer the coordinator's commands: each runs that many `step` calls (a step's micro-batches and its real
+    tokens, the seconds of building the batches counted apart by `step`) and reports what `meter` counted."""
+    channel.send(event="ready", device=str(meter.device), **ready)
+    while (command := channel.receive())["command"] != "stop":
+        meter.reset(profile=command.get("profile", False))
+        for _ in range(command["steps"]):
+            meter.add(*step())
+        channel.send(event="done", **meter.report())
+
+
 def prepare_data(options: list[str], folder: Path, max_pairs: int | None = None):
     """The training data of ``train`` `options`, prepared as `train` prepares them: the corpus (``--data-dir`` or
     ``$VANILLA_TRANSFORMER_DATA``), its first `max_pairs` training pairs cleaned, a BPE trained on them, pairs over
@@ -109,3 +182,46 @@ def build_trainer(config, data: Path, model, cpu: bool = False):
     tokenizer = AutoTokenizer.from_pretrained(data / "tokenizer")
     accelerator = Accelerator(cpu=cpu, **accelerator_options(config.optimization))
     return Trainer(config, accelerator, model, tokenizer, TokenCorpus(data / "tokens"))
+
+
+def start_worker(script: str, index: int, spec: Spec, args, data: Path, batch_size: int) -> Worker:
+    """A contestant's process (`Worker` of the benchmark `script`), its stderr in ``data/worker-INDEX.log``."""
+    options = ["--worker", spec.name, "--data", str(data), "--model-size", args.model_size, "--seed", str(args.seed)]
+    options += ["--vocab-size", str(args.vocab_size), "--max-tokens", str(args.max_tokens)]
+    options += ["--batch-size", str(batch_size), "--device", args.device, "--grad-accum", str(args.grad_accum)]
+    options += ["--preset", args.preset] if args.preset else []
+    return Worker(script, options, args.threads, data / f"worker-{index}.log", spec.name)
+
+
+def run_contestants(script: str, args, specs: list[Spec], data: Path, batch_size: int) -> tuple[dict, list]:
+    """Start the workers, then the kit's interleaved timer: each warmed up alone, then the rounds; each one's
+    figures (the seconds of each command by the timer, the rest as its worker counted them) and the order run."""
+    workers = {spec.name: start_worker(script, i, spec, args, data, batch_size) for i, spec in enumerate(specs)}
+    results: dict[str, Any] = {}
+    try:
+        for name, worker in workers.items():
+            ready = worker.receive()
+            results[name] = {"device": ready["device"], "resolved": ready.get("resolved")}
+
+        def progress(index: int, _) -> None:
+            print(f"round {index + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+
+        print(f"warm-up: {args.warmup_steps} steps per contestant ...", file=sys.stderr, flush=True)
+        timings = interleave(
+            {name: (lambda steps, w=worker: w.ask(command="run", steps=steps)) for name, worker in workers.items()},
+            [args.steps_per_round] * args.rounds,
+            warmup_item=args.warmup_steps,
+            progress=progress,
+        )
+        if args.profile_steps:  # after the timed rounds, so that the profiler's cost touches no figure
+            for name, worker in workers.items():
+                results[name]["profile"] = worker.ask(command="run", steps=args.profile_steps, profile=True)["profile"]
+                print("\n".join(profile_lines(name, results[name]["profile"])), file=sys.stderr, flush=True)
+    finally:
+        for worker in workers.values():
+            worker.stop()
+    for name in workers:  # the time of each command, by the timer; the rest, as its worker counted it
+        warmup = {**timings.warmup_returned[name], "seconds": timings.warmup_seconds[name]}
+        rounds = [{**row, "seconds": timings.seconds[name][i][0]} for i, row in enumerate(timings.returned[name])]
+        results[name].update(warmup=warmup, rounds=rounds)
+    return results, timings.order
