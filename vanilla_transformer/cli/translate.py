@@ -91,7 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _translate_ctranslate2(args: argparse.Namespace, sentences: Sequence[str]) -> Iterator[str]:
     """The translations of `sentences` by the CTranslate2 export ``--ctranslate2``, in input order, a window of
-    `STREAM_WINDOW_BATCHES` batches at a time (as `translate_with_options`)."""
+    `STREAM_WINDOW_BATCHES` batches at a time (as `translate_with_options`); the model and its settings are read
+    before the first is asked for."""
     from transformers import AutoConfig, AutoTokenizer, GenerationConfig
     from transformers.utils import GENERATION_CONFIG_NAME
 
@@ -112,8 +113,8 @@ def _translate_ctranslate2(args: argparse.Namespace, sentences: Sequence[str]) -
         batch_size=args.batch_size,
     )
     window = args.batch_size * STREAM_WINDOW_BATCHES
-    for first in range(0, len(sentences), window):
-        yield from translate_ctranslate2(translator, tokenizer, sentences[first : first + window], **settings)
+    spans = [sentences[first : first + window] for first in range(0, len(sentences), window)]
+    return (line for span in spans for line in translate_ctranslate2(translator, tokenizer, span, **settings))
 
 
 def partial_path(output: str | os.PathLike[str]) -> Path:
