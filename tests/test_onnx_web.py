@@ -304,7 +304,7 @@ def test_static_goes_with_space(tiny_model_dir, tmp_path, capsys):
 def test_both_spaces_upload_through_one_helper_with_their_sdk_and_files(tiny_model_dir, monkeypatch):
     """push_space (Gradio) and push_static_space (the page) create their Space with their own SDK and upload the
     folder their writer wrote, staged in a folder that is gone afterwards."""
-    import vanilla_transformer.export.hub as hub
+    import vanilla_transformer.export.space as space
     from vanilla_transformer.demo.space import push_space
     from vanilla_transformer.export.static_space import push_static_space
 
@@ -322,7 +322,7 @@ def test_both_spaces_upload_through_one_helper_with_their_sdk_and_files(tiny_mod
             uploads[-1].update(folder=folder_path, files=files, upload_type=repo_type)
             return type("CommitInfo", (), {"commit_url": f"https://huggingface.co/spaces/{repo_id}/commit/abc"})()
 
-    monkeypatch.setattr(hub, "HfApi", FakeHfApi)
+    monkeypatch.setattr(space, "HfApi", FakeHfApi)
     gradio_url = push_space("org/demo", "org/numbers", token="hf_a")
     static_url = push_static_space(
         "org/page", tiny_model_dir, "org/numbers", transformers_js=PACKAGE, private=True, token="hf_b"

@@ -259,7 +259,7 @@ def test_attention_maps_of_an_adapter_folder_are_the_adapted_models(lora_run, ti
     source, target = held_out_pairs()[0]
     argv = [str(lora_run), source, "--target", target, "--output-dir", str(tmp_path / "maps"), "--kinds", "cross"]
     assert load_script("attention").main(argv) == 0
-    assert sorted(path.name for path in (tmp_path / "maps").iterdir()) == ["cross_layer1.png", "cross_layer2.png"]
+    assert sorted(path.name for path in (tmp_path / "maps").glob("*.png")) == ["cross_layer1.png", "cross_layer2.png"]
     maps = {
         name: compute_attention(*load_model_dir(directory), source, target).cross
         for name, directory in (("lora", lora_run), ("merged", lora_run / "merged"), ("base", tiny_model_dir))

@@ -12,6 +12,7 @@ from tiny_model import SPLITS, load_script, tiny_config
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.model_dir import load_model_dir
 from vanilla_transformer.visualization import display_tokens, plot_attention
+from vanilla_transformer.written import MANIFEST
 
 SOURCE, TARGET = SPLITS.valid[0]  # "four hundred and seventy-nine", "vierhundertneunundsiebzig"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -141,8 +142,9 @@ def test_script_writes_the_chosen_maps(tiny_model_dir, tmp_path):
     )
     assert exit_code == 0
     assert sorted(path.name for path in tmp_path.iterdir()) == [
+        MANIFEST,  # the list of what the command wrote there: what it may replace when run again
         "cross_layer1.png",
         "decoder_self_layer1.png",
         "encoder_self_layer1.png",
     ]
-    assert all(path.read_bytes()[:8] == PNG_MAGIC for path in tmp_path.iterdir())
+    assert all(path.read_bytes()[:8] == PNG_MAGIC for path in tmp_path.glob("*.png"))

@@ -39,7 +39,7 @@ import shutil
 import stat
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TypeVar
 
@@ -189,6 +189,35 @@ def check_output_file(path: str | os.PathLike[str] | None, what: str = "file") -
         raise FileNotFoundError(f"{what}={path}: the folder {folder} does not exist: create it first")
     if not os.access(folder, os.W_OK | os.X_OK) or (file.exists() and not os.access(file, os.W_OK)):
         raise PermissionError(f"{what}={path} cannot be written: no permission")
+
+
+def check_not_an_input(
+    output: str | os.PathLike[str] | None,
+    what: str,
+    inputs: Mapping[str, str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | None],
+) -> None:
+    """Refuse, before any work, an output that names one of the command's inputs however it is spelled (``./name``, a
+    link to it, a hard link: `os.path.samefile`, and the resolved paths), or a folder holding one: writing it would
+    replace what is read. `inputs` maps each input's option (``"--input"``) to its path, a list of paths or None;
+    standard input (``-``) and streams are not files and pass. A ValueError naming both options and paths."""
+    if output is None or str(output) == "-" or is_stream(Path(output)):
+        return
+    target = Path(os.path.abspath(output))
+    resolved = target.resolve()
+    for option, values in inputs.items():
+        paths = [values] if values is None or isinstance(values, (str, os.PathLike)) else list(values)
+        for value in paths:
+            if value is None or str(value) == "-" or is_stream(Path(value)):
+                continue
+            source = Path(os.path.abspath(value))
+            same = source.exists() and target.exists() and os.path.samefile(source, target)
+            held = source.resolve() == resolved or resolved in source.resolve().parents
+            if same or held or target == source or target in source.parents:
+                relation = "is" if same or source.resolve() == resolved or target == source else "holds"
+                raise ValueError(
+                    f"{what}={output} {relation} the input {option}={value}: writing it would replace what is read; "
+                    f"name another {what}"
+                )
 
 
 def check_output_dir(
@@ -392,6 +421,7 @@ __all__ = [
     "PAUSE_POINTS",
     "WriteError",
     "check_links_inside",
+    "check_not_an_input",
     "check_output_dir",
     "check_output_file",
     "check_writable_place",

@@ -84,10 +84,10 @@ def test_translate_gives_the_model_the_same_sentences_from_stdin_and_a_file_what
     run_cli, tiny_model_dir, tmp_path, monkeypatch
 ):
     seen = []
-    translate = search.translate
+    translate = search.translate_stream  # what the command's translations come from, as they are made
     monkeypatch.setattr(
         search,
-        "translate",
+        "translate_stream",
         lambda model, tokenizer, sentences, **kw: (
             seen.append(list(sentences)) or translate(model, tokenizer, sentences, **kw)
         ),

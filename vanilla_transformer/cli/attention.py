@@ -6,7 +6,9 @@ Examples:
 
 Without --target, the model's greedy translation is plotted. A LoRA adapter folder (finetune --lora) is loaded with
 its base model (adapter_config.json's base_model_name_or_path). Files: encoder_self_layerN.png,
-decoder_self_layerN.png and cross_layerN.png in --output-dir, one panel per head.
+decoder_self_layerN.png and cross_layerN.png in --output-dir, one panel per head. The folder is written whole, and
+only where it is new, empty or holds nothing but the maps this command wrote there (its manifest lists them): a folder
+holding anything else is refused, naming the file.
 """
 
 from __future__ import annotations
@@ -16,12 +18,16 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from vanilla_transformer.atomic import check_output_dir, check_output_file
+from vanilla_transformer.atomic import check_output_dir, write_directory
 from vanilla_transformer.cli import configure_logging
 from vanilla_transformer.constants import ATTENTION_KINDS as KINDS
 from vanilla_transformer.parsing import CommandParser
+from vanilla_transformer.written import check_replaceable, record_written, written_by
 
 logger = logging.getLogger("visualize_attention")
+
+ATTENTION_KIND = "attention"
+"""What this command records as the writer of its folder (`written.record_written`)."""
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -43,22 +49,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     from vanilla_transformer.model_dir import load_model_dir  # not for --help: torch
     from vanilla_transformer.visualization import plot_attention
 
-    check_output_dir(args.output_dir, "--output-dir", replaceable=lambda folder: True)  # before the model loads
-    for path in args.output_dir.glob("*_layer*.png") if args.output_dir.is_dir() else ():
-        check_output_file(path, "--output-dir")  # a map replaced, never written through a link
+    # before the model loads: a new or empty folder, or one holding only the maps this command wrote there
+    check_replaceable(args.output_dir, ATTENTION_KIND, "--output-dir")
+    check_output_dir(args.output_dir, "--output-dir", replaceable=written_by(ATTENTION_KIND))
     model, tokenizer = load_model_dir(args.model)
-    figures = plot_attention(
-        model,
-        tokenizer,
-        args.source,
-        args.target,
-        output_dir=args.output_dir,
-        layers=args.layers,
-        kinds=args.kinds,
-        max_new_tokens=args.max_new_tokens,
-        dpi=args.dpi,
-    )
-    logger.info("wrote %d files to %s", len(figures), args.output_dir)
+
+    def write(folder: Path) -> int:
+        figures = plot_attention(
+            model,
+            tokenizer,
+            args.source,
+            args.target,
+            output_dir=folder,
+            layers=args.layers,
+            kinds=args.kinds,
+            max_new_tokens=args.max_new_tokens,
+            dpi=args.dpi,
+        )
+        record_written(folder, ATTENTION_KIND)
+        return len(figures)
+
+    count = write_directory(args.output_dir, write, replaceable=written_by(ATTENTION_KIND), what="--output-dir")
+    logger.info("wrote %d files to %s", count, args.output_dir)
     return 0
 
 

@@ -12,7 +12,7 @@ import argparse
 import io
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -192,15 +192,23 @@ def resolve_search_arguments(args: argparse.Namespace, generation_config: Genera
             setattr(args, name, value)
 
 
-def translate_with_options(args: argparse.Namespace, sentences: Sequence[str]) -> list[str]:
+STREAM_WINDOW_BATCHES = 16
+"""`translate_with_options` sorts sentences by length within windows of this many batches (``--batch-size``), and
+gives each window's translations, in input order, as soon as the window is done (`serving.search.translate_stream`)."""
+
+
+def translate_with_options(args: argparse.Namespace, sentences: Sequence[str]) -> Iterator[str]:
     """Translate `sentences` with the model directory ``args.model`` (or, with ``--engine onnxruntime``, its ONNX
-    export on onnxruntime) and the options of `add_decoding_arguments`, ``--num-threads`` included, with a progress bar: what the translate and evaluate commands run. Search options
-    not given are the model's (`resolve_search_arguments`) and are filled into `args`."""
+    export on onnxruntime) and the options of `add_decoding_arguments`, ``--num-threads`` included, with a progress
+    bar: what the translate and evaluate commands run. The translations come in input order, a window of
+    `STREAM_WINDOW_BATCHES` batches at a time, so that a caller can write each as it comes; every sentence is checked
+    before the first is translated. Search options not given are the model's (`resolve_search_arguments`) and are
+    filled into `args`."""
     import torch
     from transformers import GenerationConfig
 
     from ..model_dir import load_model_dir
-    from ..serving.search import translate
+    from ..serving.search import translate_stream
     from ..serving.with_onnxruntime import load_onnx
 
     if args.num_threads is not None:
@@ -214,7 +222,7 @@ def translate_with_options(args: argparse.Namespace, sentences: Sequence[str]) -
         model, tokenizer = load_model_dir(args.model, args.device)
         resolve_search_arguments(args, model.generation_config)
         model.to(decoding_dtype(args.dtype))
-    return translate(
+    return translate_stream(
         model,
         tokenizer,
         sentences,
@@ -222,6 +230,7 @@ def translate_with_options(args: argparse.Namespace, sentences: Sequence[str]) -
         length_penalty=args.length_penalty,
         max_length_offset=args.max_length_offset,
         batch_size=args.batch_size,
+        window=args.batch_size * STREAM_WINDOW_BATCHES,
         show_progress=True,
     )
 
@@ -230,6 +239,7 @@ __all__ = [
     "DECODING_DTYPES",
     "ENGINES",
     "STDIN",
+    "STREAM_WINDOW_BATCHES",
     "add_decoding_arguments",
     "decoding_dtype",
     "check_decoding_arguments",

@@ -20,7 +20,7 @@ import json
 from collections.abc import Sequence
 
 import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes once transformers loads)
-from vanilla_transformer.atomic import check_output_file, write_file
+from vanilla_transformer.atomic import check_not_an_input, check_output_file, write_file
 from vanilla_transformer.cli.decoding import (
     STDIN,
     add_decoding_arguments,
@@ -52,6 +52,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     check_decoding_arguments(args)
     check_output_file(args.output, "--output")
     check_output_file(args.results, "--results")
+    inputs = {f"--{name}": getattr(args, name) for name in ("reference", "hypotheses", "source")}
+    check_not_an_input(args.output, "--output", inputs)
+    check_not_an_input(args.results, "--results", {**inputs, "--output": args.output})
     return args
 
 
@@ -76,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         sources = read_input_lines(args.source, "--source")
         _check_same_length(sources, references, "--source", args)
-        hypotheses = translate_with_options(args, sources)
+        hypotheses = list(translate_with_options(args, sources))
         print(
             f"search: beam {args.num_beams}, GNMT alpha {args.length_penalty}, "
             f"at most input length + {args.max_length_offset}"

@@ -83,8 +83,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("--static goes with --space")
     if args.transformers_js is not None and not args.static:
         parser.error("--transformers-js goes with --static")
+    from vanilla_transformer.export.space import check_repo_id  # huggingface_hub: not for --help
     from vanilla_transformer.model_dir import is_adapter_dir  # torch: not for --help
 
+    check_repo_id(args.repo_id)  # by the Hub's rules, before anything is read or written: ids go into cards and code
+    for option in ("space", "base_model"):
+        if getattr(args, option) is not None:
+            check_repo_id(getattr(args, option), f"--{option.replace('_', '-')}")
     if args.space is not None and is_adapter_dir(args.model_dir):
         parser.error(f"--space is for model directories; {args.model_dir} is a LoRA adapter folder")
     if args.base_model is not None and not is_adapter_dir(args.model_dir):

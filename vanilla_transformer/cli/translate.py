@@ -6,20 +6,29 @@
 
 The search is the one the model's generation_config.json asks for (a trained model's: the run's beam size and alpha),
 else section 6.1's: beam 4, GNMT length penalty alpha = 0.6, at most input length + 50 tokens. The options override it.
+
+Translations are written as they are made, in input order (the sentences are sorted by length within windows of
+16 batches): standard output is flushed line by line, and --output is written to OUTPUT.partial, renamed to OUTPUT
+at the end. A run interrupted with Ctrl-C keeps what it finished (in OUTPUT.partial, named on standard error);
+OUTPUT itself is replaced only by a complete run.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import TextIO
 
 import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes once transformers loads)
-from vanilla_transformer.atomic import check_output_file, write_file
+from vanilla_transformer.atomic import check_not_an_input, check_output_file, is_stream, write_file, writing
 from vanilla_transformer.cli import PROG
 from vanilla_transformer.cli.decoding import (
     STDIN,
+    STREAM_WINDOW_BATCHES,
     add_decoding_arguments,
     check_decoding_arguments,
     read_input_lines,
@@ -28,6 +37,9 @@ from vanilla_transformer.cli.decoding import (
     translate_with_options,
 )
 from vanilla_transformer.parsing import CommandParser
+
+PARTIAL_SUFFIX = ".partial"
+"""`write_translations` writes ``--output`` under this suffix until every translation is written."""
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -59,6 +71,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.input = args.file if args.file is not None else args.input
     check_decoding_arguments(args)
     check_output_file(args.output, "--output")
+    check_not_an_input(args.output, "--output", {args.input_option: args.input})
+    check_partial(args.output)
     return args
 
 
@@ -68,38 +82,112 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not sentences:  # not an error (an empty input has an empty translation), but rarely what was meant
         given = "standard input" if (args.input or STDIN) == STDIN else f"{args.input_option}={args.input}"
         print(f"{PROG} translate: note: {given} is empty: nothing to translate", file=sys.stderr)
-    if args.ctranslate2:
-        from transformers import AutoConfig, AutoTokenizer, GenerationConfig
-        from transformers.utils import GENERATION_CONFIG_NAME
-
-        from vanilla_transformer.model_dir import check_model_dir
-        from vanilla_transformer.serving.with_ctranslate2 import translate_ctranslate2
-
-        check_model_dir(args.model)
-        resolve_engine(args)
-        tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=False)
-        saved = Path(args.model, GENERATION_CONFIG_NAME).is_file()
-        resolve_search_arguments(args, GenerationConfig.from_pretrained(args.model) if saved else None)
-        translations = translate_ctranslate2(
-            args.ctranslate2,
-            tokenizer,
-            sentences,
-            beam_size=args.num_beams,
-            length_penalty=args.length_penalty,
-            max_length_offset=args.max_length_offset,
-            max_decoding_length=getattr(AutoConfig.from_pretrained(args.model), "max_position_embeddings", None),
-            batch_size=args.batch_size,
-            device=args.device,
-            threads=args.num_threads or 0,
-        )
-    else:
+    translations = _translate_ctranslate2(args, sentences) if args.ctranslate2 else None
+    if translations is None:
         translations = translate_with_options(args, sentences)
-    output = "".join(line + "\n" for line in translations)
-    if args.output:
-        write_file(args.output, output, what="--output")
-    else:
-        sys.stdout.write(output)
+    write_translations(translations, args.output)
     return 0
+
+
+def _translate_ctranslate2(args: argparse.Namespace, sentences: Sequence[str]) -> Iterator[str]:
+    """The translations of `sentences` by the CTranslate2 export ``--ctranslate2``, in input order, a window of
+    `STREAM_WINDOW_BATCHES` batches at a time (as `translate_with_options`); the model and its settings are read
+    before the first is asked for."""
+    from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+    from transformers.utils import GENERATION_CONFIG_NAME
+
+    from vanilla_transformer.model_dir import check_model_dir
+    from vanilla_transformer.serving.with_ctranslate2 import load_translator, translate_ctranslate2
+
+    check_model_dir(args.model)
+    resolve_engine(args)
+    tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=False)
+    saved = Path(args.model, GENERATION_CONFIG_NAME).is_file()
+    resolve_search_arguments(args, GenerationConfig.from_pretrained(args.model) if saved else None)
+    translator = load_translator(args.ctranslate2, device=args.device, threads=args.num_threads or 0)
+    settings = dict(
+        beam_size=args.num_beams,
+        length_penalty=args.length_penalty,
+        max_length_offset=args.max_length_offset,
+        max_decoding_length=getattr(AutoConfig.from_pretrained(args.model), "max_position_embeddings", None),
+        batch_size=args.batch_size,
+    )
+    window = args.batch_size * STREAM_WINDOW_BATCHES
+    spans = [sentences[first : first + window] for first in range(0, len(sentences), window)]
+    return (line for span in spans for line in translate_ctranslate2(translator, tokenizer, span, **settings))
+
+
+def partial_path(output: str | os.PathLike[str]) -> Path:
+    """Where `write_translations` writes the translations for `output` while they are made: ``<output>.partial``."""
+    output = Path(output)
+    return output.with_name(output.name + PARTIAL_SUFFIX)
+
+
+def check_partial(output: str | None) -> None:
+    """Refuse, before any work, an ``--output`` whose ``.partial`` file exists: it is not this run's to replace (an
+    interrupted run left it, holding its first translations, or it is a file of the user's)."""
+    if output is None or is_stream(Path(output)):
+        return
+    partial = partial_path(output)
+    if partial.exists() or partial.is_symlink():
+        raise ValueError(
+            f"--output={output}: {partial} exists (what an interrupted run left, or a file of yours): move or delete "
+            "it first"
+        )
+    check_output_file(partial, "--output")
+
+
+def write_translations(translations: Iterable[str], output: str | None) -> int:
+    """Write each translation, one per line, as it comes: to standard output (flushed line by line), or to
+    ``<output>.partial``, renamed to `output` once every translation is written. An interrupted run (Ctrl-C) keeps
+    what it finished, on standard output or in ``<output>.partial`` (named on standard error); `output` is left as it
+    was until the end. Any other error removes the partial file. The number of translations written."""
+    if output is None:
+        return _write_lines(translations, sys.stdout)
+    if is_stream(Path(output)):  # a pipe or a terminal: written as a stream
+        with writing(output, "--output"), open(output, "w", encoding="utf-8") as stream:
+            return _write_lines(translations, stream)
+    partial, written, stream = partial_path(output), 0, None
+    try:
+        with writing(output, "--output"):
+            for line in translations:
+                if stream is None:  # made with the first translation: an interrupted read leaves nothing
+                    stream = open(partial, "x", encoding="utf-8")
+                stream.write(line + "\n")
+                stream.flush()
+                written += 1
+            if stream is None:
+                write_file(output, "", what="--output")
+                return 0
+            stream.close()
+            os.replace(partial, output)
+        return written
+    except KeyboardInterrupt:
+        if stream is not None:
+            _close(stream)
+            print(f"{PROG} translate: note: the first {written} translations are in {partial}", file=sys.stderr)
+        raise
+    except BaseException:
+        if stream is not None:
+            _close(stream)
+            partial.unlink(missing_ok=True)
+        raise
+
+
+def _close(stream: TextIO) -> None:
+    """Close `stream` after an error; what it still held is lost if the system refuses it (a full disk), the error
+    already raised is the one reported."""
+    with contextlib.suppress(OSError):
+        stream.close()
+
+
+def _write_lines(translations: Iterable[str], stream: TextIO) -> int:
+    written = 0
+    for line in translations:
+        stream.write(line + "\n")
+        stream.flush()
+        written += 1
+    return written
 
 
 if __name__ == "__main__":

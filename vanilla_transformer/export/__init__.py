@@ -5,19 +5,18 @@ write folders; what runs them is `vanilla_transformer.serving`. Saving and loadi
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from ..atomic import check_output_dir
+from ..written import check_replaceable, written_by
 
 
-def check_export_dir(
-    output_dir: Path, force: bool, replaceable: Callable[[Path], bool], kind: str, *, source: Path | None = None
-) -> None:
+def check_export_dir(output_dir: Path, force: bool, kind: str, what: str, *, source: Path | None = None) -> None:
     """Before any work, the output folder of an export that ``--force`` may replace: a non-empty `output_dir` needs
-    `force`, and then must be `kind` (`replaceable`); a link, a file or an unwritable place is refused
-    (`atomic.check_output_dir`, the package's one rule); so is the model folder `source` being exported, a folder
-    holding it or one inside it (replacing it would delete the model)."""
+    `force`, and then must hold only what the command `kind` wrote there, by its manifest (`written.first_foreign`:
+    the first other file is named); a link, a file or an unwritable place is refused (`atomic.check_output_dir`, the
+    package's one rule); so is the model folder `source` being exported, a folder holding it or one inside it
+    (replacing it would delete the model). `what` names the export in the refusal without `force`."""
     if source is not None:
         model, output = Path(source).resolve(), Path(output_dir).resolve()
         if model == output or model in output.parents or output in model.parents:
@@ -26,8 +25,9 @@ def check_export_dir(
                 f"output directory"
             )
     if output_dir.is_dir() and not output_dir.is_symlink() and any(output_dir.iterdir()) and not force:
-        raise ValueError(f"{output_dir} exists and is not empty: pass force=True (--force) to replace {kind}")
-    check_output_dir(output_dir, "output_dir", replaceable=replaceable)
+        raise ValueError(f"output_dir={output_dir} exists and is not empty: pass --force to replace {what}")
+    check_replaceable(output_dir, kind, "output_dir")
+    check_output_dir(output_dir, "output_dir", replaceable=written_by(kind))
 
 
 __all__ = ["check_export_dir"]

@@ -30,10 +30,10 @@ import torch
 from ..atomic import write_directory
 from ..configuration_vanilla_transformer import VanillaTransformerConfig
 from ..constants import QUANTIZATIONS
-from ..folder_kinds import is_ctranslate2_dir
 from ..model_dir import check_model_dir
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from ..serving.with_ctranslate2 import cpu_backend, import_ctranslate2
+from ..written import record_written, written_by
 from . import check_export_dir
 
 if TYPE_CHECKING:
@@ -132,6 +132,10 @@ class _Vocabulary:
         return self.tokens[index]
 
 
+CTRANSLATE2_KIND = "export-ctranslate2"
+"""What `export_ctranslate2` records as the writer of its folder (`written.record_written`)."""
+
+
 def model_spec(
     model: VanillaTransformerForConditionalGeneration, tokenizer=None, vocabulary: Sequence[str] | None = None
 ):
@@ -174,8 +178,9 @@ def export_ctranslate2(
             ``None`` for float32.
         tokenizer: For an in-memory model: the tokenizer whose vocabulary the model uses.
         vocabulary: For an in-memory model without tokenizer: the token string of every id.
-        force: Replace `output_dir` if it exists and is a CTranslate2 model directory (never the model converted,
-            nor a folder holding it or inside it, nor any other folder).
+        force: Replace `output_dir` if it holds only what an export of this program wrote there, by the manifest
+            each export writes (`written.first_foreign`): never the model converted, nor a folder holding it or inside
+            it, nor a folder holding any other file (a user's folder that merely holds a ``model.bin``).
 
     The directory is written as a whole (`vanilla_transformer.atomic.write_directory`): a killed export leaves
     the old directory or the new one.
@@ -198,7 +203,7 @@ def export_ctranslate2(
             raise ValueError(
                 "a saved model directory is converted with its own tokenizer: pass neither tokenizer nor vocabulary"
             )
-        check_export_dir(Path(output_dir), force, is_ctranslate2_dir, "a CTranslate2 model", source=Path(model))
+        check_export_dir(Path(output_dir), force, CTRANSLATE2_KIND, "a CTranslate2 model", source=Path(model))
         check_model_dir(model)
         converter = ct2.converters.TransformersConverter(str(model))
     else:
@@ -210,14 +215,14 @@ def export_ctranslate2(
 
         converter = _SpecConverter()
     output_dir = Path(output_dir)
-    check_export_dir(output_dir, force, is_ctranslate2_dir, "a CTranslate2 model")
-    write_directory(
-        output_dir,
-        lambda folder: converter.convert(str(folder), quantization=quantization, force=True),
-        replaceable=is_ctranslate2_dir,
-        what="output_dir",
-    )
+    check_export_dir(output_dir, force, CTRANSLATE2_KIND, "a CTranslate2 model")
+
+    def write(folder: Path) -> None:
+        converter.convert(str(folder), quantization=quantization, force=True)
+        record_written(folder, CTRANSLATE2_KIND)
+
+    write_directory(output_dir, write, replaceable=written_by(CTRANSLATE2_KIND), what="output_dir")
     return output_dir
 
 
-__all__ = ["ONEDNN_INT8_WARNING", "QUANTIZATIONS", "export_ctranslate2", "model_spec"]
+__all__ = ["CTRANSLATE2_KIND", "ONEDNN_INT8_WARNING", "QUANTIZATIONS", "export_ctranslate2", "model_spec"]

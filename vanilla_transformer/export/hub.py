@@ -21,7 +21,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ from ..model_dir import (
 )
 from ..model_summary import SUMMARY_FIELDS, SUMMARY_FILE, build_summary, read_training_summary
 from ..serving.search import paper_generation_config
+from .space import check_repo_id
 
 logger = logging.getLogger(__name__)
 
@@ -186,10 +187,14 @@ def prepare_upload_folder(
     Raises:
         FileNotFoundError: If `model_dir` is not a model directory (a training run's names its ``model``), or an
             adapter's base model is not found.
-        ValueError: If `folder` is not empty, `model_dir` lacks a tokenizer, the template or the summary is invalid,
+        ValueError: If `repo_id` or `base_model` is not a Hub repository id, `folder` is not empty, `model_dir`
+            lacks a tokenizer, the template or the summary is invalid,
             an adapter's base model is not a Hub id, or `base_model` is given for a model directory.
     """
     model_dir, folder = Path(model_dir), Path(folder)
+    check_repo_id(repo_id)  # written into the model card: the Hub's rules, before any work
+    if base_model is not None:
+        check_repo_id(base_model, "base_model")
     check_output_dir(folder, "folder")  # before any work; written whole by write_directory
     if is_adapter_dir(model_dir):
         if template is not None:
@@ -397,28 +402,6 @@ def push_to_hub(
     return commit.commit_url
 
 
-def upload_space(
-    space_id: str,
-    sdk: str,
-    write: Callable[[Path], Path],
-    *,
-    private: bool = False,
-    token: str | None = None,
-    commit_message: str,
-) -> str:
-    """Upload a Space: `write` fills a folder (given its path, returns the folder written) in a temporary staging
-    folder, the Space `space_id` is created with `sdk` (``gradio``, ``static``) where it does not exist, and the
-    folder uploaded as one commit; the commit's URL. The staging folder is this function's own and is removed."""
-    api = HfApi(token=token)
-    with tempfile.TemporaryDirectory() as staging:
-        folder = write(Path(staging) / "space")
-        api.create_repo(space_id, repo_type="space", space_sdk=sdk, private=private, exist_ok=True)
-        commit = api.upload_folder(
-            repo_id=space_id, repo_type="space", folder_path=folder, commit_message=commit_message
-        )
-    return commit.commit_url
-
-
 __all__ = [
     "ADAPTER_CARD",
     "TEMPLATE",
@@ -430,5 +413,4 @@ __all__ = [
     "prepare_upload_folder",
     "push_to_hub",
     "save_adapter_with_card",
-    "upload_space",
 ]

@@ -36,10 +36,11 @@ from ..extras import import_optional
 from ..folder_kinds import DECODER_FILE, ENCODER_FILE, is_onnx_dir, quantized_name
 from ..model_dir import check_model_dir, load_model, load_tokenizer
 from ..serving.with_onnxruntime import CACHE_KINDS, cache_names
+from ..written import first_foreign, record_written
 from . import check_export_dir
 from .marian import marian_config_from_vanilla, save_tokenizer_for_any_transformers
 from .onnx_graphs import DecoderGraph, EncoderGraph
-from .web import PAGE_FILES, find_transformers_js, write_page
+from .web import find_transformers_js, write_page
 
 OPSET = 18
 
@@ -75,7 +76,7 @@ def export_onnx(
         import_optional("onnxruntime.quantization", "onnx", "int8 ONNX export")
     output_dir = Path(output_dir)  # checked before any work: exists, is ours, writable, not a link
     source = Path(model) if isinstance(model, (str, os.PathLike)) else None
-    check_export_dir(output_dir, force, is_onnx_export, "an ONNX export", source=source)
+    check_export_dir(output_dir, force, ONNX_KIND, "an ONNX export", source=source)
     if web:
         transformers_js = find_transformers_js(transformers_js)  # before the export: a missing package fails at once
     if isinstance(model, (str, os.PathLike)):
@@ -98,37 +99,21 @@ def export_onnx(
             quantize_onnx(folder)
         if web:
             write_page(folder, transformers_js)
+        record_written(folder, ONNX_KIND)
 
     write_directory(output_dir, write, replaceable=is_onnx_export, what="output_dir")
     return output_dir
 
 
-EXPORT_FILES = frozenset(
-    {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}
-)
-"""The files `export_onnx` writes at the top of its folder, besides ``onnx/`` and the page's (``web.PAGE_FILES``,
-``js/``)."""
+ONNX_KIND = "export-onnx"
+"""What `export_onnx` records as the writer of its folder (`written.record_written`)."""
 
 
 def is_onnx_export(directory: str | os.PathLike) -> bool:
-    """Whether `directory` is an ONNX folder (`is_onnx_dir`) holding only what `export_onnx` writes, and no link: what
-    ``--force`` may replace. A folder with anything else in it (a ``.git``, a README, a model of someone's) is a
-    user's, and is never deleted."""
-    directory = Path(directory)
-    if not is_onnx_dir(directory):
-        return False
-    graphs = {name for file in (ENCODER_FILE, DECODER_FILE) for name in (file, quantized_name(file))}
-    for path in directory.rglob("*"):
-        relative = path.relative_to(directory)
-        if path.is_symlink():
-            return False
-        if len(relative.parts) == 1:
-            known = relative.name in EXPORT_FILES | set(PAGE_FILES) or relative.name in ("onnx", "js")
-        else:
-            known = relative.as_posix() in graphs or (relative.parts[0] == "js" and len(relative.parts) == 2)
-        if not known or path.is_dir() != (len(relative.parts) == 1 and relative.name in ("onnx", "js")):
-            return False
-    return True
+    """Whether `directory` is an ONNX folder (`is_onnx_dir`) holding only what `export_onnx` wrote there, by its
+    manifest (`written.first_foreign`): what ``--force`` may replace. A folder with anything else in it (a ``.git``,
+    a README, a file added under ``js/``, a graph changed since) is a user's, and is never deleted."""
+    return is_onnx_dir(directory) and first_foreign(directory, ONNX_KIND) is None
 
 
 def _write_files(model, tokenizer, folder: Path) -> None:
@@ -257,4 +242,4 @@ def quantize_onnx(folder: str | os.PathLike) -> None:
             )
 
 
-__all__ = ["EXPORT_FILES", "export_onnx", "is_onnx_export", "quantize_onnx"]
+__all__ = ["ONNX_KIND", "export_onnx", "is_onnx_export", "quantize_onnx"]

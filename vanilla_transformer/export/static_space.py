@@ -6,30 +6,17 @@ paper's beam search, and fetches nothing from elsewhere.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
-from .hub import upload_space
 from .onnx import export_onnx
+from .space import PACKAGE_LINK, check_repo_id, upload_space, write_space_readme
 
-README = """---
-title: {title_yaml}
-emoji: 🔍
-colorFrom: blue
-colorTo: indigo
-sdk: static
-app_file: index.html
-pinned: false
-license: apache-2.0
-{models}---
-
-# {title}
-
-The Transformer of "Attention Is All You Need" ([vanilla-transformer](https://pypi.org/project/vanilla-transformer/)),
-{model_line}, translating in your browser: the paper's beam search (GNMT length penalty, at most input length + 50
-tokens) on onnxruntime-web, and the cross-attention of each translation. No server: the page runs the ONNX graphs of
-this folder (`vanilla-transformer export-onnx --web`), and no text leaves your computer.
+BODY = """The Transformer of "Attention Is All You Need" ({package}),
+the model [{model}](https://huggingface.co/{model}), translating in your browser: the paper's beam search (GNMT
+length penalty, at most input length + 50 tokens) on onnxruntime-web, and the cross-attention of each translation. No
+server: the page runs the ONNX graphs of this folder (`vanilla-transformer export-onnx --web`), and no text leaves
+your computer.
 """
 
 
@@ -37,16 +24,13 @@ def write_static_space(
     folder: str | os.PathLike, model_dir: str | os.PathLike, model_id: str, *, transformers_js=None
 ) -> Path:
     """Write the static Space folder of the saved model directory `model_dir` (published as the Hub model
-    `model_id`): its ONNX export with the page (`export_onnx` with ``web=True``) and the Space's README."""
+    `model_id`, checked by the Hub's rules first): its ONNX export with the page (`export_onnx` with ``web=True``) and
+    the Space's README (`space.write_space_readme`)."""
+    check_repo_id(model_id, "model_id")
     folder = export_onnx(model_dir, folder, web=True, transformers_js=transformers_js)
     title = f"{model_id.rsplit('/', 1)[-1]} in the browser"
-    readme = README.format(
-        title=title,
-        title_yaml=json.dumps(title, ensure_ascii=False),
-        models=f"models:\n- {model_id}\n",
-        model_line=f"the model [{model_id}](https://huggingface.co/{model_id})",
-    )
-    (folder / "README.md").write_text(readme, encoding="utf-8")
+    body = BODY.format(package=PACKAGE_LINK, model=model_id)
+    write_space_readme(folder, sdk="static", title=title, body=body, models=[model_id], app_file="index.html")
     return folder
 
 
@@ -60,7 +44,9 @@ def push_static_space(
     token: str | None = None,
     commit_message: str = "Upload vanilla Transformer page",
 ) -> str:
-    """Upload the folder of `write_static_space` to the static Space `space_id`, created if needed; the commit's URL."""
+    """Upload the folder of `write_static_space` to the static Space `space_id` (`space.upload_space`), created if
+    needed; the commit's URL."""
+    check_repo_id(model_id, "model_id")
 
     def write(folder: Path) -> Path:
         return write_static_space(folder, model_dir, model_id, transformers_js=transformers_js)

@@ -234,22 +234,62 @@ def translate(
         ValueError: Before translating anything: a bad search setting (`check_search_settings`), a long sentence.
     """
     search = dict(num_beams=num_beams, length_penalty=length_penalty, max_length_offset=max_length_offset)
+    stream = translate_stream(
+        model, tokenizer, sentences, batch_size=batch_size, show_progress=show_progress, **search
+    )
+    return list(stream)
+
+
+def translate_stream(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    sentences: Sequence[str],
+    *,
+    num_beams: int = NUM_BEAMS,
+    length_penalty: float = LENGTH_PENALTY,
+    max_length_offset: int = MAX_LENGTH_OFFSET,
+    batch_size: int = 32,
+    window: int | None = None,
+    show_progress: bool = False,
+) -> Iterator[str]:
+    """`translate`, yielding each translation in the order of `sentences` as soon as it and those before it are made:
+    the sentences are taken `window` at a time (None: all at once, as `translate`), each window in batches of
+    similar length, so that a caller writing what it gets keeps the translations of every window finished when it is
+    interrupted. Every sentence is encoded and checked before the first is translated.
+
+    Raises:
+        ValueError: Before translating anything: a bad search setting (`check_search_settings`), a long sentence, a
+            `window` below 1.
+    """
+    search = dict(num_beams=num_beams, length_penalty=length_penalty, max_length_offset=max_length_offset)
     check_search_settings(required=True, **search)
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got batch_size={batch_size}")
+    if window is not None and window < 1:
+        raise ValueError(f"window must be at least 1, got window={window}")
     encoded = _encode(tokenizer, sentences, getattr(model.config, "max_position_embeddings", None))
-    # Longest first: similar lengths share a batch (little padding), and memory problems show at once.
-    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]), reverse=True)
-    translations: list[str] = [""] * len(encoded)
-    with _eval_mode(model):
-        starts = range(0, len(order), batch_size)
-        for start in tqdm(starts, desc="translating", disable=not (show_progress and starts)):  # no bar for nothing
-            indices = order[start : start + batch_size]
-            batch = _right_padded(tokenizer, [encoded[i] for i in indices], model.device)
-            output = translate_ids(model, batch["input_ids"], batch["attention_mask"], **search)
-            for i, text in zip(indices, tokenizer.batch_decode(output, skip_special_tokens=True), strict=True):
-                translations[i] = text
-    return translations
+    return _translate_windows(
+        model, tokenizer, encoded, search, batch_size, window or max(len(encoded), 1), show_progress
+    )
+
+
+def _translate_windows(model, tokenizer, encoded, search, batch_size: int, window: int, show_progress: bool):
+    """The generator of `translate_stream`, once its arguments are checked."""
+    windows = [range(first, min(first + window, len(encoded))) for first in range(0, len(encoded), window)]
+    batches = sum(-(-len(span) // batch_size) for span in windows)
+    with _eval_mode(model), tqdm(total=batches, desc="translating", disable=not (show_progress and batches)) as bar:
+        for span in windows:
+            # Longest first: similar lengths share a batch (little padding), and memory problems show at once.
+            order = sorted(span, key=lambda i: len(encoded[i]), reverse=True)
+            translations = {}
+            for start in range(0, len(order), batch_size):
+                indices = order[start : start + batch_size]
+                batch = _right_padded(tokenizer, [encoded[i] for i in indices], model.device)
+                output = translate_ids(model, batch["input_ids"], batch["attention_mask"], **search)
+                texts = tokenizer.batch_decode(output, skip_special_tokens=True)
+                translations.update(zip(indices, texts, strict=True))
+                bar.update()
+            yield from (translations[i] for i in span)
 
 
 class BeamStep(NamedTuple):

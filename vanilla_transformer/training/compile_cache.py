@@ -3,7 +3,8 @@
 torch keeps its own caches of compiled graphs (the inductor FX-graph cache and the AOTAutograd cache, by default
 under the system's temporary folder, ``torch._inductor.config.fx_graph_cache`` and
 ``torch._functorch.config.enable_autograd_cache``). `torch.compiler.save_cache_artifacts` gathers what this process
-put in them, and `torch.compiler.load_cache_artifacts` puts it back: the "mega-cache". After each step that
+put in them, and `torch.compiler.load_cache_artifacts` puts it back: the "mega-cache" (`load_compile_cache` takes
+its two steps apart, to check the artifacts between them). After each step that
 compiled (its first, and any that recompiled) a compiled run's main process saves these artifacts as ``compile-<key>.bin`` in ``--data-cache-dir`` (default
 ``$VANILLA_TRANSFORMER_CACHE``, else ``~/.cache/vanilla-transformer``), written whole (`atomic.write_file`); a later
 run with the same key loads them before its first step, so that its compiler finds its inductor graphs compiled
@@ -11,15 +12,28 @@ run with the same key loads them before its first step, so that its compiler fin
 
 The key is a hash of what decides the graphs: torch's version, the device type, the model's configuration, the
 precision, the compile settings (backend, mode, full graph, dynamic shapes, regional compilation), the attention
-implementation and the label smoothing. The artifacts are pickled code (compiled kernels and graphs) that loading
-runs: they come only from the cache folder the user chose for this run's data, written by the user's own runs, and
-are never fetched from elsewhere. Deleting the file is always safe: the next run compiles and writes it again.
+implementation and the label smoothing. Deleting the file is always safe: the next run compiles and writes it again.
+
+The artifacts are compiled code, and torch unpickles them when it uses them: a file is loaded only if this program
+wrote it for this user. `save_compile_cache` records the SHA-256 of each file it writes in ``compile-written.json``,
+kept in the user's own cache folder (`data.cache.default_cache_dir`), not in the folder a run's settings name (a run
+folder from elsewhere may name a folder holding a planted file, and a manifest beside it). `load_compile_cache` loads
+a file only if (`trusted_artifacts`): its folder and the file belong to this user (``os.getuid``) and neither is
+writable by others, nor by a group other than the user's own private group; the file is no link (opened with
+``O_NOFOLLOW``) and is a regular file; its bytes hash to what the record says was written there (a file cut short or
+replaced does not); and every artifact's key, a path that torch writes under its own cache folders, is relative and
+without ``..``. Anything else is one warning naming the file and why, and the run compiles anew (the next save
+replaces the file). The cache files and the record are written with mode 0600.
 """
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
-from pathlib import Path
+import os
+import stat
+from pathlib import Path, PurePosixPath
 
 import torch
 from accelerate import Accelerator
@@ -53,29 +67,163 @@ def compile_cache_path(
     return cache_root / f"{COMPILE_CACHE_PREFIX}{key}.bin"
 
 
-def load_compile_cache(path: Path) -> bool:
-    """Put the artifacts saved at `path` into torch's caches; whether there were any. A file torch cannot read (of
-    another version, cut) is reported and left for the next save to replace."""
-    if not path.is_file():
-        return False
+RECORD_FILE = "compile-written.json"
+"""The record of the compile caches this program wrote for this user (path: SHA-256), in `default_cache_dir`."""
+
+
+def _record_path() -> Path:
+    return default_cache_dir() / RECORD_FILE
+
+
+def _owned(status: os.stat_result, what: str) -> str | None:
+    """Why a file or folder of this `status` may not be trusted, or None: it must be this user's, and writable by no
+    one else (writable by its group only where the group is the user's own private group, as a umask of 002 gives)."""
+    if status.st_uid != os.getuid():
+        return f"{what} belongs to user id {status.st_uid}, not to this user ({os.getuid()})"
+    shared = status.st_mode & stat.S_IWOTH or (status.st_mode & stat.S_IWGRP and not _private_group(status.st_gid))
+    if shared:
+        return f"{what} can be written by others (mode {stat.S_IMODE(status.st_mode):o})"
+    return None
+
+
+def _private_group(gid: int) -> bool:
+    """Whether group `gid` is this user's private group: the user's primary group, of the user's name, with no
+    other member."""
     try:
-        info = torch.compiler.load_cache_artifacts(path.read_bytes())
-    except Exception as error:  # torch raises what its unpickling raises
-        logger.warning(
-            f"the compile cache {path} could not be loaded ({error}); compiling anew", main_process_only=True
-        )
+        import grp
+        import pwd
+
+        user, group = pwd.getpwuid(os.getuid()), grp.getgrgid(gid)
+    except (ImportError, KeyError):
         return False
-    return info is not None
+    return gid == user.pw_gid and group.gr_name == user.pw_name and set(group.gr_mem) <= {user.pw_name}
+
+
+def _read_owned(path: Path) -> bytes | str:
+    """The bytes of `path`, or why they may not be trusted: its folder or itself not this user's, or writable by the
+    group or others; the file a link (never followed) or not a regular file."""
+    try:
+        problem = _owned(os.stat(path.parent), f"its folder {path.parent}")
+        if problem:
+            return problem
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return "it does not exist"
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return "it is a symbolic link"
+        return f"it cannot be read ({error.strerror})"
+    with os.fdopen(descriptor, "rb") as stream:
+        status = os.fstat(stream.fileno())
+        if not stat.S_ISREG(status.st_mode):
+            return "it is not a regular file"
+        problem = _owned(status, "it")
+        return problem or stream.read()
+
+
+def _read_record() -> dict[str, str]:
+    """The record of what `save_compile_cache` wrote; empty when there is none, or one that is not this user's."""
+    data = _read_owned(_record_path())
+    if isinstance(data, str):
+        return {}
+    try:
+        record = json.loads(data)
+    except ValueError:
+        return {}
+    return {key: value for key, value in record.items() if isinstance(value, str)} if isinstance(record, dict) else {}
+
+
+def record_compile_cache(path: Path, data: bytes) -> None:
+    """Record that this program wrote `data` at `path` (`RECORD_FILE`), dropping the entries of files now gone."""
+    record = {name: digest for name, digest in _read_record().items() if Path(name).is_file()}
+    record[str(path.resolve())] = hashlib.sha256(data).hexdigest()
+    target = _record_path()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_file(target, json.dumps(record, indent=1, sort_keys=True) + "\n", what="the compile cache's record")
+    os.chmod(target, 0o600)
+
+
+def _unsafe_key(key: object) -> bool:
+    """Whether an artifact's key would make torch write outside its cache folder: not a plain relative path."""
+    if not isinstance(key, str) or not key or "\0" in key or "\\" in key:
+        return True
+    path = PurePosixPath(key)
+    return path.is_absolute() or ".." in path.parts or key.startswith("~")
+
+
+def trusted_artifacts(path: Path) -> tuple[object | None, str | None]:
+    """The artifacts saved at `path`, deserialized but not yet put in torch's caches, if they may be loaded (see the
+    module); else None and why not (None when there is no file)."""
+    if not path.is_file() and not path.is_symlink():
+        return None, None
+    data = _read_owned(path)
+    if isinstance(data, str):
+        return None, data
+    recorded = _read_record().get(str(path.resolve()))
+    if recorded is None:
+        return None, "this program has no record of writing it for this user"
+    if hashlib.sha256(data).hexdigest() != recorded:
+        return None, "it is not what this program wrote there (cut short or changed since)"
+    manager = _artifact_manager()
+    if manager is None:
+        return None, f"torch {torch.__version__} keeps its compile cache in a form this program does not know"
+    artifacts = manager.deserialize(data)
+    if artifacts is None:
+        return None, "torch cannot read it"
+    for kind, entries in artifacts.items():
+        for artifact in entries:
+            if _unsafe_key(getattr(artifact, "key", None)):
+                return (
+                    None,
+                    f"its {kind} artifact {getattr(artifact, 'key', None)!r} names a path outside torch's cache",
+                )
+    return (manager, artifacts), None
+
+
+def _artifact_manager():
+    """torch's reader of the artifacts' format (private; read its way, so that keys are checked before anything is
+    written): None where this torch does not have it as known, and then nothing is loaded."""
+    try:
+        from torch.compiler._cache import CacheArtifactManager
+    except ImportError:
+        return None
+    if not all(callable(getattr(CacheArtifactManager, name, None)) for name in ("deserialize", "populate_caches")):
+        return None
+    return CacheArtifactManager
+
+
+def load_compile_cache(path: Path) -> bool:
+    """Put the artifacts saved at `path` into torch's caches, if they may be (`trusted_artifacts`); whether any were
+    loaded. A file that may not is named in one warning with why, and left for the next save to replace."""
+    loaded, problem = trusted_artifacts(path)
+    if problem is not None:
+        logger.warning(f"the compile cache {path} is not loaded: {problem}; compiling anew", main_process_only=True)
+    if loaded is None:
+        return False
+    manager, artifacts = loaded
+    manager.populate_caches(artifacts)
+    return True
 
 
 def save_compile_cache(path: Path) -> bool:
-    """Write what this process compiled so far to `path`, whole; whether there was anything to write."""
+    """Write what this process compiled so far to `path`, whole, with mode 0600, and record it
+    (`record_compile_cache`); whether there was anything to write."""
     saved = torch.compiler.save_cache_artifacts()
     if saved is None or not saved[0]:
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
     write_file(path, saved[0], what="the compile cache")
+    os.chmod(path, 0o600)
+    record_compile_cache(path, saved[0])
     return True
 
 
-__all__ = ["COMPILE_CACHE_PREFIX", "compile_cache_path", "load_compile_cache", "save_compile_cache"]
+__all__ = [
+    "COMPILE_CACHE_PREFIX",
+    "RECORD_FILE",
+    "compile_cache_path",
+    "load_compile_cache",
+    "record_compile_cache",
+    "save_compile_cache",
+    "trusted_artifacts",
+]
