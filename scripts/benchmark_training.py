@@ -66,7 +66,7 @@ DEFAULT_CONTESTANTS = (
 ``train``'s default as-is."""
 
 SETTINGS = ("model_size", "vocab_size", "max_tokens", "rounds", "steps_per_round", "warmup_steps", "threads")
-SETTINGS += ("max_pairs", "data_dir", "seed", "device", "grad_accum", "preset", "profile_steps")
+SETTINGS += ("max_pairs", "data_dir", "seed", "device", "grad_accum", "preset", "planned", "profile_steps")
 """The options the results file records."""
 
 
@@ -231,12 +231,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: run one contestant
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)  # internal: the coordinator's data folder
     parser.add_argument("--batch-size", type=int, help=argparse.SUPPRESS)  # internal: the Trainer's batch size
+    parser.add_argument("--planned", action="store_true", help=argparse.SUPPRESS)  # internal: see `resolve`
     return parser
 
 
 def resolve(args: argparse.Namespace) -> argparse.Namespace:
     """Fill the model size, vocabulary and micro-batches from ``--preset`` (`micro_batch_plan` on one process) or
-    the defaults, and ``--device auto``."""
+    the defaults, and ``--device auto``. ``planned``: micro-batches not given with a preset, so that ``ours:default``
+    takes the plan ``train`` makes on the device (from the GPU's memory with ``--fill-gpu-memory``)."""
+    args.planned = args.planned or bool(args.preset and args.max_tokens is None and args.grad_accum is None)
     defaults = {"model_size": "multi30k", "vocab_size": 8000, "max_tokens": 4096, "grad_accum": 1}
     if args.preset:
         from vanilla_transformer.training import parse_args
