@@ -395,7 +395,26 @@ def gpu_training_summary(results: Path) -> str:
     )
 
 
+def wmt14_base_hours(results: Path) -> str:
+    """Hours for the ``wmt14-base`` preset's steps at our best contestant's speed on the H200 (real tokens per step
+    over real tokens/s, times the preset's steps), on one GPU and on 8 if each kept that speed (not measured)."""
+    from vanilla_transformer.training.presets import TRAINING_PRESETS
+
+    run = read_json(results / H200_CHECK, "training_eager.json")
+    ours = run["contestants"][run["ours_best"]]
+    seconds_per_step = ours["tokens_per_step"] / ours["tokens_per_second"]
+    steps = TRAINING_PRESETS["wmt14-base"]["max_steps"]
+    hours = steps * seconds_per_step / 3600
+    chosen = f"{ours['precision']}, {'eager' if ours['compile'] == 'no' else 'compiled'}, {ours['attn'].upper()}"
+    return (
+        f"{ours['tokens_per_second']:,.0f} real tokens/s ({chosen}, {run['started'][:10]}) at {ours['tokens_per_step']:,.0f} real tokens a step: {seconds_per_step:.2f} s a "
+        f"step, so the preset's {steps:,} steps take {hours:,.1f} hours on one GPU, and {hours / 8:,.1f} hours on 8 "
+        "if each kept that speed"
+    )
+
+
 FIGURES = {
+    "wmt14-base-hours": wmt14_base_hours,
     "training-table": training_table,
     "training-environment": training_environment,
     "training-summary": training_summary,
