@@ -255,6 +255,11 @@ def test_the_default_contestant_builds_trains_trainer_with_its_micro_batch_plan(
     assert (recorded["micro_batches"], recorded["tokens_per_micro_batch"]) == (1, 50_000)
     one = contestants.ours_trainer(args, contestants.Spec.parse("ours:default,micro=one")).resolved_settings()
     assert (one["micro_batches"], one["tokens_per_micro_batch"]) == (1, 50_000)
+    fixed = contestants.ours_trainer(args, contestants.Spec.parse("ours:default,micro=fixed")).resolved_settings()
+    assert (fixed["micro_batches"], fixed["tokens_per_micro_batch"]) == (
+        4,
+        12_500,
+    )  # what the plan is measured against
 
     AcceleratorState._reset_state(reset_partial_state=True)
     options = ["--preset", "wmt14-base", "--dataset", "numbers", "--valid-split", "valid", "--test-split", "test"]

@@ -62,7 +62,7 @@ def test_the_gpu_check_runs_at_tiny_size_and_writes_every_results_file(tmp_path)
     recorded = json.loads((out / "environment.json").read_text())
     assert recorded["versions"]["torch"] and recorded["cuda_available"] is False
 
-    # Training: train's default (marked, with what it resolved to), the same as one micro-batch, plain PyTorch and
+    # Training: train's default (marked, with what it resolved to), the same in fixed micro-batches, plain PyTorch and
     # the Trainer at its best (cuDNN's attention off) at the base size; the default and plain PyTorch at big; the
     # compiled Trainer last, against the default. Every row has its MFU.
     kinds = {"training_base": ["ours", "ours", "torch", "trainer"], "training_big": ["ours", "torch"]}
@@ -78,7 +78,7 @@ def test_the_gpu_check_runs_at_tiny_size_and_writes_every_results_file(tmp_path)
             assert row["model_flops_per_second"] > 0 and 0 < row["mfu"]
         assert training["versions"]["torch"]
     base = json.loads((out / "training_base.json").read_text())
-    assert base["contestants"]["ours:default,micro=one"]["micro"] == "one"
+    assert base["contestants"]["ours:default,micro=fixed"]["micro"] == "fixed"
     assert base["trainer_best"].endswith("cudnn=off") and base["default_vs_torch_best"] > 0
     assert base["default_vs_trainer_best"] > 0
     # The base run's profile: each contestant's steps seen by torch's profiler and by Python's, on the CPU no device
