@@ -9,7 +9,8 @@ on average (`trainer_batch_size`).
 
 Contestants: the kit's (`bench.contestants`), each in a process of its own, named by ``--contestants`` as
 ``KIND:key=value,...``: ``ours`` (our `Trainer` built from ``train`` options; ``ours:default`` is ``train``'s
-default as-is), ``trainer`` (MarianMT of the same weights in `Seq2SeqTrainer`) and ``torch`` (plain PyTorch), each
+default as-is, with ``--preset`` and no ``--max-tokens`` or ``--grad-accum`` its micro-batches too: the plan ``train``
+makes from the GPU's memory), ``trainer`` (MarianMT of the same weights in `Seq2SeqTrainer`) and ``torch`` (plain PyTorch), each
 side also in fp32 eager as its baseline; bf16 ones left out where the CPU emulates bf16, unless named.
 
 Loop: the kit's interleaved timer: ``--warmup-steps`` steps each (compilation included, reported apart), then
