@@ -5,13 +5,9 @@ MarianMT is the same network as ours (`bench.marian_twin`): every comparison run
 same batches, interleaved (`bench.interleave`); each batch's median time is kept, and a throughput is the work of
 all batches over the sum of their medians. Read the ratios: absolute figures describe this machine at that moment.
 
-Sections (:func:`run` takes any subset):
+Sections (:func:`run` takes any subset; the training step's speed is `benchmark_training.py`'s, whose contestants
+include MarianMT in `Seq2SeqTrainer`):
 
-* ``train``: forward, backward and Adam step (`bench.train_step`: the package's Adam, fused, the same for both), in
-  real (non-padding) target tokens per second, on batches of randomly drawn sentence pairs (unsorted, as many users
-  batch; about 45% padding) and on token-bucketed batches (`TokenBatchSampler`); and the model-FLOPs utilisation
-  (MFU): FLOPs of the model's matrix products on the real tokens (`bench.training_flops`) per second, over the
-  matmul rate of this device in the same dtype, measured in the same run (a square matmul, as a third contestant).
 * ``generate``: greedy and beam-4 `generate()`, generated tokens per second; CTranslate2 (float32 and int8) on the
   same batches when it is installed. Our `generate()` runs the incremental decoder of
   ``generation_vanilla_transformer.py``; MarianMT's runs transformers' loop. Both must return the same tokens.
@@ -24,7 +20,7 @@ The data are Multi30k's pairs in a BPE trained on them (``--data-dir``), or synt
 Usage (one report per size and thread count; ``--json`` writes them, with the run's environment)::
 
     python scripts/benchmark.py                                  # small model, 2 CPU threads, every section
-    python scripts/benchmark.py --size base --sections train generate
+    python scripts/benchmark.py --size base --sections generate memory
     python scripts/benchmark.py --device cuda --dtype bf16 --size base --json results.json
     python scripts/benchmark.py --sections generate --size small base --threads 1 2 --json decoding.json
 """
@@ -37,7 +33,6 @@ import copy
 import dataclasses
 import json
 import os
-import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -72,7 +67,6 @@ class Settings:
     threads: int | None = 2
     attn_implementation: str = "sdpa"
     batch_size: int = 32
-    max_tokens: int | None = None
     num_batches: int = 4
     gen_batch_size: int = 16
     max_new_tokens: int = 40
@@ -135,45 +129,6 @@ def _threads(count: int | None):
 
 
 # Sections
-
-
-def bench_training(config: VanillaTransformerConfig, corpus: bench.Corpus, settings: Settings) -> dict[str, Any]:
-    """Training-step throughput of both models on random and on token-bucketed batches; our MFU."""
-    device = settings.torch_device
-    ours, marian = build_pair(config, settings)
-    steps = {}
-    for name, model in (("ours", ours), ("marian", marian)):
-        steps[name] = bench.train_step(model, bench.adam(model), autocast=_autocast(settings))
-    run_matmul, matmul_flops = bench.matmul(device, settings.torch_dtype)
-    result: dict[str, Any] = {}
-    random_set = bench.random_batches(corpus, settings.batch_size, settings.num_batches, settings.seed)
-    mean_pair = statistics.mean(len(s) + len(t) for s, t in corpus.pairs)
-    max_tokens = settings.max_tokens or int(settings.batch_size * mean_pair * 1.05)
-    bucketed_set = bench.token_batches(corpus, max_tokens, settings.num_batches, settings.seed)
-    for name, batches in (("random", random_set), ("bucketed", bucketed_set)):
-        batches = [bench.to_device(b, device) for b in batches]
-        # Warm-up: first-call allocations, the optimizer state.
-        timings = bench.interleave({**steps, "matmul": run_matmul}, batches, repeats=settings.repeats, device=device)
-        times = {name: timings.medians(name) for name in timings.seconds}
-        tokens = sum(bench.target_tokens(b) for b in batches)
-        flops = sum(bench.training_flops(config, b) for b in batches)
-        matmul_rate = matmul_flops / statistics.median(times["matmul"])
-        result[name] = {
-            "batches": len(batches),
-            "pairs_per_batch": statistics.mean(b["input_ids"].shape[0] for b in batches),
-            "padding": bench.padding_share(batches),
-            "ours_tokens_per_s": tokens / sum(times["ours"]),
-            "marian_tokens_per_s": tokens / sum(times["marian"]),
-            "speedup": sum(times["marian"]) / sum(times["ours"]),
-            "ours_model_flops_per_s": flops / sum(times["ours"]),
-            "marian_model_flops_per_s": flops / sum(times["marian"]),
-            "matmul_flops_per_s": matmul_rate,
-            "ours_mfu": flops / sum(times["ours"]) / matmul_rate,
-            "marian_mfu": flops / sum(times["marian"]) / matmul_rate,
-        }
-        if name == "bucketed":
-            result[name]["max_tokens"] = max_tokens
-    return result
 
 
 def bench_generation(config: VanillaTransformerConfig, corpus: bench.Corpus, settings: Settings) -> dict[str, Any]:
@@ -300,7 +255,7 @@ def bench_length_scaling(config: VanillaTransformerConfig, settings: Settings) -
     return rows
 
 
-SECTIONS = ("train", "generate", "memory", "scaling")
+SECTIONS = ("generate", "memory", "scaling")
 
 
 def run(settings: Settings, sections: Sequence[str] = SECTIONS, log: Callable[[str], None] = print) -> dict[str, Any]:
@@ -322,7 +277,6 @@ def run(settings: Settings, sections: Sequence[str] = SECTIONS, log: Callable[[s
         }
         log(f"# {settings.size} model on {report['device']}, {settings.dtype}; data: {corpus.description}")
         sections_to_run = {
-            "train": lambda: bench_training(config, corpus, settings),
             "generate": lambda: bench_generation(config, corpus, settings),
             "memory": lambda: bench_memory(config, corpus, settings),
             "scaling": lambda: bench_length_scaling(config, settings),
@@ -356,8 +310,7 @@ OPTIONS = {  # Settings field -> help; every field is an option (``--vocab-size`
     "device": "cpu or cuda",
     "dtype": "fp32, or bf16: mixed-precision training and bf16 generate() (for GPUs)",
     "threads": "torch CPU threads, fixed for each report; one report per size and count",
-    "batch_size": "pairs per random training batch",
-    "max_tokens": "padded tokens per token-bucketed batch (default None: as many real tokens as a random batch)",
+    "batch_size": "pairs per training batch of the memory section",
     "num_batches": "batches per measurement",
     "repeats": "timed runs per batch and contestant",
     "warmup": "untimed generate() calls of each contestant before the timed ones (first calls, allocations)",

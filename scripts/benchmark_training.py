@@ -9,7 +9,8 @@ on average (`trainer_batch_size`).
 
 Contestants: the kit's (`bench.contestants`), each in a process of its own, named by ``--contestants`` as
 ``KIND:key=value,...``: ``ours`` (our `Trainer` built from ``train`` options; ``ours:default`` is ``train``'s
-default as-is), ``trainer`` (MarianMT of the same weights in `Seq2SeqTrainer`) and ``torch`` (plain PyTorch), each
+default as-is, with ``--preset`` and no ``--max-tokens`` or ``--grad-accum`` its micro-batches too: the plan ``train``
+makes from the GPU's memory), ``trainer`` (MarianMT of the same weights in `Seq2SeqTrainer`) and ``torch`` (plain PyTorch), each
 side also in fp32 eager as its baseline; bf16 ones left out where the CPU emulates bf16, unless named.
 
 Loop: the kit's interleaved timer: ``--warmup-steps`` steps each (compilation included, reported apart), then
@@ -66,7 +67,7 @@ DEFAULT_CONTESTANTS = (
 ``train``'s default as-is."""
 
 SETTINGS = ("model_size", "vocab_size", "max_tokens", "rounds", "steps_per_round", "warmup_steps", "threads")
-SETTINGS += ("max_pairs", "data_dir", "seed", "device", "grad_accum", "preset", "profile_steps")
+SETTINGS += ("max_pairs", "data_dir", "seed", "device", "grad_accum", "preset", "planned", "profile_steps")
 """The options the results file records."""
 
 
@@ -231,12 +232,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: run one contestant
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)  # internal: the coordinator's data folder
     parser.add_argument("--batch-size", type=int, help=argparse.SUPPRESS)  # internal: the Trainer's batch size
+    parser.add_argument("--planned", action="store_true", help=argparse.SUPPRESS)  # internal: see `resolve`
     return parser
 
 
 def resolve(args: argparse.Namespace) -> argparse.Namespace:
     """Fill the model size, vocabulary and micro-batches from ``--preset`` (`micro_batch_plan` on one process) or
-    the defaults, and ``--device auto``."""
+    the defaults, and ``--device auto``. ``planned``: micro-batches not given with a preset, so that ``ours:default``
+    takes the plan ``train`` makes on the device (from the GPU's memory with ``--fill-gpu-memory``)."""
+    args.planned = args.planned or bool(args.preset and args.max_tokens is None and args.grad_accum is None)
     defaults = {"model_size": "multi30k", "vocab_size": 8000, "max_tokens": 4096, "grad_accum": 1}
     if args.preset:
         from vanilla_transformer.training import parse_args
@@ -392,7 +396,26 @@ def gpu_training_summary(results: Path) -> str:
     )
 
 
+def wmt14_base_hours(results: Path) -> str:
+    """Hours for the ``wmt14-base`` preset's steps at our best contestant's speed on the H200 (real tokens per step
+    over real tokens/s, times the preset's steps), on one GPU and on 8 if each kept that speed (not measured)."""
+    from vanilla_transformer.training.presets import TRAINING_PRESETS
+
+    run = read_json(results / H200_CHECK, "training_eager.json")
+    ours = run["contestants"][run["ours_best"]]
+    seconds_per_step = ours["tokens_per_step"] / ours["tokens_per_second"]
+    steps = TRAINING_PRESETS["wmt14-base"]["max_steps"]
+    hours = steps * seconds_per_step / 3600
+    chosen = f"{ours['precision']}, {'eager' if ours['compile'] == 'no' else 'compiled'}, {ours['attn'].upper()}"
+    return (
+        f"{ours['tokens_per_second']:,.0f} real tokens/s ({chosen}, {run['started'][:10]}) at {ours['tokens_per_step']:,.0f} real tokens a step: {seconds_per_step:.2f} s a "
+        f"step, so the preset's {steps:,} steps take {hours:,.1f} hours on one GPU, and {hours / 8:,.1f} hours on 8 "
+        "if each kept that speed"
+    )
+
+
 FIGURES = {
+    "wmt14-base-hours": wmt14_base_hours,
     "training-table": training_table,
     "training-environment": training_environment,
     "training-summary": training_summary,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check, one command in at most 6 minutes of an H100 or H200 (every step's limit is cut to what the 6 minutes
-# leave): the CUDA tests; training at the wmt14-base preset's model and tokens per step (train's default as-is, the
-# same as one micro-batch of the whole step, plain PyTorch compiled, and the Trainer at its best: bf16, SDPA with
+# leave): the CUDA tests; training at the wmt14-base preset's model and tokens per step (train's default as-is, with
+# the micro-batches it plans from the GPU's memory, the same as 4 micro-batches of 12,500, plain PyTorch compiled, and the Trainer at its best: bf16, SDPA with
 # cuDNN's attention off), then under torch's profiler; training at wmt14-big (MFU); decoding, base, bf16, against
 # MarianMT at batches of 16 and 128 (greedy and beam 4, timed after a warm-up, enough repeats for stable ratios);
 # last, in the time left, the compiled Trainer against train's default. The results files, summary.txt and the steps'
@@ -41,7 +41,8 @@ step() {  # step NAME SECONDS COMMAND...: run it within its limit and the time l
         failed=$((failed + 1))
         return
     fi
-    timeout "$limit" "$@" > "$logs/$name.log" 2>&1
+    printf '+ %s\n' "$*" > "$logs/$name.log"  # the command, first
+    timeout "$limit" "$@" >> "$logs/$name.log" 2>&1
     local status=$?
     tail -n 15 "$logs/$name.log" >&2
     echo "$name: exit $status, $((SECONDS - started)) s" | tee -a "$out/summary.txt" >&2
@@ -68,8 +69,12 @@ training() {  # training NAME LIMIT CONTESTANTS OPTIONS...: benchmark_training.p
     step "$name" "$limit" "$python" scripts/benchmark_training.py "$@" --contestants "$contestants" \
         --output "$out/$name.json"
 }
-# The CUDA tests: by name, in the test files that skip without CUDA (their CPU tests are not run here).
-mapfile -t tests < <(grep -l "cuda.is_available()" tests/test_*.py)
+# The CUDA tests: the attention backends' and the micro-batch plan's files whole (their CUDA choices, mocked on the
+# CPU, and the real ones), and elsewhere every test skipped without CUDA (its skipif marker), by node id.
+whole=(tests/test_sdpa_backends.py tests/test_micro_batches.py)
+mapfile -t tests < <(awk -v whole=" ${whole[*]} " 'FNR == 1 { marked = 0 } index(whole, " " FILENAME " ") { nextfile }
+    /skipif\(not torch\.cuda\.is_available\(\)/ { marked = 1 }
+    marked && /^def test_/ { sub(/\(.*/, "", $2); print FILENAME "::" $2; marked = 0 }' tests/test_*.py)
 if (( tiny )); then  # the same steps on the CPU, fp32, at a tiny size, nothing compiled
     p=no c=no limits=(300 600 300 300)
     base=(--device cpu --preset numbers --synthetic-pairs 300 --model-size tiny --vocab-size 400 --max-tokens 512
@@ -86,9 +91,9 @@ else
     decoding=(--device cuda --dtype bf16 --size base --vocab-size 37000 --num-batches 3 --repeats 5 --warmup 2)
     batches=(16 128)
 fi
-step cuda_tests "${limits[0]}" "$python" -m pytest -q -p no:xdist -rs "${tests[@]:-tests/test_precision.py}" -k "cuda or gpu"
+step cuda_tests "${limits[0]}" "$python" -m pytest -q -p no:xdist -rfEsp "${whole[@]}" "${tests[@]}"
 trainer="trainer:precision=$p,compile=no,optim=adamw_torch_fused,attn=sdpa,cudnn=off"  # the Trainer at its best
-training training_base "${limits[1]}" "ours:default ours:default,micro=one torch:precision=$p,compile=$c $trainer" \
+training training_base "${limits[1]}" "ours:default ours:default,micro=fixed torch:precision=$p,compile=$c $trainer" \
     "${base[@]}" --profile-steps 2
 training training_big "${limits[2]}" "ours:default torch:precision=$p,compile=$c" "${big[@]}"
 for batch in "${batches[@]}"; do

@@ -179,7 +179,7 @@ def test_the_default_contestant_takes_trains_choices_and_the_extras_are_named():
     preset = parse_args(["--preset", "multi30k"])
     for name in ("mixed_precision", "dynamo_backend", "adam_implementation"):  # none given: the preset's own
         assert getattr(config.optimization, name) == getattr(preset.optimization, name), name
-    assert config.model.attn_implementation == preset.model.attn_implementation == "eager"
+    assert config.model.attn_implementation == preset.model.attn_implementation == "auto"  # resolved by the device
     one = contestants.Spec.parse("ours:default,micro=one")
     assert one.name == "ours:default,micro=one"
     assert contestants.ours_config(args, one).optimization.max_tokens == args.max_tokens * args.grad_accum
@@ -213,7 +213,12 @@ def test_default_torch_and_trainer_run_end_to_end_on_the_same_batches(tmp_path):
     rows = result["contestants"]
     default, plain = rows["ours:default"], rows["torch:precision=no,compile=no"]
     assert default["default"] is True and default["kind"] == "ours" and plain["kind"] == "torch"
-    assert default["resolved"] == {"precision": "no", "compile": "no", "attn": "sdpa", "adam": "default"}
+    settings = {key: default[key] for key in ("precision", "compile", "attn", "adam")}
+    assert settings == {"precision": "no", "compile": "no", "attn": "sdpa", "adam": "default"}
+    assert default["resolved"] == {  # as results.json records them; the micro-batches as given
+        "tokens_per_step": 1024, "tokens_per_micro_batch": 512, "micro_batches": 2, "num_processes": 1,
+        "mixed_precision": "no", "attn_implementation": "sdpa", "sdpa_backends": None, "dynamo_backend": None,
+    }  # fmt: skip
     assert "default" not in plain and result["default"] == "ours:default"
     for measure in ("tokens_per_step", "padded_tokens_per_step"):
         assert plain[measure] == default[measure], measure  # the same batches
@@ -223,4 +228,45 @@ def test_default_torch_and_trainer_run_end_to_end_on_the_same_batches(tmp_path):
     assert result["default_vs_trainer_best"] == pytest.approx(
         default["tokens_per_second"] / trainer["tokens_per_second"]
     )
-    assert "ours: train's default (fp32, eager, Adam, SDPA)" in bench.contestants_table(result)
+    assert "ours: train's default (fp32, eager, Adam, SDPA, 2 x 512 tokens)" in bench.contestants_table(result)
+
+
+def test_the_default_contestant_builds_trains_trainer_with_its_micro_batch_plan(tmp_path, monkeypatch):
+    """``ours:default`` at the wmt14-base preset builds its `Trainer` as ``train`` does: on a (mocked) CUDA memory
+    reading that holds 60,000 tokens, both take the preset's 50,000-token step as 1 micro-batch, and what the
+    contestant records (`Trainer.resolved_settings`) equals what a real ``train`` run, tiny, writes in its
+    results.json. This CPU is made to report no native bf16, so that neither side compiles."""
+    from accelerate.state import AcceleratorState
+
+    from vanilla_transformer.training import parse_args, train
+    from vanilla_transformer.training import run as run_module
+    from vanilla_transformer.training import trainer as trainer_module
+
+    monkeypatch.setattr(trainer_module, "tokens_in_memory", lambda accelerator, model, max_length: 60_000)
+    monkeypatch.setattr(run_module, "cpu_flags", lambda: {"avx2", "fma"})
+    argv = ["--device", "cpu", "--preset", "wmt14-base", "--model-size", "tiny", "--vocab-size", "400"]
+    args = bench.resolve(bench.build_parser().parse_args([*argv, "--synthetic-pairs", "200", "--threads", "1"]))
+    assert args.planned and (args.max_tokens, args.grad_accum) == (12_500, 4)  # the plan without the GPU's memory
+    args.data = tmp_path / "data"
+    args.data.mkdir()
+    bench.build_data(args, args.data)
+    AcceleratorState._reset_state(reset_partial_state=True)
+    recorded = contestants.ours_trainer(args, contestants.Spec.parse("ours:default")).resolved_settings()
+    assert (recorded["micro_batches"], recorded["tokens_per_micro_batch"]) == (1, 50_000)
+    one = contestants.ours_trainer(args, contestants.Spec.parse("ours:default,micro=one")).resolved_settings()
+    assert (one["micro_batches"], one["tokens_per_micro_batch"]) == (1, 50_000)
+    fixed = contestants.ours_trainer(args, contestants.Spec.parse("ours:default,micro=fixed")).resolved_settings()
+    assert (fixed["micro_batches"], fixed["tokens_per_micro_batch"]) == (
+        4,
+        12_500,
+    )  # what the plan is measured against
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    options = ["--preset", "wmt14-base", "--dataset", "numbers", "--valid-split", "valid", "--test-split", "test"]
+    options += ["--model", "tiny", "--vocab-size", "400"]
+    options += ["--num-train", "160", "--num-valid", "8", "--num-test", "4", "--max-steps", "1", "--warmup-steps", "1"]
+    options += ["--eval-every", "100", "--num-threads", "1", "--output-dir", str(tmp_path / "run")]
+    results = train(parse_args(options))
+    AcceleratorState._reset_state(reset_partial_state=True)
+    assert recorded == {key: results[key] for key in recorded}
+    assert recorded["mixed_precision"] == "no" and recorded["dynamo_backend"] is None

@@ -4,6 +4,7 @@ the figures the GPU run reads, in no more files than the device tool brings back
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -45,10 +46,23 @@ def test_the_gpu_check_runs_at_tiny_size_and_writes_every_results_file(tmp_path)
     assert len(list(out.iterdir())) <= 8  # the device tool brings back at most 8 files
     with tarfile.open(out / "logs.tgz") as logs:
         assert {"./cuda_tests.log", "./training_base.log", "./training_trainer_compiled.log"} <= set(logs.getnames())
+        tests_log = logs.extractfile("./cuda_tests.log").read().decode()
+    # The CUDA tests: the attention backends' and the micro-batch plan's files whole, and the tests that CUDA's
+    # absence skips elsewhere (fp16's loss scaling) by name; here, on the CPU, those are skipped and the rest pass.
+    command = tests_log.splitlines()[0].split()
+    assert {"tests/test_sdpa_backends.py", "tests/test_micro_batches.py"} <= set(command)
+    assert "tests/test_precision.py::test_fp16_on_cuda_skips_overflowing_steps_without_counting_them" in command
+    for name in ("test_micro_batches.py::test_one_micro_batch_takes_the_same_step_as_four",
+                 "test_micro_batches.py::test_tokens_in_memory_reads_the_gpus_free_memory",
+                 "test_sdpa_backends.py::test_training_attention_runs_without_cudnn_on_cuda_and_restores_torchs_switches",
+                 "test_sdpa_backends.py::test_decoding_runs_under_the_same_backends[4]"):  # fmt: skip
+        assert f"PASSED tests/{name}" in tests_log, name
+    for file, reason in (("test_sdpa_backends.py", "needs CUDA"), ("test_precision.py", "fp16 with loss scaling")):
+        assert re.search(rf"SKIPPED \[1\] tests/{file}:\d+: {reason}", tests_log), file
     recorded = json.loads((out / "environment.json").read_text())
     assert recorded["versions"]["torch"] and recorded["cuda_available"] is False
 
-    # Training: train's default (marked, with what it resolved to), the same as one micro-batch, plain PyTorch and
+    # Training: train's default (marked, with what it resolved to), the same in fixed micro-batches, plain PyTorch and
     # the Trainer at its best (cuDNN's attention off) at the base size; the default and plain PyTorch at big; the
     # compiled Trainer last, against the default. Every row has its MFU.
     kinds = {"training_base": ["ours", "ours", "torch", "trainer"], "training_big": ["ours", "torch"]}
@@ -58,13 +72,13 @@ def test_the_gpu_check_runs_at_tiny_size_and_writes_every_results_file(tmp_path)
         rows = training["contestants"]
         assert [row["kind"] for row in rows.values()] == expected, name
         assert training["settings"]["grad_accum"] == 2 and training["data"]["synthetic"]
-        assert rows["ours:default"]["default"] is True and rows["ours:default"]["resolved"]["precision"] == "no"
+        assert rows["ours:default"]["default"] is True and rows["ours:default"]["resolved"]["mixed_precision"] == "no"
         for row in rows.values():
             assert 0 < row["tokens_per_step"] < row["padded_tokens_per_step"]  # real tokens, not padding
             assert row["model_flops_per_second"] > 0 and 0 < row["mfu"]
         assert training["versions"]["torch"]
     base = json.loads((out / "training_base.json").read_text())
-    assert base["contestants"]["ours:default,micro=one"]["micro"] == "one"
+    assert base["contestants"]["ours:default,micro=fixed"]["micro"] == "fixed"
     assert base["trainer_best"].endswith("cudnn=off") and base["default_vs_torch_best"] > 0
     assert base["default_vs_trainer_best"] > 0
     # The base run's profile: each contestant's steps seen by torch's profiler and by Python's, on the CPU no device

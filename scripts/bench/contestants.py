@@ -51,11 +51,13 @@ SPEC_KEYS: dict[str, dict[str, dict[str, str]]] = {
 published table. Ours compiles the whole model as one graph too (``whole``), as before regional compilation."""
 EXTRA_KEYS: dict[str, dict[str, str]] = {
     "cudnn": {"on": "", "off": "cuDNN attention off"},
-    "micro": {"preset": "", "one": "the step as one micro-batch"},  # not the Trainer's: its batch size is fixed
-}
+    "micro": {"preset": "", "one": "the step as one micro-batch", "fixed": "micro-batches not planned from memory"},
+}  # micro: not the Trainer's, whose batch size is fixed
 """Settings any kind may add, named only where not the first value: cuDNN's SDPA backend switched off in the
-worker (``torch.backends.cuda.enable_cudnn_sdp(False)``, what a user can set), and the step's tokens as one
-micro-batch instead of ``--grad-accum`` micro-batches of ``--max-tokens`` (ours and torch)."""
+worker (``torch.backends.cuda.enable_cudnn_sdp(False)``, what a user can set); the step's tokens as one
+micro-batch instead of ``--grad-accum`` micro-batches of ``--max-tokens`` (ours and torch); and, for
+``ours:default``, those ``--grad-accum`` micro-batches of ``--max-tokens`` instead of the plan ``train`` makes from
+the GPU's memory (the wmt14 presets' 4 x 12,500 tokens, against which the plan is measured)."""
 KINDS = {"ours": "ours", "trainer": "MarianMT + Seq2SeqTrainer", "torch": "plain PyTorch"}
 
 
@@ -128,16 +130,15 @@ def parse_contestants(text: str) -> list[Spec]:
 
 def label(name: str, row: dict[str, Any] | None = None) -> str:
     """A contestant's words in the published table: ``ours:precision=no,compile=inductor,...`` as "ours: fp32,
-    compiled (inductor), ..."; ``ours:default`` as "ours: train's default (what it resolved to, from `row`)"."""
+    compiled (inductor), ..."; ``ours:default`` as "ours: train's default (what it resolved to, from `row`: settings, micro-batches)"."""
     spec = Spec.parse(name)
     words = [SPEC_KEYS[spec.kind][key][value] for key, value in spec.settings]
     if spec.default:
-        chosen = (row or {}).get("resolved") or {}
-        said = [
-            values.get(str(chosen[key]), str(chosen[key]))
-            for key, values in SPEC_KEYS["ours"].items()
-            if key in chosen
-        ]
+        row = row or {}
+        said = [values.get(str(row[key]), str(row[key])) for key, values in SPEC_KEYS["ours"].items() if key in row]
+        plan = row.get("resolved") or {}
+        if "micro_batches" in plan:
+            said.append(f"{plan['micro_batches']} x {plan['tokens_per_micro_batch']:,} tokens")
         words = ["train's default" + (f" ({', '.join(said)})" if said else "")]
     return f"{KINDS[spec.kind]}: {', '.join(words + [EXTRA_KEYS[key][value] for key, value in spec.extras])}"
 
@@ -173,12 +174,16 @@ def micro_batches(args, spec: Spec) -> tuple[int, int]:
 def ours_config(args, spec: Spec):
     """Our contestant as ``train`` options: ``--preset`` (default: multi30k), with the benchmark's model, vocabulary,
     micro-batches and seed, and the contestant's precision, compilation, Adam and attention (none for the
-    default: what ``train`` chooses)."""
+    default: what ``train`` chooses). The default's micro-batches are the preset's plan, as ``train`` makes it
+    (``--fill-gpu-memory`` included), unless the benchmark was given them (``args.planned`` false) or ``micro`` is
+    set."""
     from vanilla_transformer.training import parse_args
 
-    max_tokens, grad_accum = micro_batches(args, spec)
     options = ["--preset", args.preset or "multi30k", "--model", args.model_size, "--vocab-size", str(args.vocab_size)]
-    options += ["--max-tokens", str(max_tokens), "--grad-accum", str(grad_accum), "--seed", str(args.seed)]
+    options += ["--seed", str(args.seed)]
+    if not (spec.default and args.planned and spec["micro"] == "preset"):
+        max_tokens, grad_accum = micro_batches(args, spec)
+        options += ["--max-tokens", str(max_tokens), "--grad-accum", str(grad_accum)]
     if not spec.default:
         backend = {"whole": "inductor"}.get(spec["compile"], spec["compile"])
         options += ["--mixed-precision", spec["precision"], "--dynamo-backend", backend]
@@ -188,30 +193,35 @@ def ours_config(args, spec: Spec):
     return parse_args(options)
 
 
-def resolved_settings(trainer) -> dict[str, Any]:
-    """What ``train``'s settings resolved to in a built `Trainer`: the Accelerator's precision and dynamo plugin,
-    whether it compiles layer by layer, the model's attention and Adam's kernels."""
-    accelerator = trainer.accelerator
-    plugin = accelerator.state.dynamo_plugin
-    backend = str(getattr(plugin.backend, "value", plugin.backend)).lower()
+def spec_settings(trainer) -> dict[str, str]:
+    """What a built `Trainer`'s settings resolved to (`Trainer.resolved_settings`, as ``results.json`` records
+    them) in the words of `SPEC_KEYS`: precision, compilation (layer by layer or whole), attention, Adam's kernels."""
+    resolved, plugin = trainer.resolved_settings(), trainer.accelerator.state.dynamo_plugin
+    backend = resolved["dynamo_backend"] or "no"
     defaults = trainer.optimizer.optimizer.defaults if hasattr(trainer.optimizer, "optimizer") else {}
     return {
-        "precision": accelerator.mixed_precision,
+        "precision": resolved["mixed_precision"],
         "compile": backend if backend == "no" or plugin.use_regional_compilation else "whole",
-        "attn": trainer.unwrapped.config._attn_implementation,
+        "attn": resolved["attn_implementation"],
         "adam": "fused" if defaults.get("fused") else "foreach" if defaults.get("foreach") else "default",
     }
 
 
-def ours_worker(args, spec: Spec, channel: Channel) -> None:
-    """Our `Trainer`, built from ``train`` options (`ours_config`) as `train` builds it, on its own batches of the
-    token cache (`Trainer.batches`), timed step by step (`Trainer.train_step`)."""
-    from vanilla_transformer.training.step import to_device
-
+def ours_trainer(args, spec: Spec):
+    """Our contestant's `Trainer`, built from ``train`` options (`ours_config`) as `train` builds it: the
+    Accelerator's precision and compilation, the model's attention and the micro-batch plan are ``train``'s."""
     if spec["compile"] == "whole":  # as `accelerate launch` without --dynamo_use_regional_compilation sets it
         os.environ["ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION"] = "false"
     config, model = ours_config(args, spec), initial_model(args, spec)
-    trainer = build_trainer(config, args.data, model, cpu=args.device == "cpu")
+    return build_trainer(config, args.data, model, cpu=args.device == "cpu")
+
+
+def ours_worker(args, spec: Spec, channel: Channel) -> None:
+    """Our `Trainer` (`ours_trainer`) on its own batches of the token cache (`Trainer.batches`), timed step by step
+    (`Trainer.train_step`); it reports what its settings resolved to."""
+    from vanilla_transformer.training.step import to_device
+
+    trainer = ours_trainer(args, spec)
     device, batches = trainer.accelerator.device, trainer.batches()
     meter = Tally(device, trainer.unwrapped.config)
 
@@ -222,7 +232,7 @@ def ours_worker(args, spec: Spec, channel: Channel) -> None:
         result = trainer.train_step(taken)
         return taken, result.stats["tokens"] if result is not None else torch.zeros((), device=device)
 
-    serve(channel, meter, step, resolved=resolved_settings(trainer))
+    serve(channel, meter, step, resolved=trainer.resolved_settings(), settings=spec_settings(trainer))
 
 
 def torch_worker(args, spec: Spec, channel: Channel) -> None:
@@ -347,11 +357,12 @@ def worker_main(args) -> int:
 
 def summarise(spec: Spec, figures: dict[str, Any]) -> dict[str, Any]:
     """A contestant's throughput over all rounds, its per-round spread, tokens per step, and warm-up; for
-    ``ours:default``, ``"default": true`` and the settings it resolved to (as the other rows name theirs)."""
+    ``ours:default``, ``"default": true``, its settings as the other rows name theirs, and ``resolved``: what
+    ``results.json`` records of them, the micro-batch plan included (`Trainer.resolved_settings`)."""
     rounds = figures["rounds"]
     total = {key: sum(r[key] for r in rounds) for key in ("steps", "seconds", "tokens", "positions", "data_seconds")}
     per_round = [r["tokens"] / r["seconds"] for r in rounds]
-    chosen = {"default": True, **figures["resolved"], "resolved": figures["resolved"]} if spec.default else {}
+    chosen = {"default": True, **figures["settings"], "resolved": figures["resolved"]} if spec.default else {}
     return {
         "kind": spec.kind,
         **dict(spec.settings),

@@ -190,6 +190,7 @@ def start_worker(script: str, index: int, spec: Spec, args, data: Path, batch_si
     options += ["--vocab-size", str(args.vocab_size), "--max-tokens", str(args.max_tokens)]
     options += ["--batch-size", str(batch_size), "--device", args.device, "--grad-accum", str(args.grad_accum)]
     options += ["--preset", args.preset] if args.preset else []
+    options += ["--planned"] if args.planned else []  # the default's micro-batches: the preset's plan
     return Worker(script, options, args.threads, data / f"worker-{index}.log", spec.name)
 
 
@@ -201,7 +202,7 @@ def run_contestants(script: str, args, specs: list[Spec], data: Path, batch_size
     try:
         for name, worker in workers.items():
             ready = worker.receive()
-            results[name] = {"device": ready["device"], "resolved": ready.get("resolved")}
+            results[name] = {key: ready.get(key) for key in ("device", "resolved", "settings")}
 
         def progress(index: int, _) -> None:
             print(f"round {index + 1}/{args.rounds} done", file=sys.stderr, flush=True)

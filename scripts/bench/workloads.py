@@ -96,28 +96,11 @@ def random_batches(corpus: Corpus, batch_size: int, count: int, seed: int = 0) -
     ]
 
 
-def token_batches(corpus: Corpus, max_tokens: int, count: int, seed: int = 0) -> list[dict[str, torch.Tensor]]:
-    """`count` batches of `TokenBatchSampler`: pairs of similar lengths, at most `max_tokens` padded tokens each."""
-    from vanilla_transformer.data import TokenBatchSampler
-
-    lengths = [(len(source), len(target)) for source, target in corpus.pairs]
-    batches = TokenBatchSampler(lengths, max_tokens, shuffle=True, seed=seed).epoch_batches(0)
-    # The mid-sized batches: the shortest and longest sentences are rare in a corpus, and in its batches.
-    batches.sort(key=len)
-    middle = len(batches) // 2
-    chosen = batches[max(0, middle - count // 2) :][:count]
-    return [collate([corpus.pairs[i] for i in batch]) for batch in chosen]
-
-
 def padding_share(batches: Sequence[dict[str, torch.Tensor]]) -> float:
     """Padding positions over all positions of the source and target tensors."""
     real = sum(int(b["attention_mask"].sum()) + int((b["labels"] != IGNORE_INDEX).sum()) for b in batches)
     total = sum(b["input_ids"].numel() + b["labels"].numel() for b in batches)
     return 1 - real / total
-
-
-def target_tokens(batch: dict[str, torch.Tensor]) -> int:
-    return int((batch["labels"] != IGNORE_INDEX).sum())
 
 
 def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:

@@ -372,22 +372,29 @@ class Trainer:
 
     def _training_results(self) -> dict[str, Any]:
         """How training went: steps, epochs, time, throughput, batches, processes, precision and compilation."""
-        progress, accelerator = self.progress, self.accelerator
+        progress = self.progress
         return {
             "step": progress.step,
             "epochs": progress.epoch + progress.batch / self.sampler.batches_per_replica,
             "train_minutes": progress.seconds / 60,
             "train_tokens_per_second": self.train_tokens_per_second,
             "padding_share": self.sampler.padding_fraction(),
-            "tokens_per_step": self.tokens_per_step,
-            "tokens_per_micro_batch": self.max_tokens,
-            "micro_batches": self.grad_accum,
             "train_pairs": len(self.train_data),
-            "num_processes": accelerator.num_processes,
-            "mixed_precision": accelerator.mixed_precision,
-            **self.attention_settings(),
+            **self.resolved_settings(),
             **self._compile_results(),
         }
+
+    def resolved_settings(self) -> dict[str, Any]:
+        """What the settings resolved to on this device, as ``results.json`` records them: the micro-batch plan (from
+        the GPU's memory with ``--fill-gpu-memory``), the processes, precision, attention and compiler backend (None
+        when not compiled). The training benchmark records the same for ``train``'s default."""
+        accelerator = self.accelerator
+        backend = accelerator.state.dynamo_plugin.backend.value.lower() if compiling(accelerator) else None
+        return {
+            "tokens_per_step": self.tokens_per_step, "tokens_per_micro_batch": self.max_tokens,
+            "micro_batches": self.grad_accum, "num_processes": accelerator.num_processes,
+            "mixed_precision": accelerator.mixed_precision, **self.attention_settings(), "dynamo_backend": backend,
+        }  # fmt: skip
 
     def attention_settings(self) -> dict[str, Any]:
         """The attention that training runs, as the settings resolved it on this device: ``attn_implementation``
@@ -401,13 +408,12 @@ class Trainer:
         }
 
     def _compile_results(self) -> dict[str, Any]:
-        """How the run compiled: the backend (None when not compiled), the graphs compiled during training steps (model
-        and loss, forward and backward, recompilations included) and the wall time of the steps that compiled, which
-        counts in ``train_minutes`` and so against ``--max-train-minutes``."""
+        """How the run compiled, if it did: the graphs compiled during training steps (model and loss, forward and
+        backward, recompilations included) and the wall time of the steps that compiled, which counts in
+        ``train_minutes`` and so against ``--max-train-minutes``."""
         if not compiling(self.accelerator):
-            return {"dynamo_backend": None}
+            return {}
         return {
-            "dynamo_backend": self.accelerator.state.dynamo_plugin.backend.value.lower(),
             "compilations": self.compilations if compile_count() is not None else None,
             "recompilations": self.recompilations if compile_count() is not None else None,
             "compile_seconds": self.compile_seconds,
