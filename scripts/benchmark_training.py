@@ -4,7 +4,7 @@ one interleaved run.
 Workload: the model ``--model-size`` (default ``multi30k``: N=3, d_model=256) or ``--preset``'s (``wmt14-base``: base,
 37,000 tokens, 4 micro-batches of 12,500 padded tokens), on Multi30k en->de train (``--data-dir``) or on
 ``--synthetic-pairs`` of WMT14's lengths, the token ids built once (`build_data`). Ours and plain PyTorch take the
-same `TokenBatchSampler` batches; the Trainer a batch size whose length-grouped batches hold as many padded tokens
+same `TokenBatchSampler` batches (plain PyTorch cut as ``ours:default`` planned them, when it runs); the Trainer a batch size whose length-grouped batches hold as many padded tokens
 on average (`trainer_batch_size`).
 
 Contestants: the kit's (`bench.contestants`), each in a process of its own, named by ``--contestants`` as
@@ -233,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)  # internal: the coordinator's data folder
     parser.add_argument("--batch-size", type=int, help=argparse.SUPPRESS)  # internal: the Trainer's batch size
     parser.add_argument("--planned", action="store_true", help=argparse.SUPPRESS)  # internal: see `resolve`
+    parser.add_argument("--default-plan", type=int, nargs=2, help=argparse.SUPPRESS)  # internal: for plain PyTorch
     return parser
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check, one command in at most 6 minutes of an H100 or H200 (every step's limit is cut to what the 6 minutes
 # leave): the CUDA tests; training at the wmt14-base preset's model and tokens per step (train's default as-is, with
-# the micro-batches it plans from the GPU's memory, the same as 4 micro-batches of 12,500, plain PyTorch compiled, and the Trainer at its best: bf16, SDPA with
+# the micro-batches it plans from the GPU's memory, the same as 4 micro-batches of 12,500, plain PyTorch compiled on the default's micro-batches, and the Trainer at its best: bf16, SDPA with
 # cuDNN's attention off), then under torch's profiler; training at wmt14-big (MFU); decoding, base, bf16, against
 # MarianMT at batches of 16 and 128 (greedy and beam 4, timed after a warm-up, enough repeats for stable ratios);
 # last, in the time left, the compiled Trainer against train's default. The results files, summary.txt and the steps'

@@ -7,7 +7,7 @@ import random
 import benchmark_training as bench
 import pytest
 import torch
-from bench import adam, contestants
+from bench import adam, contestants, processes
 
 WORDS = "a red blue green dog cat bird man woman child runs sits eats sees the small big old".split()
 
@@ -222,6 +222,9 @@ def test_default_torch_and_trainer_run_end_to_end_on_the_same_batches(tmp_path):
     assert "default" not in plain and result["default"] == "ours:default"
     for measure in ("tokens_per_step", "padded_tokens_per_step"):
         assert plain[measure] == default[measure], measure  # the same batches
+    assert plain["batches"] == {"tokens_per_micro_batch": 512, "micro_batches": 2, "default_plan": True}
+    trainer_batches = rows[result["trainer_best"]]["batches"]  # the Trainer's batch is fixed, not the plan
+    assert trainer_batches["micro_batches"] == 2 and trainer_batches["default_plan"] is False
     assert all(row["mfu"] > 0 and row["matmul_flops_per_second"] > 0 for row in rows.values())
     assert result["default_vs_torch_best"] == pytest.approx(default["tokens_per_second"] / plain["tokens_per_second"])
     trainer = rows[result["trainer_best"]]
@@ -270,3 +273,51 @@ def test_the_default_contestant_builds_trains_trainer_with_its_micro_batch_plan(
     AcceleratorState._reset_state(reset_partial_state=True)
     assert recorded == {key: results[key] for key in recorded}
     assert recorded["mixed_precision"] == "no" and recorded["dynamo_backend"] is None
+
+
+def test_plain_pytorch_takes_the_micro_batches_the_default_planned(tmp_path, monkeypatch):
+    """On a (mocked) CUDA memory reading of 60,000 tokens, ``ours:default`` at wmt14-base plans its step as 1 x 50,000
+    where the benchmark's fixed micro-batches are 4 x 12,500. The coordinator starts the default's worker first and
+    gives plain PyTorch's worker that plan: its micro-batches are the default's; ``micro=fixed`` keeps 4 x 12,500.
+    (The workers here are stand-ins that answer as the real ones do; the default's answer is its real Trainer's.)"""
+    from accelerate.state import AcceleratorState
+
+    from vanilla_transformer.training import run as run_module
+    from vanilla_transformer.training import trainer as trainer_module
+
+    monkeypatch.setattr(trainer_module, "tokens_in_memory", lambda accelerator, model, max_length: 60_000)
+    monkeypatch.setattr(run_module, "cpu_flags", lambda: {"avx2", "fma"})
+    argv = ["--device", "cpu", "--preset", "wmt14-base", "--model-size", "tiny", "--vocab-size", "400"]
+    argv += ["--synthetic-pairs", "200", "--threads", "1", "--rounds", "1", "--steps-per-round", "1"]
+    args = bench.resolve(bench.build_parser().parse_args(argv))
+    args.data = tmp_path / "data"
+    args.data.mkdir()
+    bench.build_data(args, args.data)
+    AcceleratorState._reset_state(reset_partial_state=True)
+    resolved = contestants.ours_trainer(args, contestants.Spec.parse("ours:default")).resolved_settings()
+    AcceleratorState._reset_state(reset_partial_state=True)
+    assert (resolved["tokens_per_micro_batch"], resolved["micro_batches"]) == (50_000, 1)
+
+    started = {}
+
+    class StandIn:
+        def __init__(self, script, options, threads, log, name):
+            self.name, started[name] = name, options
+
+        def receive(self):
+            return {"event": "ready", "device": "cpu", "resolved": resolved if self.name == "ours:default" else None}
+
+        def ask(self, **command):
+            return {"steps": command["steps"]}
+
+        def stop(self):
+            pass
+
+    monkeypatch.setattr(processes, "Worker", StandIn)
+    torch_spec, fixed = "torch:precision=bf16,compile=inductor", "torch:precision=bf16,compile=inductor,micro=fixed"
+    specs = contestants.parse_contestants(f"{torch_spec} {fixed} ours:default")
+    processes.run_contestants(bench.__file__, args, specs, args.data, 8)
+    assert list(started)[0] == "ours:default"  # started, and its plan read, before the others
+    for name, expected in ((torch_spec, (50_000, 1)), (fixed, (12_500, 4))):
+        worker_args = bench.resolve(bench.build_parser().parse_args([*started[name], "--threads", "1"]))
+        assert contestants.micro_batches(worker_args, contestants.Spec.parse(name)) == expected, name

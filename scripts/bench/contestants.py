@@ -165,9 +165,13 @@ def initial_model(args, spec: Spec):
 
 
 def micro_batches(args, spec: Spec) -> tuple[int, int]:
-    """The contestant's padded tokens per micro-batch and micro-batches per step (``micro=one``: one of them all)."""
+    """The contestant's padded tokens per micro-batch and micro-batches per step (``micro=one``: one of them all).
+    Plain PyTorch takes ``train``'s default's plan where the coordinator passed it (``args.default_plan``, from the
+    ``ours:default`` worker), so that both step on the same token batches cut the same way."""
     if spec["micro"] == "one":
         return args.max_tokens * args.grad_accum, 1
+    if spec.kind == "torch" and spec["micro"] == "preset" and getattr(args, "default_plan", None):
+        return tuple(args.default_plan)
     return args.max_tokens, args.grad_accum
 
 
@@ -270,7 +274,9 @@ def torch_worker(args, spec: Spec, channel: Channel) -> None:
         step_of(taken)
         return taken, sum(batch["attention_mask"].sum() + (batch["labels"] != IGNORE_INDEX).sum() for batch in taken)
 
-    serve(channel, meter, step)
+    planned = spec["micro"] == "preset" and bool(getattr(args, "default_plan", None))
+    serve(channel, meter, step, batches={"tokens_per_micro_batch": max_tokens, "micro_batches": grad_accum,
+                                         "default_plan": planned})  # fmt: skip
 
 
 def trainer_worker(args, spec: Spec, channel: Channel) -> None:
@@ -317,7 +323,8 @@ def trainer_worker(args, spec: Spec, channel: Channel) -> None:
         data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=IGNORE_INDEX),
         processing_class=tokenizer,
     )
-    channel.send(event="ready", device=str(device))
+    batches = {"batch_size": args.batch_size, "micro_batches": args.grad_accum, "default_plan": False}  # fixed
+    channel.send(event="ready", device=str(device), batches=batches)
     trainer.add_callback(Pause())  # blocks until the warm-up command
     meter.reset()
     trainer.train()
@@ -368,6 +375,7 @@ def summarise(spec: Spec, figures: dict[str, Any]) -> dict[str, Any]:
         **dict(spec.settings),
         **dict(spec.extras),
         **chosen,
+        "batches": figures.get("batches"),
         "device": figures["device"],
         "tokens_per_second": total["tokens"] / total["seconds"],
         "round_tokens_per_second": {

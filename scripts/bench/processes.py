@@ -184,25 +184,36 @@ def build_trainer(config, data: Path, model, cpu: bool = False):
     return Trainer(config, accelerator, model, tokenizer, TokenCorpus(data / "tokens"))
 
 
-def start_worker(script: str, index: int, spec: Spec, args, data: Path, batch_size: int) -> Worker:
-    """A contestant's process (`Worker` of the benchmark `script`), its stderr in ``data/worker-INDEX.log``."""
+def start_worker(script: str, index: int, spec: Spec, args, data: Path, batch_size: int, plan=None) -> Worker:
+    """A contestant's process (`Worker` of the benchmark `script`), its stderr in ``data/worker-INDEX.log``;
+    `plan`: the micro-batches (tokens, count) of ``train``'s default, for plain PyTorch."""
     options = ["--worker", spec.name, "--data", str(data), "--model-size", args.model_size, "--seed", str(args.seed)]
     options += ["--vocab-size", str(args.vocab_size), "--max-tokens", str(args.max_tokens)]
     options += ["--batch-size", str(batch_size), "--device", args.device, "--grad-accum", str(args.grad_accum)]
     options += ["--preset", args.preset] if args.preset else []
     options += ["--planned"] if args.planned else []  # the default's micro-batches: the preset's plan
+    options += ["--default-plan", *map(str, plan)] if plan else []
     return Worker(script, options, args.threads, data / f"worker-{index}.log", spec.name)
 
 
 def run_contestants(script: str, args, specs: list[Spec], data: Path, batch_size: int) -> tuple[dict, list]:
     """Start the workers, then the kit's interleaved timer: each warmed up alone, then the rounds; each one's
     figures (the seconds of each command by the timer, the rest as its worker counted them) and the order run."""
-    workers = {spec.name: start_worker(script, i, spec, args, data, batch_size) for i, spec in enumerate(specs)}
+    workers: dict[str, Worker] = {}
     results: dict[str, Any] = {}
     try:
+        plan, first = None, next((spec for spec in specs if spec.default and spec["micro"] == "preset"), None)
+        for spec in [first] * bool(first) + [spec for spec in specs if spec is not first]:
+            workers[spec.name] = start_worker(script, len(workers), spec, args, data, batch_size, plan)
+            if spec is first:  # train's default first: plain PyTorch takes the micro-batches it planned
+                ready = workers[spec.name].receive()
+                results[spec.name] = {key: ready.get(key) for key in ("device", "resolved", "settings")}
+                plan = ready["resolved"]["tokens_per_micro_batch"], ready["resolved"]["micro_batches"]
+        workers = {spec.name: workers[spec.name] for spec in specs}  # timed in the order given
         for name, worker in workers.items():
-            ready = worker.receive()
-            results[name] = {key: ready.get(key) for key in ("device", "resolved", "settings")}
+            if name not in results:
+                ready = worker.receive()
+                results[name] = {key: ready.get(key) for key in ("device", "resolved", "settings", "batches")}
 
         def progress(index: int, _) -> None:
             print(f"round {index + 1}/{args.rounds} done", file=sys.stderr, flush=True)
