@@ -1,26 +1,22 @@
 #!/usr/bin/env python
-"""Speed and memory of the model against MarianMT of the same architecture, and against CTranslate2.
+"""Decoding speed of the model against MarianMT of the same architecture, and against CTranslate2.
 
 MarianMT is the same network as ours (`bench.marian_twin`): every comparison runs both on the same weights and the
 same batches, interleaved (`bench.interleave`); each batch's median time is kept, and a throughput is the work of
 all batches over the sum of their medians. Read the ratios: absolute figures describe this machine at that moment.
 
-Sections (:func:`run` takes any subset; the training step's speed is `benchmark_training.py`'s, whose contestants
+One section (``--sections generate``; the training step's speed is `benchmark_training.py`'s, whose contestants
 include MarianMT in `Seq2SeqTrainer`):
 
 * ``generate``: greedy and beam-4 `generate()`, generated tokens per second; CTranslate2 (float32 and int8) on the
   same batches when it is installed. Our `generate()` runs the incremental decoder of
   ``generation_vanilla_transformer.py``; MarianMT's runs transformers' loop. Both must return the same tokens.
-* ``memory``: peak memory of a training step and of `generate()` (`bench.peak_memory`).
-* ``scaling``: training-step throughput and peak memory of our model for sequence lengths 32 to 1024, with SDPA
-  and with eager attention (which stores every [T, T] attention matrix for the backward pass).
 
 The data are Multi30k's pairs in a BPE trained on them (``--data-dir``), or synthetic pairs (`bench.load_corpus`).
 
 Usage (one report per size and thread count; ``--json`` writes them, with the run's environment)::
 
-    python scripts/benchmark.py                                  # small model, 2 CPU threads, every section
-    python scripts/benchmark.py --size base --sections generate memory
+    python scripts/benchmark.py                                  # small model, 2 CPU threads
     python scripts/benchmark.py --device cuda --dtype bf16 --size base --json results.json
     python scripts/benchmark.py --sections generate --size small base --threads 1 2 --json decoding.json
 """
@@ -47,10 +43,9 @@ from bench.serving import ct2_search, ct2_translators, hypotheses
 from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
 from vanilla_transformer.data import shared_data_dir
 from vanilla_transformer.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
-from vanilla_transformer.tokenization import EOS_ID
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-"""fp32; or bf16: mixed-precision training (float32 weights and Adam, bf16 matmuls) and bf16 generate()."""
+"""fp32; or bf16 generate()."""
 
 DEFAULT_DATA_DIR = shared_data_dir("multi30k")
 """Multi30k in ``$VANILLA_TRANSFORMER_DATA`` (`vanilla_transformer.data.DATA_DIR_VARIABLE`), if set."""
@@ -66,15 +61,12 @@ class Settings:
     dtype: str = "fp32"
     threads: int | None = 2
     attn_implementation: str = "sdpa"
-    batch_size: int = 32
     num_batches: int = 4
     gen_batch_size: int = 16
     max_new_tokens: int = 40
     num_beams: tuple[int, ...] = (1, 4)
     repeats: int = 3
     warmup: int = 1
-    scaling_lengths: tuple[int, ...] = (32, 64, 128, 256, 512, 1024)
-    scaling_batch_size: int = 2
     data_dir: str | None = str(DEFAULT_DATA_DIR) if DEFAULT_DATA_DIR else None
     max_pairs: int = 12000
     ctranslate2: bool = True
@@ -85,7 +77,7 @@ class Settings:
             raise ValueError(f"size={self.size!r}; choose one of {sorted(bench.SIZES)}")
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype={self.dtype!r}; choose one of {sorted(DTYPES)}")
-        for name in ("batch_size", "num_batches", "gen_batch_size", "max_new_tokens", "repeats", "scaling_batch_size"):
+        for name in ("num_batches", "gen_batch_size", "max_new_tokens", "repeats"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {name}={getattr(self, name)}")
         if self.warmup < 0:
@@ -110,11 +102,6 @@ def build_pair(config: VanillaTransformerConfig, settings: Settings, seed: int |
     config._attn_implementation = settings.attn_implementation
     ours = VanillaTransformerForConditionalGeneration(config).to(settings.torch_device)
     return ours, bench.marian_twin(ours)
-
-
-def _autocast(settings: Settings) -> torch.dtype | None:
-    """Training in bf16 is mixed precision: float32 weights and optimizer, matmuls in bf16."""
-    return None if settings.dtype == "fp32" else settings.torch_dtype
 
 
 @contextlib.contextmanager
@@ -192,70 +179,7 @@ def ct2_contestants(model, corpus: bench.Corpus, settings: Settings) -> dict[str
     return ct2_translators(model, folder, kinds, device.type, settings.threads or 0, vocabulary=corpus.tokens)[0]
 
 
-def bench_memory(config: VanillaTransformerConfig, corpus: bench.Corpus, settings: Settings) -> dict[str, Any]:
-    """Peak memory of a training step and of greedy and beam generate(), for both models."""
-    device = settings.torch_device
-    ours, marian = build_pair(config, settings)
-    batch = bench.to_device(bench.random_batches(corpus, settings.batch_size, 1, settings.seed)[0], device)
-    source = {key: batch[key][: settings.gen_batch_size] for key in ("input_ids", "attention_mask")}
-    result: dict[str, Any] = {"padding": bench.padding_share([batch])}
-    for name, model in (("ours", ours), ("marian", marian)):
-        step = bench.train_step(model, bench.adam(model), autocast=_autocast(settings))
-        step(batch)  # the optimizer state exists before measuring: the peak is the step's own
-        result[f"{name}_train_bytes"] = bench.peak_memory(lambda: step(batch), device)
-        model.eval().to(settings.torch_dtype)
-        for beams in settings.num_beams:
-            kwargs = dict(max_new_tokens=settings.max_new_tokens, num_beams=beams, do_sample=False)
-            with torch.inference_mode():
-                generate = lambda: model.generate(**source, **kwargs)  # noqa: E731
-                result[f"{name}_generate{beams}_bytes"] = bench.peak_memory(generate, device)
-    result["train_ratio"] = result["ours_train_bytes"] / result["marian_train_bytes"]
-    return result
-
-
-def bench_length_scaling(config: VanillaTransformerConfig, settings: Settings) -> list[dict[str, Any]]:
-    """Our training step (forward and backward) on unpadded sequences of each length, SDPA against eager."""
-    device = settings.torch_device
-    torch.manual_seed(settings.seed)
-    longest = max(settings.scaling_lengths)
-    config = copy.deepcopy(config)
-    config.max_position_embeddings = max(config.max_position_embeddings, longest)
-    model = VanillaTransformerForConditionalGeneration(config).to(device).train()
-    generator = torch.Generator().manual_seed(settings.seed)
-    rows = []
-    for length in settings.scaling_lengths:
-        shape = (settings.scaling_batch_size, length)
-        batch = bench.to_device(
-            {
-                "input_ids": torch.randint(EOS_ID + 1, config.vocab_size, shape, generator=generator),
-                "labels": torch.randint(EOS_ID + 1, config.vocab_size, shape, generator=generator),
-            },
-            device,
-        )
-
-        def step(implementation: str) -> Callable[[Any], None]:
-            def run(_=None) -> None:
-                model.set_attn_implementation(implementation)
-                dtype = _autocast(settings)
-                with torch.autocast(device.type, dtype=dtype) if dtype else contextlib.nullcontext():
-                    loss = model(**batch).loss
-                loss.backward()
-                model.zero_grad(set_to_none=True)
-
-            return run
-
-        contestants = {"sdpa": step("sdpa"), "eager": step("eager")}
-        timings = bench.interleave(contestants, [None], repeats=max(1, settings.repeats - 1), device=device)
-        row: dict[str, Any] = {"length": length, "batch_size": settings.scaling_batch_size}
-        for name, run in contestants.items():
-            row[f"{name}_tokens_per_s"] = settings.scaling_batch_size * length / timings.total(name)
-            row[f"{name}_bytes"] = bench.peak_memory(run, device)
-        rows.append(row)
-    model.set_attn_implementation(settings.attn_implementation)
-    return rows
-
-
-SECTIONS = ("generate", "memory", "scaling")
+SECTIONS = ("generate",)
 
 
 def run(settings: Settings, sections: Sequence[str] = SECTIONS, log: Callable[[str], None] = print) -> dict[str, Any]:
@@ -276,16 +200,10 @@ def run(settings: Settings, sections: Sequence[str] = SECTIONS, log: Callable[[s
             "parameters": _parameter_count(config),
         }
         log(f"# {settings.size} model on {report['device']}, {settings.dtype}; data: {corpus.description}")
-        sections_to_run = {
-            "generate": lambda: bench_generation(config, corpus, settings),
-            "memory": lambda: bench_memory(config, corpus, settings),
-            "scaling": lambda: bench_length_scaling(config, settings),
-        }
-        for name in SECTIONS:
-            if name in sections:
-                start = time.perf_counter()
-                report[name] = sections_to_run[name]()
-                log(f"  {name}: {time.perf_counter() - start:.0f} s")
+        if "generate" in sections:
+            start = time.perf_counter()
+            report["generate"] = bench_generation(config, corpus, settings)
+            log(f"  generate: {time.perf_counter() - start:.0f} s")
         return record.result(report)
 
 
@@ -308,9 +226,8 @@ def _device_name(device: torch.device) -> str:
 OPTIONS = {  # Settings field -> help; every field is an option (``--vocab-size``), ``ctranslate2`` as --no-ctranslate2
     "size": "model sizes to run, one report each",
     "device": "cpu or cuda",
-    "dtype": "fp32, or bf16: mixed-precision training and bf16 generate() (for GPUs)",
+    "dtype": "fp32, or bf16 generate() (for GPUs)",
     "threads": "torch CPU threads, fixed for each report; one report per size and count",
-    "batch_size": "pairs per training batch of the memory section",
     "num_batches": "batches per measurement",
     "repeats": "timed runs per batch and contestant",
     "warmup": "untimed generate() calls of each contestant before the timed ones (first calls, allocations)",
@@ -318,7 +235,7 @@ OPTIONS = {  # Settings field -> help; every field is an option (``--vocab-size`
 }
 CHOICES = {"size": bench.SIZES, "dtype": tuple(DTYPES), "attn_implementation": ("sdpa", "eager")}
 TEXT = ("size", "device", "dtype", "attn_implementation", "data_dir")
-MANY = ("size", "threads", "num_beams", "scaling_lengths")
+MANY = ("size", "threads", "num_beams")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -152,18 +152,9 @@ def test_forward_flops_counts_every_linear_layer_once_per_token():
 
 def test_random_batches_are_padded():
     corpus = bench.load_corpus(200, data_dir=None, max_pairs=12000)
-    assert bench.padding_share(bench.random_batches(corpus, 32, 4)) > 0.3
-
-
-def test_peak_memory_counts_live_tensor_bytes():
-    def allocate():
-        a = torch.ones(1 << 20)  # 4 MiB
-        b = torch.ones(1 << 20)
-        del a, b
-        return torch.ones(1 << 18)  # 1 MiB
-
-    peak = bench.peak_memory(allocate, torch.device("cpu"))
-    assert 8 << 20 <= peak < 9 << 20
+    batches = bench.random_batches(corpus, 32, 4)
+    real = sum(int(b["attention_mask"].sum()) + int((b["labels"] != -100).sum()) for b in batches)
+    assert 1 - real / sum(b["input_ids"].numel() + b["labels"].numel() for b in batches) > 0.3
 
 
 def test_the_training_step_takes_the_packages_adam_with_the_papers_settings():

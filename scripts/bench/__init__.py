@@ -21,11 +21,10 @@ them):
   built from ``train`` options;
 * `serving`: the package's search, onnxruntime and CTranslate2 decoding, imported in one place; a model's
   CTranslate2 exports loaded (`ct2_translators`); the tokens of each translation (`hypotheses`);
-* `peak_memory` measures a call's peak memory on the device;
 * `StepProfile`: torch's profiler over a worker's steps, summarised (device busy share, runtime calls, top ops).
 """
 
-from .device import peak_memory, synchronize
+from .device import synchronize
 from .profiling import StepProfile, profile_lines
 from .record import Record, environment_of, write_json
 from .timing import Timings, interleave, matmul_rate
@@ -38,15 +37,12 @@ from .workloads import (
     forward_flops,
     load_corpus,
     model_config,
-    padding_share,
     random_batches,
     synthetic_pairs,
-    to_device,
     train_step,
     training_flops,
 )
 
 __all__ = ["SIZES", "Corpus", "Record", "StepProfile", "Timings", "adam", "collate", "environment_of", "forward_flops",
-    "interleave", "load_corpus", "marian_twin", "matmul_rate", "model_config", "padding_share",
-    "peak_memory", "profile_lines", "random_batches", "synchronize", "synthetic_pairs", "to_device",
-    "train_step", "training_flops", "write_json"]  # fmt: skip
+    "interleave", "load_corpus", "marian_twin", "matmul_rate", "model_config", "profile_lines", "random_batches",
+    "synchronize", "synthetic_pairs", "train_step", "training_flops", "write_json"]  # fmt: skip

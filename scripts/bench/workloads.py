@@ -96,17 +96,6 @@ def random_batches(corpus: Corpus, batch_size: int, count: int, seed: int = 0) -
     ]
 
 
-def padding_share(batches: Sequence[dict[str, torch.Tensor]]) -> float:
-    """Padding positions over all positions of the source and target tensors."""
-    real = sum(int(b["attention_mask"].sum()) + int((b["labels"] != IGNORE_INDEX).sum()) for b in batches)
-    total = sum(b["input_ids"].numel() + b["labels"].numel() for b in batches)
-    return 1 - real / total
-
-
-def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
-    return {key: value.to(device) for key, value in batch.items()}
-
-
 # FLOPs
 
 
