@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vanilla_transformer.cli import configure_logging
-from vanilla_transformer.cli.parsing import CommandParser, unknown_option
+from vanilla_transformer.cli.parsing import CommandParser, refuse_remote_code_prompts, unknown_option
 from vanilla_transformer.constants import FINETUNE_SETTINGS, LORA_DEFAULTS, SEARCH_DEFAULTS
 from vanilla_transformer.extras import require
 
@@ -282,6 +282,7 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
         parser.error(
             f"unrecognized arguments: {' '.join(unknown)} (--help lists finetune's, --trainer-help the Trainer's)"
         )
+    refuse_remote_code_prompts()  # parsed: the command runs from here on (its parse is not CommandParser.parse_args)
     given = vars(namespace)
     data = DataArguments(**{f.name: given[f.name] for f in dataclasses.fields(DataArguments)})
     _check_data(parser, data)

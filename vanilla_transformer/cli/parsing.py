@@ -5,7 +5,9 @@
 * An unknown option is named first, with the closest known one: ``translate --modle X`` says
   ``unrecognized option --modle (did you mean --model?)``, not that ``--model`` is missing.
 
-This module imports nothing heavy: ``--help`` of a command builds its parser without torch.
+A command line that parses is a command that runs: only then does the parser turn off transformers' prompt to run a
+model folder's code (`refuse_remote_code_prompts`), which imports transformers. Until then this module imports nothing
+heavy: ``--help`` and a mistyped option are answered without torch or transformers.
 """
 
 from __future__ import annotations
@@ -36,8 +38,18 @@ def unknown_option(argv: Sequence[str], *parsers: argparse.ArgumentParser) -> st
     return None
 
 
+def refuse_remote_code_prompts() -> None:
+    """No command ever asks on standard input whether to run a model folder's code: every load passes
+    ``trust_remote_code=False``, and should one not, transformers refuses (its CI setting, a prompt timeout of 0)
+    instead of reading an answer that a pipe (``echo y | ...``) would give, and printing its question into stdout."""
+    from transformers import dynamic_module_utils
+
+    dynamic_module_utils.TIME_OUT_REMOTE_CODE = 0
+
+
 class CommandParser(argparse.ArgumentParser):
-    """`argparse.ArgumentParser` without abbreviations, naming an unknown option before anything else."""
+    """`argparse.ArgumentParser` without abbreviations, naming an unknown option before anything else; a command line
+    that parses turns off transformers' remote-code prompt (`refuse_remote_code_prompts`)."""
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs["allow_abbrev"] = False
@@ -48,7 +60,9 @@ class CommandParser(argparse.ArgumentParser):
         unknown = unknown_option(args, self)
         if unknown is not None:
             self.error(f"unrecognized option {unknown}")
-        return super().parse_args(args, namespace)
+        parsed = super().parse_args(args, namespace)
+        refuse_remote_code_prompts()  # the command runs from here on
+        return parsed
 
 
-__all__ = ["CommandParser", "unknown_option"]
+__all__ = ["CommandParser", "refuse_remote_code_prompts", "unknown_option"]
