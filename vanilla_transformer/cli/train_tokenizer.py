@@ -143,7 +143,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     into_model = check_output_dir(args)
     from vanilla_transformer.tokenization import train_tokenizer  # transformers: not for --help
 
-    tokenizer = train_tokenizer(training_texts(args), args.vocab_size, min_frequency=args.min_frequency)
+    tokenizer = train_tokenizer(  # the numbers task's words are lower-case: capitals read as the same words
+        training_texts(args), args.vocab_size, min_frequency=args.min_frequency, lowercase=args.numbers is not None
+    )
     save_tokenizer(tokenizer, args.output_dir, into_model)
     logger.info("saved a tokenizer of %d tokens to %s", len(tokenizer), args.output_dir)
     return 0
