@@ -32,7 +32,14 @@ from collections.abc import Sequence
 
 from ..atomic import os_error
 from ..extras import MissingExtraError, require
-from ..library_errors import MEMORY_FIX, PICKLE_FIX, ModelTooLarge, allocation_failure, unpickling_refusal
+from ..library_errors import (
+    MEMORY_FIX,
+    PICKLE_FIX,
+    ModelTooLarge,
+    SettingError,
+    allocation_failure,
+    unpickling_refusal,
+)
 
 PROG = "vanilla-transformer"
 
@@ -151,7 +158,7 @@ def user_error(error: BaseException) -> tuple[int | None, str]:
     if isinstance(error, KeyboardInterrupt):
         return 130, "interrupted"
     if isinstance(error, (*USER_ERRORS, ModelTooLarge)):
-        return 1, f"error: {error}"
+        return 1, f"error: {error.command_line if isinstance(error, SettingError) else error}"
     requested = allocation_failure(error)
     if requested is not None:
         return 1, f"error: out of memory{f' ({requested})' if requested else ''}; {MEMORY_FIX}"

@@ -18,14 +18,14 @@ from pathlib import Path
 
 from vanilla_transformer.atomic import check_output_dir, check_output_file
 from vanilla_transformer.cli import configure_logging
-from vanilla_transformer.cli.parsing import CommandParser
+from vanilla_transformer.cli.parsing import CommandParser, summary
 from vanilla_transformer.constants import ATTENTION_KINDS as KINDS
 
 logger = logging.getLogger("visualize_attention")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = CommandParser(description=__doc__.splitlines()[0])
+    parser = CommandParser(description=summary(__doc__))
     parser.add_argument("model", help="saved model directory, Hub id or LoRA adapter folder, with its tokenizer")
     parser.add_argument("source", help="source sentence")
     parser.add_argument("--target", help="its translation (default: the model's greedy translation)")

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vanilla_transformer.cli import configure_logging
-from vanilla_transformer.cli.parsing import CommandParser, refuse_remote_code_prompts, unknown_option
+from vanilla_transformer.cli.parsing import CommandParser, refuse_remote_code_prompts, summary, unknown_option
 from vanilla_transformer.constants import FINETUNE_SETTINGS, LORA_DEFAULTS, SEARCH_DEFAULTS
 from vanilla_transformer.extras import require
 
@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="vanilla-transformer finetune",
         usage="%(prog)s MODEL (--train SRC TGT --eval SRC TGT | --hf-dataset NAME | --numbers N) --output-dir DIR "
         "[options] [Trainer options]",
-        description=__doc__.splitlines()[0],
+        description=summary(__doc__),
         epilog="Any other option of transformers' Seq2SeqTrainingArguments (--gradient-checkpointing, --bf16, "
         "--report-to tensorboard, ...) goes to the Trainer; --trainer-help lists them.",
     )

@@ -47,6 +47,11 @@ def refuse_remote_code_prompts() -> None:
     dynamic_module_utils.TIME_OUT_REMOTE_CODE = 0
 
 
+def summary(doc: str | None) -> str:
+    """A command module's docstring's first paragraph on one line: its ``--help`` description, a whole sentence."""
+    return " ".join((doc or "").strip().split("\n\n", 1)[0].split())
+
+
 class CommandParser(argparse.ArgumentParser):
     """`argparse.ArgumentParser` without abbreviations, naming an unknown option before anything else; a command line
     that parses turns off transformers' remote-code prompt (`refuse_remote_code_prompts`)."""
@@ -65,4 +70,4 @@ class CommandParser(argparse.ArgumentParser):
         return parsed
 
 
-__all__ = ["CommandParser", "refuse_remote_code_prompts", "unknown_option"]
+__all__ = ["CommandParser", "refuse_remote_code_prompts", "summary", "unknown_option"]

@@ -28,13 +28,13 @@ from pathlib import Path
 from vanilla_transformer import atomic
 from vanilla_transformer.atomic import write_directory
 from vanilla_transformer.cli import configure_logging
-from vanilla_transformer.cli.parsing import CommandParser
+from vanilla_transformer.cli.parsing import CommandParser, summary
 
 logger = logging.getLogger("train_tokenizer")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = CommandParser(description=__doc__.splitlines()[0])
+    parser = CommandParser(description=summary(__doc__))
     parser.add_argument("files", nargs="*", type=Path, help="plain-text files, one sentence per line")
     parser.add_argument("--hf-dataset", help="Hugging Face dataset to train on instead of files, e.g. wmt14")
     parser.add_argument("--hf-config", help="dataset configuration, e.g. de-en")

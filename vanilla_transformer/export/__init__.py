@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..atomic import check_output_dir
+from ..library_errors import SettingError
 
 
 def check_export_dir(
@@ -26,7 +27,8 @@ def check_export_dir(
                 f"output directory"
             )
     if output_dir.is_dir() and not output_dir.is_symlink() and any(output_dir.iterdir()) and not force:
-        raise ValueError(f"{output_dir} exists and is not empty: pass force=True (--force) to replace {kind}")
+        refusal = f"{output_dir} exists and is not empty: pass {{}} to replace {kind}"
+        raise SettingError(refusal.format("force=True"), refusal.format("--force"))
     check_output_dir(output_dir, "output_dir", replaceable=replaceable)
 
 
