@@ -1,9 +1,11 @@
-"""The layout rules of docs/development.md that the code itself can show: no test module imports another test
-module (shared helpers live in conftest.py or a helper module), no module imports another's private names
-(those of the package; a private name of torch or transformers is tested against each supported version where used),
-and export/ writes folders while serving/ runs them."""
+"""The layout rules of docs/development.md that the code itself can show: every import points down the floors (the
+table `MAY_IMPORT`), no test module imports another test module (shared helpers live in conftest.py or a helper
+module), no module imports another's private names (those of the package; a private name of torch or transformers is
+tested against each supported version where used), and export/ writes folders while serving/ runs them."""
 
 import ast
+import re
+import sys
 from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -18,6 +20,196 @@ def _imports(path: Path) -> list[tuple[str, list[str]]]:
         elif isinstance(node, ast.Import):
             found += [(alias.name, []) for alias in node.names]
     return found
+
+
+PACKAGE = REPOSITORY / "vanilla_transformer"
+REMOTE_CODE = "remote code"
+"""The room of the files copied next to every saved model (``*_vanilla_transformer.py``): torch and transformers only."""
+
+MAY_IMPORT: dict[str, set[str]] = {
+    # the bottom: the remote-code files, and modules of the standard library alone (or torch, transformers)
+    REMOTE_CODE: set(),
+    "atomic": set(),
+    "constants": set(),
+    "extras": set(),
+    "folder_kinds": set(),
+    "lazy_exports": set(),
+    "library_errors": set(),
+    "parsing": set(),
+    "metrics": set(),
+    "environment": {REMOTE_CODE},
+    "__init__": {REMOTE_CODE},  # the package's own face: registration and the model classes
+    # what reads and writes corpora and model folders
+    "data": {"environment", "extras", "lazy_exports"},
+    "tokenization": {"data"},
+    "model_summary": {"atomic"},
+    "model_checks": {"environment"},
+    "visualization": {"atomic", "constants", "extras"},
+    "model_dir": {
+        "atomic",
+        "extras",
+        "folder_kinds",
+        "library_errors",
+        "model_checks",
+        "model_summary",
+        "tokenization",
+    },
+    # what runs a model or an exported folder, then what writes one
+    "serving": {
+        *(REMOTE_CODE, "atomic", "constants", "extras", "folder_kinds", "model_checks", "model_dir"),
+        "tokenization",
+    },
+    "export": {
+        *(REMOTE_CODE, "atomic", "constants", "extras", "folder_kinds", "library_errors", "model_dir"),
+        *("model_summary", "serving", "tokenization"),
+    },
+    # the jobs: training (and fine-tuning, which writes an adapter's card with export/), the browser demo
+    "training": {
+        *(REMOTE_CODE, "atomic", "constants", "data", "environment", "export", "extras", "lazy_exports", "metrics"),
+        *("model_checks", "model_dir", "model_summary", "parsing", "serving", "tokenization"),
+    },
+    "demo": {
+        REMOTE_CODE,
+        "__init__",
+        "atomic",
+        "export",
+        "extras",
+        "model_dir",
+        "model_summary",
+        "serving",
+        "visualization",
+    },
+    # the command line on top
+    "cli": {
+        *(REMOTE_CODE, "__init__", "atomic", "constants", "data", "demo", "export", "extras", "folder_kinds"),
+        *("library_errors", "metrics", "model_dir", "parsing", "serving", "tokenization", "training", "visualization"),
+    },
+    "__main__": {"cli"},
+}
+"""Each room of the package (a folder, or a module at its top; the remote-code files are one room) and the rooms its
+code may import: the one statement of the floors, which docs/development.md shows (`floors`). A room imports its own
+modules freely; the table has no circle, so no import runs back up."""
+
+LOW_MODULES = ("atomic", "model_checks", "model_dir", "folder_kinds", "parsing")
+ABOVE_THE_LOW_MODULES = ("cli", "demo", "export", "serving", "training")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPOSITORY).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _room(module: str) -> str:
+    """The room of a module of the package (``vanilla_transformer.serving.search`` -> ``serving``)."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return "__init__"
+    return REMOTE_CODE if parts[0].endswith("_vanilla_transformer") else parts[0]
+
+
+def _is_module(name: str) -> bool:
+    path = REPOSITORY.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def _imported_modules(path: Path) -> list[str]:
+    """Every module `path` imports, as an absolute name, at any depth (in functions, under TYPE_CHECKING too); ``from
+    package import module`` counts as the module."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            for alias in node.names:
+                found.append(f"{base}.{alias.name}" if _is_module(f"{base}.{alias.name}") else base)
+    return found
+
+
+def _package_imports() -> dict[str, set[str]]:
+    """Each module of the package and the package's modules it imports."""
+    return {
+        _module_name(path): {name for name in _imported_modules(path) if name.split(".")[0] == "vanilla_transformer"}
+        for path in sorted(PACKAGE.rglob("*.py"))
+    }
+
+
+def floors(table: dict[str, set[str]] = MAY_IMPORT) -> list[list[str]]:
+    """The rooms by floor, the bottom first: a room stands one floor above the highest room it may import. Raises
+    ValueError naming the rooms of a circle."""
+    floor: dict[str, int] = {}
+
+    def place(room: str, path: tuple[str, ...]) -> int:
+        if room in path:
+            raise ValueError(f"a circle: {' -> '.join([*path[path.index(room) :], room])}")
+        if room not in floor:
+            floor[room] = 1 + max((place(below, (*path, room)) for below in table[room]), default=-1)
+        return floor[room]
+
+    for room in table:
+        place(room, ())
+    return [sorted(room for room in table if floor[room] == level) for level in range(max(floor.values()) + 1)]
+
+
+def test_every_import_points_down_the_floors():
+    """The table has no circle, names every room there is, and every import of the package's code is allowed by it;
+    the remote-code files import only the standard library, torch, transformers and one another."""
+    assert len(floors()) > 5
+    imports = _package_imports()
+    upward = sorted(
+        f"{module} imports {name}" if _room(module) in MAY_IMPORT else f"{module}: its room is not in MAY_IMPORT"
+        for module, names in imports.items()
+        for name in names
+        if _room(name) != _room(module) and _room(name) not in MAY_IMPORT.get(_room(module), ())
+    )
+    assert not upward, upward
+    assert set(MAY_IMPORT) <= {_room(module) for module in imports}, "a room of MAY_IMPORT is gone"
+    allowed = {"torch", "transformers", *sys.stdlib_module_names}
+    foreign = sorted(
+        f"{path.name} imports {name}"
+        for path in sorted(PACKAGE.glob("*_vanilla_transformer.py"))
+        for name in _imported_modules(path)
+        if name.split(".")[0] not in allowed and _room(name) != REMOTE_CODE
+    )
+    assert not foreign, foreign
+
+
+def test_the_low_modules_import_nothing_above_them():
+    """model_dir, model_checks and atomic (and the folder kinds and the option parser) are at the bottom: a model
+    folder is read, written and checked without export/, serving/, training/, cli/ or demo/."""
+    imports = _package_imports()
+    upward = sorted(
+        f"{module} imports {name}"
+        for module, names in imports.items()
+        if module.removeprefix("vanilla_transformer.") in LOW_MODULES
+        for name in names
+        if _room(name) in ABOVE_THE_LOW_MODULES
+    )
+    assert not upward, upward
+
+
+def test_no_module_circle():
+    """Within a room too: no module imports one that imports it back, however far round."""
+    imports = _package_imports()
+    table = {
+        module: {name for name in names if name in imports and name != module} for module, names in imports.items()
+    }
+    floors(table)
+
+
+def test_the_architecture_page_shows_the_floors():
+    """docs/development.md lists the rooms of each floor, the top first, as `MAY_IMPORT` places them."""
+    text = (REPOSITORY / "docs" / "development.md").read_text(encoding="utf-8")
+    shown = re.search(r"<!-- floors -->\n(.*?)<!-- /floors -->", text, re.S)
+    assert shown, "docs/development.md has no <!-- floors --> table"
+    rows = [line for line in shown.group(1).splitlines() if line.startswith("| ") and not line.startswith("| floor")]
+    table = [[cell.strip(" `") for cell in row.strip("| ").split("|")[1].split(",")] for row in rows]
+    assert table == [[room.replace("__init__", "__init__.py") for room in rooms] for rooms in reversed(floors())]
 
 
 def test_no_test_module_imports_another():

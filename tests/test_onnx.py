@@ -19,16 +19,10 @@ from copy_task import sentences
 from vanilla_transformer.cli import main as cli_main
 from vanilla_transformer.decoder_vanilla_transformer import unsupported_modules
 from vanilla_transformer.export.onnx import export_onnx
+from vanilla_transformer.folder_kinds import DECODER_FILE, ENCODER_FILE, quantized_name
 from vanilla_transformer.model_dir import save_model_dir
 from vanilla_transformer.serving.search import paper_generation_config, translate, translate_ids
-from vanilla_transformer.serving.with_onnxruntime import (
-    DECODER_FILE,
-    ENCODER_FILE,
-    OnnxStepDecoder,
-    cache_names,
-    load_onnx,
-    quantized_name,
-)
+from vanilla_transformer.serving.with_onnxruntime import OnnxStepDecoder, cache_names, load_onnx
 
 SOURCES = sentences(12, seed=5)
 

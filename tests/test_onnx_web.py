@@ -277,7 +277,7 @@ def test_push_static_space_dry_run_writes_the_page_as_a_static_space(tiny_model_
     from huggingface_hub import metadata_load
     from tiny_model import load_script
 
-    from vanilla_transformer.serving.with_onnxruntime import is_onnx_dir
+    from vanilla_transformer.folder_kinds import is_onnx_dir
 
     target = tmp_path / "upload"
     arguments = [str(tiny_model_dir), "org/numbers", "--dry-run", str(target), "--space", "org/page"]

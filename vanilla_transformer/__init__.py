@@ -60,7 +60,17 @@ def __dir__() -> list[str]:
 class _Registration(importlib.abc.MetaPathFinder):
     """Finds transformers and the two model modules as Python would, and has their loaders call
     `register_auto_classes` once transformers has run and no model module is half imported (one of them importing
-    transformers first must finish before the registration imports it)."""
+    transformers first must finish before the registration imports it).
+
+    Why a finder, and not a plainer way (issue 57): the registration needs the model's classes, so it imports
+    transformers and torch, many times the cost of the package's own import; yet ``import vanilla_transformer`` then
+    ``AutoConfig.for_model("vanilla_transformer")`` must work, while ``--help`` (which imports this package) must
+    import neither (tests/faults/test_startup.py, which also runs five import orders). Registering at import breaks
+    the second; a light import of transformers' registry alone still imports transformers (and registering a model
+    class still imports torch); transformers has no public hook that runs code when an Auto class is first used (no
+    entry points, no lazy registration by name). Only code that runs when transformers is imported keeps both, and
+    Python's one public way to run it is an import hook: this finder, which uses importlib's public API only
+    (`find_spec`, the loader's ``exec_module``) and removes itself once the registration is done."""
 
     def __init__(self) -> None:
         self.watched = {"transformers", *(f"{__name__}.{module}" for module in set(_EXPORTS.values()))}

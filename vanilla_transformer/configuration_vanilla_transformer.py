@@ -8,71 +8,34 @@ This file imports only ``transformers``: it is copied next to a saved model and 
 
 from transformers import PreTrainedConfig
 
-# Model sizes by name. "base" and "big" are Table 3's two models of Table 2 (its other rows are ablations).
-PRESETS: dict[str, dict] = {
-    "base": dict(
-        d_model=512,
-        encoder_ffn_dim=2048,
-        decoder_ffn_dim=2048,
-        encoder_attention_heads=8,
-        decoder_attention_heads=8,
-        encoder_layers=6,
-        decoder_layers=6,
-        dropout=0.1,
-    ),
-    "big": dict(
-        d_model=1024,
-        encoder_ffn_dim=4096,
-        decoder_ffn_dim=4096,
-        encoder_attention_heads=16,
-        decoder_attention_heads=16,
-        encoder_layers=6,
-        decoder_layers=6,
-        dropout=0.3,
-    ),
-    # Smaller models of the same architecture, each defined here only: those of the training presets of the same
-    # name (vanilla_transformer.training), and the benchmarks' sizes (scripts/bench/workloads.py).
-    "multi30k": dict(  # 6.0M parameters with an 8k vocabulary
-        d_model=256,
-        encoder_ffn_dim=512,
-        decoder_ffn_dim=512,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_layers=3,
-        decoder_layers=3,
-        dropout=0.2,
-    ),
-    "numbers": dict(  # 1.5M parameters with a 500-token vocabulary
-        d_model=128,
-        encoder_ffn_dim=512,
-        decoder_ffn_dim=512,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_layers=3,
-        decoder_layers=3,
-        dropout=0.1,
-    ),
-    "small": dict(
-        d_model=256,
-        encoder_ffn_dim=1024,
-        decoder_ffn_dim=1024,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_layers=3,
-        decoder_layers=3,
-        dropout=0.1,
-    ),
-    "tiny": dict(
-        d_model=32,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_layers=2,
-        decoder_layers=2,
-        dropout=0.1,
-    ),
+# Model sizes by name, in Table 3's columns: N (layers of each stack), d_model, d_ff, h (heads), P_drop. "base" and
+# "big" are Table 3's two models of Table 2 (its other rows are ablations). The smaller models of the same architecture
+# are each defined here only: those of the training presets of the same name (vanilla_transformer.training, which
+# reads this table's names from this file's source), and the benchmarks' sizes (scripts/bench/workloads.py).
+SIZES: dict[str, tuple[int, int, int, int, float]] = {
+    "base": (6, 512, 2048, 8, 0.1),
+    "big": (6, 1024, 4096, 16, 0.3),
+    "multi30k": (3, 256, 512, 4, 0.2),  # 6.0M parameters with an 8k vocabulary
+    "numbers": (3, 128, 512, 4, 0.1),  # 1.5M parameters with a 500-token vocabulary
+    "small": (3, 256, 1024, 4, 0.1),
+    "tiny": (2, 32, 64, 4, 0.1),
 }
+
+PRESETS: dict[str, dict] = {
+    name: dict(
+        d_model=d_model,
+        encoder_ffn_dim=d_ff,
+        decoder_ffn_dim=d_ff,
+        encoder_attention_heads=heads,
+        decoder_attention_heads=heads,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        dropout=dropout,
+    )
+    for name, (layers, d_model, d_ff, heads, dropout) in SIZES.items()
+}
+"""The configuration fields of each size of `SIZES` (the same for the encoder and the decoder), as `from_preset`
+takes them."""
 
 ACTIVATIONS = ("relu", "gelu", "silu", "swish", "gelu_new", "tanh")
 
@@ -205,4 +168,4 @@ class VanillaTransformerConfig(PreTrainedConfig):
         return cls(**{**PRESETS[name], **overrides})
 
 
-__all__ = ["VanillaTransformerConfig", "PRESETS"]
+__all__ = ["VanillaTransformerConfig", "PRESETS", "SIZES"]

@@ -39,6 +39,7 @@ from transformers import (
 
 from .atomic import check_links_inside, write_file
 from .extras import import_optional
+from .folder_kinds import is_ctranslate2_dir, is_onnx_dir
 from .library_errors import load_failure
 from .model_checks import (
     LOAD_FIX,
@@ -134,10 +135,10 @@ def save_adapter_dir(
     *,
     summary: Mapping[str, Any] | None = None,
     base_model: str | None = None,
-    repo_id: str | None = None,
 ) -> Path:
-    """Write an adapter folder, which `load_model_dir` loads: the adapter (safetensors), the tokenizer, `summary` as
-    ``training_summary.json``, and README.md, the card of `vanilla_transformer.export.hub.build_adapter_card`.
+    """Write an adapter folder, which `load_model_dir` loads: the adapter (safetensors), the tokenizer and `summary`
+    as ``training_summary.json``. Its model card is written by whoever saves an adapter for others to read
+    (`vanilla_transformer.export.hub.save_adapter_with_card`: fine-tuning and the Hub upload).
 
     Args:
         model: A ``PeftModel`` (see `add_lora`).
@@ -145,14 +146,11 @@ def save_adapter_dir(
         directory: Where to write; created if needed.
         summary: The run's figures (see `vanilla_transformer.model_summary`).
         base_model: Recorded as ``base_model_name_or_path`` (e.g. the base's Hub id); by default the model's own.
-        repo_id: Where the card says the adapter is (default: `directory`).
 
     Raises:
         ValueError: If `model` is not a ``PeftModel``, or a value of `summary` has the wrong type.
         TypeError: If `summary` has a key that is not a summary field.
     """
-    from .export.hub import build_adapter_card  # the Hub's card; imported here, as export.hub imports this module
-
     if not is_peft_model(model):
         raise ValueError(f"save_adapter_dir saves a peft PeftModel, got {type(model).__name__}")
     summary = build_summary(**(summary or {}))  # checked before anything is written
@@ -165,7 +163,6 @@ def save_adapter_dir(
         tokenizer.save_pretrained(directory)
     if summary:
         write_training_summary(directory, {**summary, "base_model": base_model_of(model)})
-    build_adapter_card(model, summary, repo_id or str(directory)).save(directory / "README.md")
     return directory
 
 
@@ -428,9 +425,6 @@ def check_not_exported(directory: Path) -> None:
     """Name an export given where a model directory goes: an ONNX folder (``export-onnx``) or a CTranslate2 model
     (``export-ctranslate2``) holds no PyTorch weights; ``translate`` and ``evaluate`` serve the first, and
     every command takes the model directory it was exported from."""
-    from .serving.with_ctranslate2 import is_ctranslate2_dir  # serving reads model directories: imported here
-    from .serving.with_onnxruntime import is_onnx_dir
-
     kind = (
         "an ONNX export"
         if is_onnx_dir(directory)

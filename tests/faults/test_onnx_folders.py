@@ -14,7 +14,7 @@ pytest.importorskip("onnxruntime", reason="the onnx extra (onnxruntime) is not i
 pytest.importorskip("onnxscript", reason="the onnx extra (onnxscript) is not installed")
 import onnx
 
-from vanilla_transformer.serving.with_onnxruntime import DECODER_FILE, ENCODER_FILE
+from vanilla_transformer.folder_kinds import DECODER_FILE, ENCODER_FILE
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@
 
 Each subcommand lives in its own module of this package and is imported only when it runs, so that ``--help`` and
 light commands do not pay for the training stack; its command line is parsed before torch or transformers loads, so
-that a mistyped option or command is refused at once (`vanilla_transformer.cli.parsing`). A command whose extra is not installed stops with the
+that a mistyped option or command is refused at once (`vanilla_transformer.parsing`). A command whose extra is not installed stops with the
 ``pip install "vanilla-transformer[<extra>]"`` line that installs it.
 
 An error a user can act on (bad input, a damaged or missing file, a refused setting: `USER_ERRORS`) leaves a command

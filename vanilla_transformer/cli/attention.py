@@ -18,8 +18,8 @@ from pathlib import Path
 
 from vanilla_transformer.atomic import check_output_dir, check_output_file
 from vanilla_transformer.cli import configure_logging
-from vanilla_transformer.cli.parsing import CommandParser, summary
 from vanilla_transformer.constants import ATTENTION_KINDS as KINDS
+from vanilla_transformer.parsing import CommandParser, summary
 
 logger = logging.getLogger("visualize_attention")
 

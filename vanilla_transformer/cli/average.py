@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vanilla_transformer.atomic import write_directory
-from vanilla_transformer.cli.parsing import CommandParser, summary
+from vanilla_transformer.parsing import CommandParser, summary
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..constants import DECODING_DTYPES, LENGTH_PENALTY, MAX_LENGTH_OFFSET, NUM_BEAMS
+from ..folder_kinds import is_onnx_dir
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig
@@ -138,8 +139,6 @@ def resolve_engine(args: argparse.Namespace) -> None:
     ``--device``; refuse, naming the folder or option, what cannot work: the other engine's folder, ``--quantized``
     without an ONNX export, or a ``--dtype`` or ``--device`` onnxruntime does not run here."""
     import torch
-
-    from ..serving.with_onnxruntime import is_onnx_dir
 
     onnx = is_onnx_dir(args.model)
     args.engine = args.engine or ("onnxruntime" if onnx else "torch")

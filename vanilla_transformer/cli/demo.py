@@ -15,7 +15,7 @@ import logging
 from collections.abc import Sequence
 
 from vanilla_transformer.cli import configure_logging
-from vanilla_transformer.cli.parsing import CommandParser, summary
+from vanilla_transformer.parsing import CommandParser, summary
 
 logger = logging.getLogger("demo")
 

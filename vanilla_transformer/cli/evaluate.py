@@ -28,7 +28,7 @@ from vanilla_transformer.cli.decoding import (
     read_input_lines,
     translate_with_options,
 )
-from vanilla_transformer.cli.parsing import CommandParser
+from vanilla_transformer.parsing import CommandParser
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

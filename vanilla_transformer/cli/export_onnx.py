@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from vanilla_transformer.cli.parsing import CommandParser, summary
+from vanilla_transformer.parsing import CommandParser, summary
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

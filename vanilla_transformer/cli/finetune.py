@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vanilla_transformer.cli import configure_logging
-from vanilla_transformer.cli.parsing import CommandParser, refuse_remote_code_prompts, summary, unknown_option
 from vanilla_transformer.constants import FINETUNE_SETTINGS, LORA_DEFAULTS, SEARCH_DEFAULTS
 from vanilla_transformer.extras import require
+from vanilla_transformer.parsing import CommandParser, refuse_remote_code_prompts, summary, unknown_option
 
 if TYPE_CHECKING:
     from transformers import HfArgumentParser, Seq2SeqTrainingArguments
@@ -52,32 +52,46 @@ if TYPE_CHECKING:
 logger = logging.getLogger("finetune")
 
 
+def _option(default: Any, help: str, **argparse_settings: Any) -> Any:
+    """A field of an options dataclass, and its command-line option (``--name-with-dashes``): its default, its help,
+    and any other setting of argparse's ``add_argument``; a field that defaults to False is a flag."""
+    return field(default=default, metadata={"help": help, **argparse_settings})
+
+
 @dataclass
 class DataArguments:
     """The data options: --train and --eval, or --hf-dataset, or --numbers."""
 
-    train: list[str] | None = None
-    eval: list[str] | None = None
-    hf_dataset: str | None = None
-    hf_config: str | None = None
-    train_split: str = "train"
-    eval_split: str = "validation"
-    numbers: int | None = None
-    src_lang: str | None = None
-    tgt_lang: str | None = None
-    max_length: int = 256
+    train: list[str] | None = _option(
+        None, "training pairs: SRC TGT, FILE.tsv or FILE.jsonl", nargs="+", metavar="FILE"
+    )
+    eval: list[str] | None = _option(None, "evaluation pairs, like --train", nargs="+", metavar="FILE")
+    hf_dataset: str | None = _option(None, "Hugging Face translation dataset, e.g. wmt14")
+    hf_config: str | None = _option(None, "its configuration, e.g. de-en")
+    train_split: str = _option("train", "training split of --hf-dataset (default: %(default)s)")
+    eval_split: str = _option("validation", "evaluation split of --hf-dataset (default: %(default)s)")
+    numbers: int | None = _option(None, "N pairs of the numbers task (and N/10 to evaluate)", type=int, metavar="N")
+    src_lang: str | None = _option(None, "source language: key or column of --hf-dataset and .jsonl; the model card")
+    tgt_lang: str | None = _option(None, "target language")
+    max_length: int = _option(256, "drop longer training pairs, in tokens (default: %(default)s)", type=int)
 
 
 @dataclass
 class LoraArguments:
     """Train a LoRA adapter (peft) instead of every weight."""
 
-    lora: bool = False
-    lora_r: int = LORA_DEFAULTS["r"]
-    lora_alpha: int = LORA_DEFAULTS["alpha"]
-    lora_dropout: float = LORA_DEFAULTS["dropout"]
-    lora_target_modules: str = ",".join(LORA_DEFAULTS["target_modules"])
-    merge: bool = False
+    lora: bool = _option(False, "train a LoRA adapter only; the output is an adapter folder")
+    lora_r: int = _option(LORA_DEFAULTS["r"], "rank r (default: %(default)s)", type=int)
+    lora_alpha: int = _option(LORA_DEFAULTS["alpha"], "the update is alpha/r BA (default: %(default)s)", type=int)
+    lora_dropout: float = _option(
+        LORA_DEFAULTS["dropout"], "dropout on the adapter's input (default: %(default)s)", type=float
+    )
+    lora_target_modules: str = _option(
+        ",".join(LORA_DEFAULTS["target_modules"]),
+        "comma-separated linear layers to adapt: q_proj,k_proj,v_proj,out_proj,fc1,fc2, or all-linear "
+        "(default: %(default)s)",
+    )
+    merge: bool = _option(False, "with --lora: also write the merged model to OUTPUT_DIR/merged")
 
     @property
     def target_modules(self) -> list[str] | str:
@@ -112,6 +126,18 @@ class TrainerHelp(argparse.Action):
         parser.exit()
 
 
+def add_group(parser: argparse.ArgumentParser, title: str, arguments: type) -> None:
+    """The options of the dataclass `arguments`, one per field (`_option`), as a group of `parser` titled `title`."""
+    group = parser.add_argument_group(title)
+    for option in dataclasses.fields(arguments):
+        settings = dict(option.metadata)
+        if option.default is False:
+            settings["action"] = "store_true"
+        else:
+            settings["default"] = option.default
+        group.add_argument("--" + option.name.replace("_", "-"), **settings)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """finetune's own options, in groups; any other `Seq2SeqTrainingArguments` option passes through to the
     Trainer (`parse_options`)."""
@@ -125,44 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("model", help="saved model directory or Hub id, with its tokenizer")
     parser.add_argument("--trainer-help", action=TrainerHelp, help="list the Trainer's options, then exit")
-    data = parser.add_argument_group("data (--train and --eval, or --hf-dataset, or --numbers)")
-    data.add_argument("--train", nargs="+", metavar="FILE", help="training pairs: SRC TGT, FILE.tsv or FILE.jsonl")
-    data.add_argument("--eval", nargs="+", metavar="FILE", help="evaluation pairs, like --train")
-    data.add_argument("--hf-dataset", help="Hugging Face translation dataset, e.g. wmt14")
-    data.add_argument("--hf-config", help="its configuration, e.g. de-en")
-    data.add_argument("--train-split", default="train", help="training split of --hf-dataset (default: train)")
-    data.add_argument(
-        "--eval-split", default="validation", help="evaluation split of --hf-dataset (default: validation)"
-    )
-    data.add_argument("--numbers", type=int, metavar="N", help="N pairs of the numbers task (and N/10 to evaluate)")
-    data.add_argument("--src-lang", help="source language: key or column of --hf-dataset and .jsonl; the model card")
-    data.add_argument("--tgt-lang", help="target language")
-    data.add_argument(
-        "--max-length", type=int, default=256, help="drop longer training pairs, in tokens (default: 256)"
-    )
-    lora = parser.add_argument_group("model: a LoRA adapter (peft) instead of every weight")
-    lora.add_argument("--lora", action="store_true", help="train a LoRA adapter only; the output is an adapter folder")
-    lora.add_argument("--lora-r", type=int, default=LORA_DEFAULTS["r"], help="rank r (default: %(default)s)")
-    lora.add_argument(
-        "--lora-alpha",
-        type=int,
-        default=LORA_DEFAULTS["alpha"],
-        help="the update is alpha/r BA (default: %(default)s)",
-    )
-    lora.add_argument(
-        "--lora-dropout",
-        type=float,
-        default=LORA_DEFAULTS["dropout"],
-        help="dropout on the adapter's input (default: %(default)s)",
-    )
-    lora.add_argument(
-        "--lora-target-modules",
-        default=",".join(LORA_DEFAULTS["target_modules"]),
-        help="comma-separated linear layers to adapt: q_proj,k_proj,v_proj,out_proj,fc1,fc2, or all-linear (default: %(default)s)",
-    )
-    lora.add_argument(
-        "--merge", action="store_true", help="with --lora: also write the merged model to OUTPUT_DIR/merged"
-    )
+    add_group(parser, "data (--train and --eval, or --hf-dataset, or --numbers)", DataArguments)
+    add_group(parser, "model: a LoRA adapter (peft) instead of every weight", LoraArguments)
     defaults = FINETUNE_SETTINGS
     optimization = parser.add_argument_group("optimization")
     optimization.add_argument("--max-steps", type=int, help="optimizer steps (default: --num-epochs)")

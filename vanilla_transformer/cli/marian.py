@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 
-from .parsing import CommandParser
+from ..parsing import CommandParser
 
 
 def _parser(prog: str, description: str, src_help: str, dst_help: str) -> argparse.ArgumentParser:

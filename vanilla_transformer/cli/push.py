@@ -28,7 +28,7 @@ from pathlib import Path
 
 from vanilla_transformer.atomic import check_output_dir
 from vanilla_transformer.cli import configure_logging
-from vanilla_transformer.cli.parsing import CommandParser, summary
+from vanilla_transformer.parsing import CommandParser, summary
 
 logger = logging.getLogger("push_to_hub")
 

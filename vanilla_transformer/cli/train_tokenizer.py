@@ -28,7 +28,7 @@ from pathlib import Path
 from vanilla_transformer import atomic
 from vanilla_transformer.atomic import write_directory
 from vanilla_transformer.cli import configure_logging
-from vanilla_transformer.cli.parsing import CommandParser, summary
+from vanilla_transformer.parsing import CommandParser, summary
 
 logger = logging.getLogger("train_tokenizer")
 

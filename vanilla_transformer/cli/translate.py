@@ -27,7 +27,7 @@ from vanilla_transformer.cli.decoding import (
     resolve_search_arguments,
     translate_with_options,
 )
-from vanilla_transformer.cli.parsing import CommandParser
+from vanilla_transformer.parsing import CommandParser
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -30,9 +30,10 @@ import torch
 from ..atomic import write_directory
 from ..configuration_vanilla_transformer import VanillaTransformerConfig
 from ..constants import QUANTIZATIONS
+from ..folder_kinds import is_ctranslate2_dir
 from ..model_dir import check_model_dir
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
-from ..serving.with_ctranslate2 import cpu_backend, import_ctranslate2, is_ctranslate2_dir
+from ..serving.with_ctranslate2 import cpu_backend, import_ctranslate2
 from . import check_export_dir
 
 if TYPE_CHECKING:

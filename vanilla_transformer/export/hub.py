@@ -11,7 +11,8 @@ The model card (README.md) is built by `build_model_card` with huggingface_hub's
 `EvalResult` (which write the metadata header and its model-index), from the Jinja template `TEMPLATE` and the
 figures of the run's summary (`SUMMARY_FILE`), which training and fine-tuning write next to the model from what
 the run measured; `vanilla_transformer.model_summary` owns its fields, reader and writer. An adapter folder is saved
-by `vanilla_transformer.model_dir.save_adapter_dir`, with the card of `build_adapter_card`.
+by `vanilla_transformer.model_dir.save_adapter_dir`; `save_adapter_with_card` adds the card of `build_adapter_card`,
+as fine-tuning and the upload save one.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from ..model_dir import (
     save_adapter_dir,
     save_model_dir,
 )
-from ..model_summary import SUMMARY_FIELDS, SUMMARY_FILE, read_training_summary
+from ..model_summary import SUMMARY_FIELDS, SUMMARY_FILE, build_summary, read_training_summary
 from ..serving.search import paper_generation_config
 
 logger = logging.getLogger(__name__)
@@ -298,6 +299,28 @@ def build_adapter_card(
     return ModelCard.from_template(data, template_str=ADAPTER_CARD, model_name=model_name, **values)
 
 
+def save_adapter_with_card(
+    model: PreTrainedModel,
+    tokenizer: Any,
+    directory: str | os.PathLike[str],
+    *,
+    summary: Mapping[str, Any] | None = None,
+    base_model: str | None = None,
+    repo_id: str | None = None,
+) -> Path:
+    """An adapter folder (`save_adapter_dir`, with `tokenizer`, `summary` and `base_model`) and its model card,
+    README.md (`build_adapter_card`), which says the adapter is at `repo_id` (default: `directory`).
+
+    Raises:
+        ValueError: If `model` is not a ``PeftModel``, or a value of `summary` has the wrong type.
+        TypeError: If `summary` has a key that is not a summary field.
+    """
+    summary = build_summary(**(summary or {}))  # checked before anything is written
+    directory = save_adapter_dir(model, tokenizer, directory, summary=summary, base_model=base_model)
+    build_adapter_card(model, summary, repo_id or str(directory)).save(directory / "README.md")
+    return directory
+
+
 def _prepare_adapter_folder(
     adapter_dir: str | os.PathLike[str],
     folder: str | os.PathLike[str],
@@ -326,7 +349,7 @@ def _prepare_adapter_folder(
     summary = read_training_summary(summary_path) if summary_path.is_file() else {}
     write_directory(
         folder,
-        lambda temporary: save_adapter_dir(
+        lambda temporary: save_adapter_with_card(
             model, tokenizer, temporary, summary=summary, base_model=hub_base, repo_id=repo_id
         ),
         what="folder",
@@ -406,5 +429,6 @@ __all__ = [
     "model_card_data",
     "prepare_upload_folder",
     "push_to_hub",
+    "save_adapter_with_card",
     "upload_space",
 ]

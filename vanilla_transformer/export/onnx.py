@@ -8,7 +8,7 @@ reads for the layer and head counts and token ids, plus ``"transformers.js_confi
 which the browser asks for the int8 files), ``generation_config.json``, ``tokenizer.json``, ``tokenizer_config.json``,
 and the graphs of ``onnx_graphs.py``: ``onnx/encoder_model.onnx`` and ``onnx/decoder_model_merged.onnx``; with
 ``quantize=True`` also onnxruntime's dynamic int8 ``onnx/*_quantized.onnx``. Optimum names the same files; the
-names, and what a folder must hold (`is_onnx_dir`), are ``serving.with_onnxruntime``'s.
+names, and what a folder must hold (`is_onnx_dir`), are ``vanilla_transformer.folder_kinds``'s.
 
 The config describes the network for transformers.js; the graphs compute this package's model (its interleaved
 positional table included), so the weights are not permuted as `export_marian` permutes them.
@@ -33,15 +33,9 @@ from ..atomic import write_directory
 from ..configuration_vanilla_transformer import VanillaTransformerConfig
 from ..decoder_vanilla_transformer import unsupported_modules
 from ..extras import import_optional
+from ..folder_kinds import DECODER_FILE, ENCODER_FILE, is_onnx_dir, quantized_name
 from ..model_dir import load_model_dir
-from ..serving.with_onnxruntime import (
-    CACHE_KINDS,
-    DECODER_FILE,
-    ENCODER_FILE,
-    cache_names,
-    is_onnx_dir,
-    quantized_name,
-)
+from ..serving.with_onnxruntime import CACHE_KINDS, cache_names
 from ..tokenization import check_tokenizer_matches_config
 from . import check_export_dir
 from .marian import marian_config_from_vanilla, save_tokenizer_for_any_transformers

@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..atomic import check_links_inside
@@ -57,15 +56,6 @@ def import_ctranslate2():
             "CTranslate2 is not installed: pip install ctranslate2 (or vanilla-transformer[serve])"
         ) from error
     return ctranslate2
-
-
-def is_ctranslate2_dir(directory: str | os.PathLike) -> bool:
-    """Whether `directory` holds a CTranslate2 model (``model.bin``) and no Hugging Face model: what `--force` may
-    replace."""
-    directory = Path(directory)
-    return (directory / "model.bin").is_file() and not any(
-        (directory / name).is_file() for name in ("model.safetensors", "pytorch_model.bin", "tokenizer_config.json")
-    )
 
 
 def load_translator(
@@ -262,7 +252,6 @@ def _settle(result, length: int, limit: int, alpha: float, end_token: str) -> tu
 __all__ = [
     "cpu_backend",
     "import_ctranslate2",
-    "is_ctranslate2_dir",
     "load_translator",
     "search_ctranslate2",
     "translate_ctranslate2",

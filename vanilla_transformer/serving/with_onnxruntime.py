@@ -1,5 +1,6 @@
 """Serving with onnxruntime: an ONNX folder (``export.onnx.export_onnx``) as a model the package's one beam search
-runs on, and the folder's layout, which the exporter writes and this module reads.
+runs on. The folder's layout, which the exporter writes and this module reads, is
+``vanilla_transformer.folder_kinds``'s.
 
     model = load_onnx("runs/multi30k-onnx")                  # an ONNX folder, ready for translate()
     translate(model, model.tokenizer, ["Ein Mann fährt Rad."])  # serving.search.translate, on onnxruntime
@@ -23,37 +24,19 @@ from transformers import AutoConfig, PretrainedConfig
 
 from ..atomic import check_links_inside
 from ..extras import import_optional
+from ..folder_kinds import DECODER_FILE, ENCODER_FILE, is_onnx_dir, quantized_name
 from ..model_checks import check_no_foreign_code
 from ..model_dir import check_model_files, load_tokenizer
 from ..tokenization import check_tokenizer_matches_config
 from .onnx_split import split_merged_decoder
 
-ENCODER_FILE = "onnx/encoder_model.onnx"
-DECODER_FILE = "onnx/decoder_model_merged.onnx"
-QUANTIZED_SUFFIX = "_quantized"
-"""``onnx/encoder_model_quantized.onnx``: the int8 files' names, as transformers.js asks for them."""
-
 CACHE_KINDS = ("decoder.key", "decoder.value", "encoder.key", "encoder.value")
 """The four cache tensors of each decoder layer, in Optimum's order."""
-
-
-def quantized_name(file: str) -> str:
-    return file.removesuffix(".onnx") + QUANTIZED_SUFFIX + ".onnx"
 
 
 def cache_names(layers: int, prefix: str) -> list[str]:
     """``{prefix}.{i}.decoder.key``, ... for every layer, in Optimum's order."""
     return [f"{prefix}.{i}.{kind}" for i in range(layers) for kind in CACHE_KINDS]
-
-
-def is_onnx_dir(directory: str | os.PathLike) -> bool:
-    """Whether `directory` holds an export of `export_onnx` (both graphs and config.json) and no PyTorch weights:
-    what ``--force`` may replace, and what ``translate`` serves with onnxruntime."""
-    directory = Path(directory)
-    return (
-        all((directory / name).is_file() for name in (ENCODER_FILE, DECODER_FILE, "config.json"))
-        and not (directory / "model.safetensors").exists()
-    )
 
 
 class OnnxSeq2SeqModel:
@@ -362,15 +345,11 @@ class OnnxStepDecoder:
 
 __all__ = [
     "CACHE_KINDS",
-    "DECODER_FILE",
-    "ENCODER_FILE",
     "OnnxSeq2SeqModel",
     "EXPORT_AGAIN",
     "OnnxStepDecoder",
     "cache_names",
     "check_graph",
     "check_onnx_dir",
-    "is_onnx_dir",
     "load_onnx",
-    "quantized_name",
 ]

@@ -107,15 +107,16 @@ class DataConfig:
 
 @functools.cache
 def model_preset_names() -> tuple[str, ...]:
-    """The names of the model sizes, `vanilla_transformer.configuration_vanilla_transformer.PRESETS`, read from that
-    file's source rather than imported: it imports transformers, which ``train --help`` must not wait for. The
-    dictionary stays defined there only, as the remote code copied next to a model needs it."""
+    """The names of the model sizes, `vanilla_transformer.configuration_vanilla_transformer.SIZES` (of which its
+    PRESETS are made), read from that file's source rather than imported: it imports transformers, which ``train
+    --help`` must not wait for. The table stays defined there only, as the remote code copied next to a model needs
+    it."""
     path = Path(__file__).parent.parent / "configuration_vanilla_transformer.py"
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
         target = node.target if isinstance(node, ast.AnnAssign) else getattr(node, "targets", [None])[0]
-        if isinstance(target, ast.Name) and target.id == "PRESETS" and isinstance(node.value, ast.Dict):
+        if isinstance(target, ast.Name) and target.id == "SIZES" and isinstance(node.value, ast.Dict):
             return tuple(ast.literal_eval(key) for key in node.value.keys)
-    raise RuntimeError(f"{path} defines no PRESETS dictionary literal")
+    raise RuntimeError(f"{path} defines no SIZES dictionary literal")
 
 
 @dataclass

@@ -10,7 +10,7 @@ the best BLEU::
     result.metrics["bleu"], result.output_dir                         # the best checkpoint, saved for `from_pretrained`
 
 A model with a LoRA adapter (`vanilla_transformer.training.lora.add_lora`) trains the adapter only, and the output
-directory is an adapter folder (`vanilla_transformer.model_dir.save_adapter_dir`); ``merge=True`` also writes
+directory is an adapter folder (`vanilla_transformer.export.hub.save_adapter_with_card`); ``merge=True`` also writes
 the merged, plain model directory to ``<output_dir>/merged``::
 
     model = add_lora(model, r=8, alpha=16, target_modules=["q_proj", "v_proj"])
@@ -55,8 +55,9 @@ from transformers.integrations import get_available_reporting_integrations
 from ..atomic import check_output_dir, follow_umask, write_directory, write_file
 from ..constants import AUTO_METRIC, FINETUNE_SETTINGS, SEARCH_DEFAULTS
 from ..data import Pair, clean_pairs, tokenize_pairs
+from ..export.hub import save_adapter_with_card
 from ..metrics import bleu_applies, selection_metric
-from ..model_dir import is_peft_model, is_saved_model_dir, lora_settings, save_adapter_dir, save_model_dir
+from ..model_dir import is_peft_model, is_saved_model_dir, lora_settings, save_model_dir
 from ..model_summary import build_summary
 from ..serving.search import check_search_settings
 from .evaluation import translate_and_score
@@ -293,8 +294,8 @@ def finetune(
     The output directory then holds, next to the Trainer's ``checkpoint-*`` folders, a model directory written by
     `save_model_dir` like the one the main training job exports, with `SUMMARY_FILE`, the run summary
     (`vanilla_transformer.model_summary`) that `vanilla_transformer.export.hub` turns into a model card. A model
-    with a LoRA adapter (a peft ``PeftModel``) trains its adapter only and is saved as an adapter folder by
-    `save_adapter_dir`.
+    with a LoRA adapter (a peft ``PeftModel``) trains its adapter only and is saved as an adapter folder, with its
+    card, by `save_adapter_with_card`.
 
     Args:
         model, tokenizer, train_pairs, eval_pairs, args, max_length, callbacks, search: As for `build_trainer`.
@@ -363,7 +364,7 @@ def _save(
         save_model_dir(model, tokenizer, output_dir, generation_config=generation_config, summary=summary)
         follow_umask(output_dir)
         return
-    save_adapter_dir(model, tokenizer, output_dir, summary=summary)
+    save_adapter_with_card(model, tokenizer, output_dir, summary=summary)
     follow_umask(output_dir)
     if merged_dir is not None:
         merged = model.merge_and_unload()  # the base model, its weights W + (alpha / r) B A; no peft modules left

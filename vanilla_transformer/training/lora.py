@@ -3,7 +3,7 @@
     model, tokenizer = load_model_dir("runs/numbers/model")
     model = add_lora(model, r=8, alpha=16, dropout=0.1, target_modules=["q_proj", "v_proj"])
     ...                                                   # train it, e.g. with training.finetune.finetune
-    save_adapter_dir(model, tokenizer, "runs/lora")        # vanilla_transformer.model_dir: the folder and its card
+    save_adapter_with_card(model, tokenizer, "runs/lora")  # vanilla_transformer.export.hub: the folder and its card
     model, tokenizer = load_model_dir("runs/lora")         # a PeftModel over runs/numbers/model
 
 peft comes with the ``peft`` extra (``pip install "vanilla-transformer[peft]"``).

@@ -10,7 +10,7 @@ from dataclasses import MISSING, Field
 from pathlib import Path
 from typing import Any, get_type_hints
 
-from ..cli.parsing import CommandParser
+from ..parsing import CommandParser
 from .config import OPTIONS, PARTS, TrainingConfig, default_output_dir, flag, part_options
 from .presets import DEFAULT_PRESET, TRAINING_PRESETS
 
