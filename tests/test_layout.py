@@ -56,8 +56,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     },
     # what runs a model or an exported folder, then what writes one
     "serving": {
-        *(REMOTE_CODE, "atomic", "constants", "extras", "folder_kinds", "model_checks", "model_dir"),
-        "tokenization",
+        *(REMOTE_CODE, "atomic", "constants", "extras", "folder_kinds", "library_errors", "model_checks"),
+        *("model_dir", "tokenization"),
     },
     "export": {
         *(REMOTE_CODE, "atomic", "constants", "extras", "folder_kinds", "library_errors", "model_dir"),

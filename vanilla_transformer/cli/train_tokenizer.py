@@ -28,7 +28,7 @@ from pathlib import Path
 from vanilla_transformer import atomic
 from vanilla_transformer.atomic import write_directory
 from vanilla_transformer.cli import configure_logging
-from vanilla_transformer.parsing import CommandParser, summary
+from vanilla_transformer.parsing import CommandParser, Range, summary
 
 logger = logging.getLogger("train_tokenizer")
 
@@ -42,10 +42,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--src-lang", help="source language code of --hf-dataset, e.g. en")
     parser.add_argument("--tgt-lang", help="target language code of --hf-dataset, e.g. de")
     parser.add_argument(
-        "--numbers", type=int, metavar="N", help="train on N pairs of the built-in numbers task instead of files"
+        "--numbers",
+        type=Range(int, 1),
+        metavar="N",
+        help="train on N pairs of the built-in numbers task instead of files",
     )
-    parser.add_argument("--vocab-size", type=int, required=True, help="vocabulary size, special tokens included")
-    parser.add_argument("--min-frequency", type=int, default=2, help="minimum pair count for a merge (default: 2)")
+    parser.add_argument(
+        "--vocab-size", type=Range(int, 1), required=True, help="vocabulary size, special tokens included"
+    )
+    parser.add_argument(
+        "--min-frequency", type=Range(int, 1), default=2, help="minimum pair count for a merge (default: 2)"
+    )
     parser.add_argument("--output-dir", type=Path, required=True, help="directory to save the tokenizer to")
     parser.add_argument(
         "--replace-model-tokenizer",
