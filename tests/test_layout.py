@@ -61,7 +61,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     },
     "export": {
         *(REMOTE_CODE, "atomic", "constants", "extras", "folder_kinds", "library_errors", "model_dir"),
-        *("model_summary", "serving", "tokenization"),
+        *("model_checks", "model_summary", "serving", "tokenization"),
     },
     # the jobs: training (and fine-tuning, which writes an adapter's card with export/), the browser demo
     "training": {
