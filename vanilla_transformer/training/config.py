@@ -38,20 +38,6 @@ def _option(
     return field(default=default, metadata=metadata)
 
 
-DYNAMO_BACKENDS = ("inductor", "eager", "aot_eager", "cudagraphs")
-"""The torch.compile backends a run may ask for by name (``--dynamo-backend``), besides no and auto: those this
-project runs, where torch has them. Accelerate's list has more (tvm, aot_ts_nvfuser, ipex, ...), which end in
-tracebacks: they need packages the project does not install, or torch no longer has them."""
-
-
-def runnable_dynamo_backends() -> tuple[str, ...]:
-    """``no``, ``auto`` and the `DYNAMO_BACKENDS` that this torch registers (``torch.compiler.list_backends``)."""
-    import torch  # when a run is configured, not for --help
-
-    registered = set(torch.compiler.list_backends(exclude_tags=()))
-    return ("no", "auto", *(name for name in DYNAMO_BACKENDS if name in registered))
-
-
 def flag(option: str) -> str:
     """The command-line spelling of an option name: ``d_model`` is ``--d-model``."""
     return "--" + option.replace("_", "-")
@@ -236,6 +222,8 @@ class OptimizationConfig:
             raise ValueError(
                 f"--mixed-precision must be no, fp16, bf16 or auto, got --mixed-precision={self.mixed_precision!r}"
             )
+        from ..environment import runnable_dynamo_backends  # torch: when a run is configured, not for --help
+
         if self.dynamo_backend is not None and self.dynamo_backend.lower() not in runnable_dynamo_backends():
             raise ValueError(
                 f"--dynamo-backend must be one of {', '.join(runnable_dynamo_backends())}, got --dynamo-backend="
