@@ -152,6 +152,29 @@ def add_group(parser: argparse.ArgumentParser, title: str, arguments: type) -> N
         group.add_argument("--" + option.name.replace("_", "-"), **settings)
 
 
+def _add_search_options(parser: argparse.ArgumentParser) -> None:
+    """The group of the search that evaluation translates with (the paper's), part of `build_parser`."""
+    decoding = parser.add_argument_group("decoding: the search evaluation translates with (the paper's)")
+    decoding.add_argument(
+        "--num-beams",
+        type=Range(int, 1),
+        default=SEARCH_DEFAULTS["num_beams"],
+        help="beam size (default: %(default)s)",
+    )
+    decoding.add_argument(
+        "--length-penalty",
+        type=Range(float, 0),
+        default=SEARCH_DEFAULTS["length_penalty"],
+        help="GNMT length penalty alpha (default: %(default)s)",
+    )
+    decoding.add_argument(
+        "--max-length-offset",
+        type=Range(int, 0),
+        default=SEARCH_DEFAULTS["max_length_offset"],
+        help="at most input length + this many tokens (default: %(default)s)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """finetune's own options, in groups; any other `Seq2SeqTrainingArguments` option passes through to the
     Trainer (`parse_options`)."""
@@ -220,25 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="continue from a checkpoint folder, or last: the last in --output-dir",
     )
-    decoding = parser.add_argument_group("decoding: the search evaluation translates with (the paper's)")
-    decoding.add_argument(
-        "--num-beams",
-        type=Range(int, 1),
-        default=SEARCH_DEFAULTS["num_beams"],
-        help="beam size (default: %(default)s)",
-    )
-    decoding.add_argument(
-        "--length-penalty",
-        type=Range(float, 0),
-        default=SEARCH_DEFAULTS["length_penalty"],
-        help="GNMT length penalty alpha (default: %(default)s)",
-    )
-    decoding.add_argument(
-        "--max-length-offset",
-        type=Range(int, 0),
-        default=SEARCH_DEFAULTS["max_length_offset"],
-        help="at most input length + this many tokens (default: %(default)s)",
-    )
+    _add_search_options(parser)
     return parser
 
 
