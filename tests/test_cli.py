@@ -76,6 +76,36 @@ def test_each_command_has_help_with_its_options(command, capsys, monkeypatch):
         assert option in usage, option
 
 
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_each_commands_help_describes_it_in_whole_sentences(command, capsys, monkeypatch):
+    """The description under the usage is whole (issue 56: export-onnx's stopped at the docstring's first line break,
+    mid-sentence): one paragraph that ends a sentence."""
+    monkeypatch.setenv("COLUMNS", "10000")
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    description = capsys.readouterr().out.split("\n\n")[1].strip()
+    assert description.endswith(".") and "\n" not in description, description
+
+
+def test_an_export_into_a_non_empty_folder_names_the_option_for_the_command_and_the_argument_for_python(
+    tiny_model_dir, tmp_path, capsys
+):
+    """The command's user is told ``--force``, the library's caller ``force=True``, each only their own."""
+    pytest.importorskip("onnxscript", reason="the onnx extra is not installed")
+    from vanilla_transformer.export.onnx import export_onnx
+
+    folder = tmp_path / "taken"
+    folder.mkdir()
+    (folder / "notes.md").write_text("mine\n")
+    assert main(["export-onnx", str(tiny_model_dir), str(folder)]) == 1
+    err = capsys.readouterr().err
+    assert "pass --force to replace" in err and "force=True" not in err, err
+    with pytest.raises(ValueError, match="pass force=True to replace") as refused:
+        export_onnx(tiny_model_dir, folder)
+    assert "--force" not in str(refused.value)
+
+
 def test_a_command_without_its_extra_names_the_pip_command():
     """With the 'train' extra's datasets missing, `train` stops before starting, naming the extra to install."""
     code = "import sys; sys.modules['datasets'] = None; from vanilla_transformer.cli import main; sys.exit(main())"

@@ -56,10 +56,13 @@ MAY_IMPORT: dict[str, set[str]] = {
         "tokenization",
     },
     # what runs a model or an exported folder, then what writes one
-    "serving": {REMOTE_CODE, "atomic", "constants", "extras", "folder_kinds", "model_dir", "tokenization"},
+    "serving": {
+        *(REMOTE_CODE, "atomic", "constants", "extras", "folder_kinds", "library_errors", "model_checks"),
+        *("model_dir", "tokenization"),
+    },
     "export": {
         *(REMOTE_CODE, "atomic", "constants", "extras", "folder_kinds", "library_errors", "model_dir"),
-        *("model_summary", "serving", "written"),
+        *("model_checks", "model_summary", "serving", "tokenization", "written"),
     },
     # the jobs: training (and fine-tuning, which writes an adapter's card with export/), the browser demo
     "training": {

@@ -459,3 +459,27 @@ def test_onnx_through_optimum_reproduces_greedy_output(opus_like, tmp_path):
     for num_beams in (1, 4):
         expected = generate(ours, inputs, num_beams=num_beams, max_new_tokens=MAX_NEW_TOKENS)
         assert torch.equal(onnx_model.generate(**inputs, num_beams=num_beams, max_new_tokens=MAX_NEW_TOKENS), expected)
+
+
+def test_a_config_declaring_millions_of_positions_imports_without_marian_building_their_table(tmp_path, monkeypatch):
+    """MarianMTModel fills its sinusoidal table one number at a time in Python (over a minute for 10^7 positions)
+    though a checkpoint stores none and the import drops it (issue 56, cause 6): the import builds Marian's table
+    only as far as it compares it, and the imported model still declares, and computes, every position."""
+    from transformers.models.marian import modeling_marian
+
+    built = []
+    create_weight = modeling_marian.MarianSinusoidalPositionalEmbedding.create_weight
+
+    def measured(self):
+        built.append(self.weight.shape[0])
+        if self.weight.shape[0] > 10**5:
+            raise AssertionError(f"MarianMTModel was made to build a {self.weight.shape[0]:,}-row table")
+        return create_weight(self)
+
+    monkeypatch.setattr(modeling_marian.MarianSinusoidalPositionalEmbedding, "create_weight", measured)
+    model = random_marian("swish-2x3")
+    model.config.max_position_embeddings = 10**7
+    model.save_pretrained(tmp_path / "marian")
+    imported = import_marian(tmp_path / "marian", tmp_path / "ours", with_tokenizer=False)
+    assert built and imported.config.max_position_embeddings == 10**7
+    assert json.loads((tmp_path / "ours" / "config.json").read_text())["max_position_embeddings"] == 10**7

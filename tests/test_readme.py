@@ -235,3 +235,19 @@ def test_the_readme_python_runs_on_a_trained_model(tiny_model_dir, tmp_path, mon
         scope,
     )
     assert Path(scope["result"].output_dir).is_dir() and "exact_match" in scope["result"].metrics
+
+
+def test_the_install_lines_name_what_pip_can_install_and_every_extra():
+    """No package index serves vanilla-transformer, so no page tells a user to ``pip install vanilla-transformer``
+    by name; the install page lists every extra the package declares (issue 56: it left out [demo])."""
+    import tomllib
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    commands = (ROOT / "docs" / "commands.md").read_text(encoding="utf-8")
+    for extra in set(declared) - {"dev", "docs"}:
+        assert f'pip install ".[{extra}]"' in commands, extra
+    for page, text in (("README.md", README), ("docs/commands.md", commands)):
+        by_name = re.search(
+            r"^pip install [\"']?vanilla-transformer(?!.* @ )|`pip install vanilla-transformer`", text, re.M
+        )
+        assert by_name is None, (page, by_name)

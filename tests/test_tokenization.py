@@ -190,3 +190,15 @@ def test_a_tokenizer_without_bos_starts_the_decoder_from_pad(tokenizer):
     check_tokenizer_matches_config(marian_style, _config(bos_token_id=None, decoder_start_token_id=0))
     with pytest.raises(ValueError, match="config.decoder_start_token_id=2 but tokenizer.pad_token_id=0"):
         check_tokenizer_matches_config(marian_style, _config(bos_token_id=None))
+
+
+def test_the_numbers_tasks_tokenizer_reads_capitals_as_the_lower_case_words_it_was_trained_on(tiny_run_dir):
+    """The numbers task's words are lower-case, so "Three Hundred And Twenty-One" was unseen byte sequences that the
+    model turned into a wrong number (issue 56, cause 8). Its tokenizer lower-cases its input: capitals give the ids
+    of the lower-case words, hence the same translation; a tokenizer of mixed-case text keeps case."""
+    tokenizer = AutoTokenizer.from_pretrained(tiny_run_dir / "model", trust_remote_code=False)
+    for text in ("Three Hundred And Twenty-One", "FORTY-TWO", "Seven"):
+        assert tokenizer(text).input_ids == tokenizer(text.lower()).input_ids, text
+    assert tokenizer.decode(tokenizer("Forty-Two").input_ids, skip_special_tokens=True) == "forty-two"
+    mixed = train_tokenizer(["Ein Hund rennt.", "ein hund rennt.", "A Dog runs."] * 5, vocab_size=300)
+    assert mixed("Ein Hund").input_ids != mixed("ein hund").input_ids

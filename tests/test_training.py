@@ -717,3 +717,31 @@ def test_every_split_is_checked_before_the_tokenizer_is_trained(tmp_path, monkey
     monkeypatch.setattr(setup, "train_tokenizer", lambda *args, **kwargs: pytest.fail("the tokenizer was trained"))
     with pytest.raises(FileNotFoundError, match=r"has no valid.tsv: .*holds valid.jsonl: pass --dataset jsonl"):
         train(tiny_run(tmp_path / "run", "--dataset", "tsv", "--data-dir", str(data)))
+
+
+def test_a_log_window_restarted_after_a_checkpoint_times_only_the_steps_that_follow(monkeypatch):
+    """A checkpoint or a validation inside a log window restarts its clock: the throughput it reports is then the
+    tokens of the steps after the restart over their time, not every token of the window over that shorter time.
+    Two steps of 100 tokens take 1 s each; a 5 s checkpoint; then two steps of 300 tokens, 1 s each: 300 tokens/s."""
+    from vanilla_transformer.training import trainer as trainer_module
+
+    now = [0.0]
+    monkeypatch.setattr(trainer_module.time, "perf_counter", lambda: now[0])
+    accelerator = SimpleNamespace(reduce=lambda tensor, reduction: tensor)
+    window = trainer_module._LogWindow()
+
+    def step(tokens: float) -> None:
+        now[0] += 1.0
+        stats = {"loss": 2.0 * tokens, "target_tokens": tokens / 2, "tokens": tokens, "positions": 2.0 * tokens}
+        window.add({name: torch.tensor(value, dtype=torch.float64) for name, value in stats.items()}, 1.0)
+
+    step(100), step(100)
+    now[0] += 5.0  # the checkpoint
+    window.restart()
+    step(300), step(300)
+    logs = window.log(accelerator, step=4, learning_rate=1e-3, epoch=0)
+    assert logs["tokens_per_second"] == pytest.approx(600 / 2)
+    assert logs["train_loss"] == pytest.approx(2 * 800 / 400)  # the loss keeps every step of the window
+    step(50)  # a window without a restart: all its tokens over all its time
+    assert window.log(accelerator, step=5, learning_rate=1e-3, epoch=0)["tokens_per_second"] == pytest.approx(50)
+    assert window.train_tokens / window.train_seconds == pytest.approx(650 / 3)  # results.json's figure

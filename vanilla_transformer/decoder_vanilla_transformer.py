@@ -441,6 +441,8 @@ def check_generate_memory(model, inputs, generation_config, kwargs: dict, offset
         return value if value is not None else getattr(config, name, None)
 
     tensor = inputs if inputs is not None else kwargs.get("input_ids")
+    if tensor is None:  # [batch, source, d_model]: its first two sizes are those of the ids it stands for
+        tensor = kwargs.get("inputs_embeds")
     if tensor is None and kwargs.get("encoder_outputs") is not None:
         tensor = kwargs["encoder_outputs"][0]
     hypotheses = [setting("num_beams") or 1, setting("num_return_sequences") or 1]
@@ -461,6 +463,27 @@ def check_generate_memory(model, inputs, generation_config, kwargs: dict, offset
     setting_name = "num_return_sequences" if hypotheses[1] > hypotheses[0] else "num_beams"
     steps = max(min(limits), 1)
     check_search_memory(model.config, batch, width, max(hypotheses), steps, model.device, setting_name)
+    check_requested_length(model, batch * max(hypotheses), setting("max_new_tokens"), setting("max_length"))
+
+
+def check_requested_length(model, rows: int, max_new_tokens, max_length) -> None:
+    """Refuse a ``max_new_tokens`` (else ``max_length``) beyond the model's positions whose length transformers'
+    search would reserve for all `rows` hypotheses before its first step (its beam search holds each hypothesis's
+    tokens at the full length, int64 tensors of ``rows x length``, counted here as one) and the memory could not hold: a ValueError
+    naming the argument, the memory and the most the model generates, not the allocator's error for terabytes. The
+    fast decoder stops at the positions whatever the argument (`check_search_memory` counts that)."""
+    positions = getattr(model.config, "max_position_embeddings", None)
+    name, value = ("max_new_tokens", max_new_tokens) if max_new_tokens is not None else ("max_length", max_length)
+    if type(value) is not int or positions is None or value <= positions:
+        return
+    need = 8 * rows * (value + 1)
+    available = available_memory(model.device)
+    if need > available:
+        raise ValueError(
+            f"{name}={value:,} is beyond the model's {positions:,} positions, and transformers' search would reserve "
+            f"{need / 1e9:,.1f} GB for that length ({rows:,} hypotheses), more than the {available / 1e9:,.1f} GB of "
+            f"memory available: pass {name} of at most {positions:,}, the most tokens the model generates"
+        )
 
 
 __all__ = [
@@ -470,6 +493,7 @@ __all__ = [
     "attention_backends",
     "available_memory",
     "check_generate_memory",
+    "check_requested_length",
     "check_search_memory",
     "hooked",
     "incremental_decoder_problem",

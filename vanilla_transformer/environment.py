@@ -104,3 +104,15 @@ def run_environment(load_average_start: tuple[float, ...] | None = None) -> dict
         "gpus": gpu_names(),
         "versions": package_versions(),
     }
+
+
+DYNAMO_BACKENDS = ("inductor", "eager", "aot_eager", "cudagraphs")
+"""The torch.compile backends a run may ask for by name (``--dynamo-backend``), besides no and auto: those this
+project runs, where torch has them. Accelerate's list has more (tvm, aot_ts_nvfuser, ipex, ...), which end in
+tracebacks: they need packages the project does not install, or torch no longer has them."""
+
+
+def runnable_dynamo_backends() -> tuple[str, ...]:
+    """``no``, ``auto`` and the `DYNAMO_BACKENDS` that this torch registers (``torch.compiler.list_backends``)."""
+    registered = set(torch.compiler.list_backends(exclude_tags=()))
+    return ("no", "auto", *(name for name in DYNAMO_BACKENDS if name in registered))

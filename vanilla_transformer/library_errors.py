@@ -35,6 +35,16 @@ class ModelTooLarge(MemoryError):
     """A model that does not fit in the memory left, named with the config.json that sets its size."""
 
 
+class SettingError(ValueError):
+    """A refusal whose fix is a setting, worded for who gives it: the message names the library's argument
+    (``force=True``), `command_line` the command's option (``--force``), which `vanilla_transformer.cli.user_error`
+    prints instead."""
+
+    def __init__(self, message: str, command_line: str) -> None:
+        super().__init__(message)
+        self.command_line = command_line
+
+
 def allocation_failure(error: BaseException) -> str | None:
     """How much memory `error` failed to get (``"tried to allocate 4.0 PiB"``, or ``""`` where it does not say), if
     it is a MemoryError or an allocator's RuntimeError (torch's CPU allocator, CUDA's ``OutOfMemoryError``); else
@@ -85,4 +95,12 @@ def load_failure(source: str, error: BaseException) -> Exception | None:
     return None
 
 
-__all__ = ["MEMORY_FIX", "PICKLE_FIX", "ModelTooLarge", "allocation_failure", "load_failure", "unpickling_refusal"]
+__all__ = [
+    "MEMORY_FIX",
+    "PICKLE_FIX",
+    "ModelTooLarge",
+    "SettingError",
+    "allocation_failure",
+    "load_failure",
+    "unpickling_refusal",
+]

@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 from transformers import (
+    AutoConfig,
     AutoModelForSeq2SeqLM,
     AutoTokenizer,
     GenerationConfig,
@@ -201,6 +202,12 @@ def _load_model_and_tokenizer(
     name: str, *, revision: str | None = None, use_safetensors: bool | None = None
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     tokenizer = load_tokenizer(name, revision=revision)
+    try:  # the tokenizer against config.json before the weights load; a config.json that fails: load_model names it
+        config = AutoConfig.from_pretrained(name, revision=revision, trust_remote_code=False)
+    except (OSError, ValueError, KeyError, TypeError):
+        config = None
+    if config is not None:
+        check_tokenizer_matches_config(tokenizer, config)
     model = load_model(name, revision=revision, use_safetensors=use_safetensors)
     check_tokenizer_matches_config(tokenizer, model.config)
     if tokenizer.model_max_length > model.config.max_position_embeddings:  # saved before model_max_length was set

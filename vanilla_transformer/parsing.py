@@ -4,17 +4,24 @@
   a later version adds can never change what an old command line means.
 * An unknown option is named first, with the closest known one: ``translate --modle X`` says
   ``unrecognized option --modle (did you mean --model?)``, not that ``--model`` is missing.
+* Every numeric option declares its range where it is added (``type=Range(float, 0, low_open=True)``, `Range`):
+  a value out of it, NaN or infinity is refused as the command line parses, naming the option.
 
-This module imports nothing heavy: ``--help`` of a command builds its parser without torch.
+A command line that parses is a command that runs: only then does the parser turn off transformers' prompt to run a
+model folder's code (`refuse_remote_code_prompts`), which imports transformers. Until then this module imports nothing
+heavy: ``--help`` and a mistyped option are answered without torch or transformers.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import math
+import os
 import re
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 _NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+(e[-+]?\d+)?$")
 
@@ -36,8 +43,89 @@ def unknown_option(argv: Sequence[str], *parsers: argparse.ArgumentParser) -> st
     return None
 
 
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric option takes, declared where the option is (``type=Range(int, 1)``) and checked once the
+    command line parses (`CommandParser.parse_args`): an int or a float (a float finite: NaN and infinity are refused
+    everywhere), at least `low` (above it when `low_open`) and at most `high` (below it when `high_open`). A value
+    out of range is a ValueError naming the option: one line, exit status 1, before anything is read or loaded."""
+
+    kind: type
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    @property
+    def __name__(self) -> str:  # argparse names the type in "invalid int value: 'x'"
+        return self.kind.__name__
+
+    def __call__(self, text: str) -> int | float:
+        return self.kind(text)
+
+    def describe(self) -> str:
+        """``non-negative``, ``at least 1``, ``positive``, ``in [0, 1)``, with ``finite and`` before it for a float."""
+        low, high = self.low, self.high
+        if low is not None and high is not None:
+            text = f"in {'(' if self.low_open else '['}{low}, {high}{')' if self.high_open else ']'}"
+        elif low is not None:
+            text = {(0, False): "non-negative", (0, True): "positive"}.get(
+                (low, self.low_open), f"{'above' if self.low_open else 'at least'} {low}"
+            )
+        elif high is not None:
+            text = f"{'below' if self.high_open else 'at most'} {high}"
+        else:
+            text = "a number"
+        return f"finite and {text}" if self.kind is float else text
+
+    def check(self, option: str, value: float) -> None:
+        """Raise the ValueError naming `option` if `value` is out of this range."""
+        inside = math.isfinite(value) and (
+            (self.low is None or (value > self.low if self.low_open else value >= self.low))
+            and (self.high is None or (value < self.high if self.high_open else value <= self.high))
+        )
+        if not inside:
+            raise ValueError(f"{option} must be {self.describe()}, got {option}={value!r}")
+
+
+SEED_RANGE = Range(int, 0, 2**32 - 1)
+"""``--seed``: what every generator takes (NumPy's seeds stop below 2**32)."""
+
+
+def thread_range() -> Range:
+    """``--num-threads``: 1 to the processors of this machine (more threads than processors never run faster, and a
+    million of them made CTranslate2 crash)."""
+    return Range(int, 1, os.cpu_count() or 1)
+
+
+def check_ranges(parser: argparse.ArgumentParser, namespace: argparse.Namespace) -> None:
+    """Check every value `namespace` holds for an option of `parser` declared with a `Range`."""
+    for action in parser._actions:
+        value = getattr(namespace, action.dest, None)
+        if not isinstance(action.type, Range) or value is None or value is argparse.SUPPRESS:
+            continue
+        option = action.option_strings[0] if action.option_strings else action.dest
+        for item in value if isinstance(value, list) else [value]:
+            action.type.check(option, item)
+
+
+def refuse_remote_code_prompts() -> None:
+    """No command ever asks on standard input whether to run a model folder's code: every load passes
+    ``trust_remote_code=False``, and should one not, transformers refuses (its CI setting, a prompt timeout of 0)
+    instead of reading an answer that a pipe (``echo y | ...``) would give, and printing its question into stdout."""
+    from transformers import dynamic_module_utils
+
+    dynamic_module_utils.TIME_OUT_REMOTE_CODE = 0
+
+
+def summary(doc: str | None) -> str:
+    """A command module's docstring's first paragraph on one line: its ``--help`` description, a whole sentence."""
+    return " ".join((doc or "").strip().split("\n\n", 1)[0].split())
+
+
 class CommandParser(argparse.ArgumentParser):
-    """`argparse.ArgumentParser` without abbreviations, naming an unknown option before anything else."""
+    """`argparse.ArgumentParser` without abbreviations, naming an unknown option before anything else; a command line
+    that parses turns off transformers' remote-code prompt (`refuse_remote_code_prompts`)."""
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs["allow_abbrev"] = False
@@ -48,7 +136,19 @@ class CommandParser(argparse.ArgumentParser):
         unknown = unknown_option(args, self)
         if unknown is not None:
             self.error(f"unrecognized option {unknown}")
-        return super().parse_args(args, namespace)
+        parsed = super().parse_args(args, namespace)
+        check_ranges(self, parsed)
+        refuse_remote_code_prompts()  # the command runs from here on
+        return parsed
 
 
-__all__ = ["CommandParser", "unknown_option"]
+__all__ = [
+    "CommandParser",
+    "SEED_RANGE",
+    "Range",
+    "check_ranges",
+    "refuse_remote_code_prompts",
+    "summary",
+    "thread_range",
+    "unknown_option",
+]

@@ -8,7 +8,9 @@ such a vocabulary with the `tokenizers` library and wraps it as a
 * Byte-level BPE (GPT-2 style): every string is representable, so ``<unk>`` is
   never produced, and ``decode(encode(text))`` gives back ``text`` exactly
   (spacing, case and Unicode included). There is no normalizer: text is not
-  NFC-normalized or otherwise changed.
+  NFC-normalized or otherwise changed; but a vocabulary of lower-case words
+  only (``lowercase=True``, the numbers task's) lower-cases its input, so that
+  ``Three Hundred`` reads as the ``three hundred`` it was trained on.
 * The special tokens have fixed ids, :data:`PAD_ID` to :data:`EOS_ID`, which
   are the defaults of the model configuration.
 * Every encoded sequence ends in ``</s>`` and has no ``<s>``:
@@ -31,7 +33,7 @@ import os
 from collections.abc import Iterable, Iterator
 from typing import Protocol
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from .data.corpora import iter_lines
@@ -78,6 +80,7 @@ def train_tokenizer(
     *,
     min_frequency: int = 2,
     show_progress: bool = False,
+    lowercase: bool = False,
 ) -> PreTrainedTokenizerFast:
     """Train a shared byte-level BPE tokenizer.
 
@@ -90,6 +93,9 @@ def train_tokenizer(
             upper bound: a small corpus may yield fewer tokens.
         min_frequency: Minimum count of a pair of symbols for it to be merged.
         show_progress: Show the `tokenizers` training progress bar.
+        lowercase: Lower-case every text before it is split, in training and after (a ``Lowercase`` normalizer
+            saved with the tokenizer): for a task whose texts are all lower-case, such as the numbers task, so
+            that capitals read as the words the model knows instead of unseen byte sequences.
 
     Returns:
         The trained tokenizer, with the special tokens at ids
@@ -109,6 +115,8 @@ def train_tokenizer(
         raise ValueError(f"min_frequency must be at least 1, got min_frequency={min_frequency}")
 
     backend = Tokenizer(models.BPE())
+    if lowercase:
+        backend.normalizer = normalizers.Lowercase()
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(

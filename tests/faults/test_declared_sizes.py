@@ -66,3 +66,32 @@ def test_long_lines_within_the_line_limit_are_refused_before_the_tokenizer_holds
     line = "zwei drei " * 100_000  # 1 MB, within the 1 MiB of a line
     completed = _translate(tiny_model_dir, tmp_path, text=(line + "\n") * 200)
     _one_line(completed, "sentence 1 has", "max_position_embeddings=")
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tiny_model_dir):
+    from vanilla_transformer.model_dir import load_model_dir
+
+    return load_model_dir(tiny_model_dir)
+
+
+def test_generate_from_inputs_embeds_checks_the_beams_memory_before_transformers_repeats_them(tiny_model):
+    """An embedded source stands for its ids: the beams' memory is checked for it as for input_ids (issue 56, cause
+    6), before transformers copies the embeddings for each of 10^9 beams."""
+    model, tokenizer = tiny_model
+    batch = tokenizer(["zwei drei"], return_tensors="pt")
+    embeds = model.get_encoder().embed_tokens(batch.input_ids)
+    with pytest.raises(ValueError, match=r"num_beams=1,000,000,000 hypotheses"):
+        model.generate(inputs_embeds=embeds, attention_mask=batch.attention_mask, num_beams=10**9)
+
+
+@pytest.mark.parametrize("num_beams", [1, 4])
+def test_a_max_new_tokens_transformers_would_reserve_beyond_memory_is_refused_naming_it(tiny_model, num_beams):
+    """transformers' search reserves its whole length for every hypothesis before its first step: 10^12 new tokens
+    would be terabytes. A length beyond the model's positions that memory cannot hold is refused, naming the
+    argument and the most the model generates."""
+    model, tokenizer = tiny_model
+    positions = model.config.max_position_embeddings
+    batch = tokenizer(["zwei drei"], return_tensors="pt")
+    with pytest.raises(ValueError, match=rf"max_new_tokens=1,000,000,000,000 .* at most {positions}"):
+        model.generate(**batch, num_beams=num_beams, max_new_tokens=10**12)

@@ -136,7 +136,47 @@ def test_a_web_export_missing_onnxruntime_web_stops_before_the_model_is_read(
     def never(*args, **kwargs):
         raise AssertionError("the model was read before the page's packages were found")
 
-    monkeypatch.setattr("vanilla_transformer.export.onnx.load_model", never)
+    monkeypatch.setattr("vanilla_transformer.export.onnx.load_model_dir", never)
     argv = ["export-onnx", tiny_model_dir, tmp_path / "site", "--web", "--transformers-js", package]
     _one_line(run_cli(*argv), "onnxruntime-web")
     assert not (tmp_path / "site").exists()
+
+
+def test_an_onnx_config_asking_for_remote_code_is_one_line_and_runs_nothing(run_cli, onnx_copy, tmp_path):
+    """A config.json whose auto_map names code of the folder is refused as a model directory's is: one line naming the
+    file and the code, transformers' multi-line question never printed, the code never run (issue 56, cause 7)."""
+    ran = tmp_path / "the code ran"
+    (onnx_copy / "planted.py").write_text(f"open({str(ran)!r}, 'w').close()\n")
+    path = onnx_copy / "config.json"
+    config = {**json.loads(path.read_text()), "model_type": "planted", "auto_map": {"AutoConfig": "planted.Config"}}
+    path.write_text(json.dumps(config))
+    line = _one_line(_translate(run_cli, onnx_copy, tmp_path), str(path), "planted.py", "never runs code")
+    assert "trust_remote_code" not in line and not ran.exists()
+
+
+def _grow_tokenizer(folder, tokens: int) -> int:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+    tokenizer.add_tokens([f"added{i}" for i in range(tokens)])
+    tokenizer.save_pretrained(folder)
+    return len(tokenizer)
+
+
+def test_export_onnx_refuses_a_tokenizer_larger_than_the_vocabulary(run_cli, model_copy, tmp_path):
+    """Ids past the embedding would index nothing: the PyTorch path refuses such a model directory, and so does the
+    export, before writing anything."""
+    size = _grow_tokenizer(model_copy, 20)
+    vocab = json.loads((model_copy / "config.json").read_text())["vocab_size"]
+    _one_line(run_cli("export-onnx", model_copy, tmp_path / "out"), f"len(tokenizer)={size}", f"vocab_size={vocab}")
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_onnx_folder_whose_tokenizer_outgrows_the_vocabulary_is_refused_before_its_graphs_open(
+    run_cli, onnx_copy, tmp_path, monkeypatch
+):
+    from vanilla_transformer.serving import with_onnxruntime
+
+    size = _grow_tokenizer(onnx_copy, 20)
+    monkeypatch.setattr(with_onnxruntime, "_session", lambda *args, **kwargs: pytest.fail("a graph was opened"))
+    _one_line(_translate(run_cli, onnx_copy, tmp_path), f"len(tokenizer)={size}", "exceeds config.vocab_size")

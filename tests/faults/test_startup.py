@@ -147,3 +147,51 @@ print(json.dumps([before, after, vars(package).get("{name}") is value, "{name}" 
     before, after, kept, listed, missing = json.loads(completed.stdout)
     assert (before, after, kept, listed) == (False, True, True, True)
     assert missing == f"module {package!r} has no attribute 'no_such_name'"
+
+
+def test_a_mistyped_option_or_command_is_refused_before_torch_or_transformers_loads():
+    """The command line is parsed first and the heavy libraries load after (issue 56, cause 8): a mistyped option of
+    every command but finetune (whose options include the Trainer's, which transformers defines) is refused with its
+    closest name and exit status 2, in one process that has imported neither; a mistyped command is answered with
+    the closest command."""
+    commands = [command for command in COMMANDS if command != "finetune"]
+    code = f"""
+import contextlib, io, json, sys
+from vanilla_transformer.cli import main
+answers = []
+for argv in [[command, "--modle", "x"] for command in {commands!r}] + [["tranlsate", "--model", "x"]]:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            status = main(argv)
+        except SystemExit as exit:
+            status = exit.code
+    heavy = [name for name in ("torch", "transformers", "accelerate") if name in sys.modules]
+    answers.append([argv[0], status, err.getvalue(), heavy])
+print(json.dumps(answers))
+"""
+    completed = run_python(code)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    *options, command = json.loads(completed.stdout)
+    for name, status, err, heavy in options:
+        assert (status, heavy) == (2, []), (name, err, heavy)
+        assert "error: unrecognized option --modle" in err, (name, err)
+    name, status, err, heavy = command
+    assert status == 2 and heavy == [] and "unknown command 'tranlsate' (did you mean translate?)" in err, err
+
+
+def test_a_command_line_that_parses_turns_off_transformers_remote_code_prompt():
+    """Parsed first does not mean unguarded: once a command's line parses, transformers' prompt to run a folder's code
+    is off (its timeout 0), before the command loads anything."""
+    code = """
+import json
+from vanilla_transformer.cli import translate
+from transformers import dynamic_module_utils
+before = dynamic_module_utils.TIME_OUT_REMOTE_CODE
+translate.parse_args(["--model", "no-such-model"])
+print(json.dumps([before, dynamic_module_utils.TIME_OUT_REMOTE_CODE]))
+"""
+    completed = run_python(code)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    before, after = json.loads(completed.stdout)
+    assert before > 0 and after == 0

@@ -5,7 +5,8 @@
     python -m vanilla_transformer train          # the same
 
 Each subcommand lives in its own module of this package and is imported only when it runs, so that ``--help`` and
-light commands do not pay for the training stack. A command whose extra is not installed stops with the
+light commands do not pay for the training stack; its command line is parsed before torch or transformers loads, so
+that a mistyped option or command is refused at once (`vanilla_transformer.parsing`). A command whose extra is not installed stops with the
 ``pip install "vanilla-transformer[<extra>]"`` line that installs it.
 
 An error a user can act on (bad input, a damaged or missing file, a refused setting: `USER_ERRORS`) leaves a command
@@ -22,6 +23,7 @@ Multi-process training goes through Accelerate's launcher, with the module form 
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import logging
 import os
@@ -30,7 +32,14 @@ from collections.abc import Sequence
 
 from ..atomic import os_error
 from ..extras import MissingExtraError, require
-from ..library_errors import MEMORY_FIX, PICKLE_FIX, ModelTooLarge, allocation_failure, unpickling_refusal
+from ..library_errors import (
+    MEMORY_FIX,
+    PICKLE_FIX,
+    ModelTooLarge,
+    SettingError,
+    allocation_failure,
+    unpickling_refusal,
+)
 
 PROG = "vanilla-transformer"
 
@@ -72,15 +81,6 @@ USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError, MissingExtr
 safetensors or JSON file and undecodable text all arrive as ValueError), missing files and folders."""
 
 
-def refuse_remote_code_prompts() -> None:
-    """No command ever asks on standard input whether to run a model folder's code: every load passes
-    ``trust_remote_code=False``, and should one not, transformers refuses (its CI setting, a prompt timeout of 0)
-    instead of reading an answer that a pipe (``echo y | ...``) would give, and printing its question into stdout."""
-    from transformers import dynamic_module_utils
-
-    dynamic_module_utils.TIME_OUT_REMOTE_CODE = 0
-
-
 def configure_logging() -> None:
     """The logging of the commands that report through `logging`: INFO and above, as ``LEVEL logger: message``."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -119,7 +119,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
-        print(f"{PROG}: unknown command {command!r}\n\n{_usage()}", file=sys.stderr)
+        close = difflib.get_close_matches(command, list(COMMANDS), n=1)
+        guess = f" (did you mean {close[0]}?)" if close else ""
+        print(f"{PROG}: unknown command {command!r}{guess}\n\n{_usage()}", file=sys.stderr)
         return 2
     try:
         if command in COMMAND_EXTRA:
@@ -130,8 +132,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     module_name, _, function = COMMANDS[command][0].partition(":")
     sys.argv[0] = f"{PROG} {command}"  # argparse's prog, in --help and error messages
     try:  # the import too: Ctrl-C while torch loads is an interrupt like any other
-        if not {"-h", "--help"} & set(rest):  # a --help imports no transformers, nor torch
-            refuse_remote_code_prompts()
         module = importlib.import_module(f"{__name__}.{module_name}")
         return getattr(module, function or "main")(rest)
     except (*USER_ERRORS, KeyboardInterrupt, MemoryError, Exception) as error:
@@ -158,7 +158,7 @@ def user_error(error: BaseException) -> tuple[int | None, str]:
     if isinstance(error, KeyboardInterrupt):
         return 130, "interrupted"
     if isinstance(error, (*USER_ERRORS, ModelTooLarge)):
-        return 1, f"error: {error}"
+        return 1, f"error: {error.command_line if isinstance(error, SettingError) else error}"
     requested = allocation_failure(error)
     if requested is not None:
         return 1, f"error: out of memory{f' ({requested})' if requested else ''}; {MEMORY_FIX}"

@@ -21,8 +21,11 @@ from pathlib import Path
 from vanilla_transformer.atomic import check_output_dir, write_directory
 from vanilla_transformer.cli import configure_logging
 from vanilla_transformer.constants import ATTENTION_KINDS as KINDS
-from vanilla_transformer.parsing import CommandParser
+from vanilla_transformer.parsing import CommandParser, Range, summary
 from vanilla_transformer.written import check_replaceable, record_written, written_by
+
+MAX_DPI = 1200
+"""The finest ``--dpi``: a print's; more makes images matplotlib refuses to draw (10,000,000 dots per inch)."""
 
 logger = logging.getLogger("visualize_attention")
 
@@ -31,15 +34,21 @@ ATTENTION_KIND = "attention"
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = CommandParser(description=__doc__.splitlines()[0])
+    parser = CommandParser(description=summary(__doc__))
     parser.add_argument("model", help="saved model directory, Hub id or LoRA adapter folder, with its tokenizer")
     parser.add_argument("source", help="source sentence")
     parser.add_argument("--target", help="its translation (default: the model's greedy translation)")
     parser.add_argument("--output-dir", type=Path, default=Path("attention"), help="where to write the PNG files")
-    parser.add_argument("--layers", type=int, nargs="+", help="layers to plot, counted from 1 (default: all)")
+    parser.add_argument(
+        "--layers", type=Range(int, 1), nargs="+", help="layers to plot, counted from 1 (default: all)"
+    )
     parser.add_argument("--kinds", nargs="+", choices=list(KINDS), default=list(KINDS), help="attention kinds to plot")
-    parser.add_argument("--max-new-tokens", type=int, default=64, help="length limit of the greedy translation")
-    parser.add_argument("--dpi", type=int, default=100, help="image resolution (default: 100)")
+    parser.add_argument(
+        "--max-new-tokens", type=Range(int, 1), default=64, help="length limit of the greedy translation"
+    )
+    parser.add_argument(
+        "--dpi", type=Range(int, 1, MAX_DPI), default=100, help=f"image resolution, at most {MAX_DPI} (default: 100)"
+    )
     return parser.parse_args(argv)
 
 

@@ -17,13 +17,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vanilla_transformer.atomic import write_directory
-from vanilla_transformer.parsing import CommandParser
+from vanilla_transformer.parsing import CommandParser, Range, summary
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = CommandParser(description=__doc__.split("\n")[0])
+    parser = CommandParser(description=summary(__doc__))
     parser.add_argument("run_dir", help="the training run's --output-dir")
-    parser.add_argument("--last", type=int, help="checkpoints to average (default: the run's --average-checkpoints)")
+    parser.add_argument(
+        "--last", type=Range(int, 1), help="checkpoints to average (default: the run's --average-checkpoints)"
+    )
     parser.add_argument("--output", help="model directory to write (default: <run_dir>/average-<last>)")
     return parser.parse_args(argv)
 

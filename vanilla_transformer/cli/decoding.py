@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from ..constants import DECODING_DTYPES, LENGTH_PENALTY, MAX_LENGTH_OFFSET, NUM_BEAMS
 from ..folder_kinds import is_onnx_dir
+from ..parsing import Range, thread_range
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig
@@ -73,18 +74,26 @@ def decoding_dtype(name: str):
 def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     """The decoding options the translate and evaluate scripts share: section 6.1's search, batching, device."""
     model_default = "default: the model's generation_config.json, else section 6.1's"
-    parser.add_argument("--num-beams", type=int, help=f"beam size ({model_default}: {NUM_BEAMS})")
-    parser.add_argument("--length-penalty", type=float, help=f"GNMT alpha ({model_default}: {LENGTH_PENALTY})")
+    parser.add_argument("--num-beams", type=Range(int, 1), help=f"beam size ({model_default}: {NUM_BEAMS})")
     parser.add_argument(
-        "--max-length-offset", type=int, help=f"at most input length + this ({model_default}: {MAX_LENGTH_OFFSET})"
+        "--length-penalty", type=Range(float, 0), help=f"GNMT alpha ({model_default}: {LENGTH_PENALTY})"
     )
-    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default: %(default)s)")
+    parser.add_argument(
+        "--max-length-offset",
+        type=Range(int, 0),
+        help=f"at most input length + this ({model_default}: {MAX_LENGTH_OFFSET})",
+    )
+    parser.add_argument(
+        "--batch-size", type=Range(int, 1), default=32, help="sentences per batch (default: %(default)s)"
+    )
     parser.add_argument(
         "--device",
         help="default: cuda where there is one, else cpu; with --engine onnxruntime, cpu (the only one)",
     )
     parser.add_argument(
-        "--num-threads", type=int, help="CPU threads (default: torch's); 1 is fastest on a CPU busy with other work"
+        "--num-threads",
+        type=thread_range(),
+        help="CPU threads, at most this machine's processors (default: torch's); 1 is fastest on a CPU busy with other work",
     )
     parser.add_argument(
         "--dtype",

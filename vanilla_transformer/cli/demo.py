@@ -15,16 +15,16 @@ import logging
 from collections.abc import Sequence
 
 from vanilla_transformer.cli import configure_logging
-from vanilla_transformer.parsing import CommandParser
+from vanilla_transformer.parsing import CommandParser, Range, summary
 
 logger = logging.getLogger("demo")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = CommandParser(description=__doc__.splitlines()[0])
+    parser = CommandParser(description=summary(__doc__))
     parser.add_argument("model", help="saved model directory or Hub id, with its tokenizer")
     parser.add_argument("--host", default="127.0.0.1", help="address to serve on (default: 127.0.0.1, this machine)")
-    parser.add_argument("--port", type=int, default=7860, help="port to serve on (default: 7860)")
+    parser.add_argument("--port", type=Range(int, 0, 65535), default=7860, help="port to serve on (default: 7860)")
     return parser.parse_args(argv)
 
 

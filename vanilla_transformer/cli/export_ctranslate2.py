@@ -12,11 +12,11 @@ import argparse
 from collections.abc import Sequence
 
 from vanilla_transformer.constants import QUANTIZATIONS
-from vanilla_transformer.parsing import CommandParser
+from vanilla_transformer.parsing import CommandParser, summary
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = CommandParser(description=__doc__.splitlines()[0])
+    parser = CommandParser(description=summary(__doc__))
     parser.add_argument("model_dir", help="directory written by save_pretrained, with the tokenizer")
     parser.add_argument("output_dir", help="CTranslate2 model directory to write")
     parser.add_argument(

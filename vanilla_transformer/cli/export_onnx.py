@@ -15,11 +15,11 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from vanilla_transformer.parsing import CommandParser
+from vanilla_transformer.parsing import CommandParser, summary
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = CommandParser(description=__doc__.splitlines()[0])
+    parser = CommandParser(description=summary(__doc__))
     parser.add_argument("model_dir", help="directory written by save_pretrained, with the tokenizer")
     parser.add_argument("output_dir", help="folder to write")
     parser.add_argument("--quantize", action="store_true", help="also write onnxruntime's dynamic int8 graphs")

@@ -40,7 +40,15 @@ from typing import TYPE_CHECKING, Any
 from vanilla_transformer.cli import configure_logging
 from vanilla_transformer.constants import FINETUNE_SETTINGS, LORA_DEFAULTS, SEARCH_DEFAULTS
 from vanilla_transformer.extras import require
-from vanilla_transformer.parsing import CommandParser, unknown_option
+from vanilla_transformer.parsing import (
+    SEED_RANGE,
+    CommandParser,
+    Range,
+    check_ranges,
+    refuse_remote_code_prompts,
+    summary,
+    unknown_option,
+)
 
 if TYPE_CHECKING:
     from transformers import HfArgumentParser, Seq2SeqTrainingArguments
@@ -70,10 +78,12 @@ class DataArguments:
     hf_config: str | None = _option(None, "its configuration, e.g. de-en")
     train_split: str = _option("train", "training split of --hf-dataset (default: %(default)s)")
     eval_split: str = _option("validation", "evaluation split of --hf-dataset (default: %(default)s)")
-    numbers: int | None = _option(None, "N pairs of the numbers task (and N/10 to evaluate)", type=int, metavar="N")
+    numbers: int | None = _option(
+        None, "N pairs of the numbers task (and N/10 to evaluate)", type=Range(int, 1), metavar="N"
+    )
     src_lang: str | None = _option(None, "source language: key or column of --hf-dataset and .jsonl; the model card")
     tgt_lang: str | None = _option(None, "target language")
-    max_length: int = _option(256, "drop longer training pairs, in tokens (default: %(default)s)", type=int)
+    max_length: int = _option(256, "drop longer training pairs, in tokens (default: %(default)s)", type=Range(int, 1))
 
 
 @dataclass
@@ -81,10 +91,14 @@ class LoraArguments:
     """Train a LoRA adapter (peft) instead of every weight."""
 
     lora: bool = _option(False, "train a LoRA adapter only; the output is an adapter folder")
-    lora_r: int = _option(LORA_DEFAULTS["r"], "rank r (default: %(default)s)", type=int)
-    lora_alpha: int = _option(LORA_DEFAULTS["alpha"], "the update is alpha/r BA (default: %(default)s)", type=int)
+    lora_r: int = _option(LORA_DEFAULTS["r"], "rank r (default: %(default)s)", type=Range(int, 1))
+    lora_alpha: int = _option(
+        LORA_DEFAULTS["alpha"], "the update is alpha/r BA (default: %(default)s)", type=Range(int, 1)
+    )
     lora_dropout: float = _option(
-        LORA_DEFAULTS["dropout"], "dropout on the adapter's input (default: %(default)s)", type=float
+        LORA_DEFAULTS["dropout"],
+        "dropout on the adapter's input (default: %(default)s)",
+        type=Range(float, 0, 1, high_open=True),
     )
     lora_target_modules: str = _option(
         ",".join(LORA_DEFAULTS["target_modules"]),
@@ -138,6 +152,29 @@ def add_group(parser: argparse.ArgumentParser, title: str, arguments: type) -> N
         group.add_argument("--" + option.name.replace("_", "-"), **settings)
 
 
+def _add_search_options(parser: argparse.ArgumentParser) -> None:
+    """The group of the search that evaluation translates with (the paper's), part of `build_parser`."""
+    decoding = parser.add_argument_group("decoding: the search evaluation translates with (the paper's)")
+    decoding.add_argument(
+        "--num-beams",
+        type=Range(int, 1),
+        default=SEARCH_DEFAULTS["num_beams"],
+        help="beam size (default: %(default)s)",
+    )
+    decoding.add_argument(
+        "--length-penalty",
+        type=Range(float, 0),
+        default=SEARCH_DEFAULTS["length_penalty"],
+        help="GNMT length penalty alpha (default: %(default)s)",
+    )
+    decoding.add_argument(
+        "--max-length-offset",
+        type=Range(int, 0),
+        default=SEARCH_DEFAULTS["max_length_offset"],
+        help="at most input length + this many tokens (default: %(default)s)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """finetune's own options, in groups; any other `Seq2SeqTrainingArguments` option passes through to the
     Trainer (`parse_options`)."""
@@ -145,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="vanilla-transformer finetune",
         usage="%(prog)s MODEL (--train SRC TGT --eval SRC TGT | --hf-dataset NAME | --numbers N) --output-dir DIR "
         "[options] [Trainer options]",
-        description=__doc__.splitlines()[0],
+        description=summary(__doc__),
         epilog="Any other option of transformers' Seq2SeqTrainingArguments (--gradient-checkpointing, --bf16, "
         "--report-to tensorboard, ...) goes to the Trainer; --trainer-help lists them.",
     )
@@ -155,33 +192,37 @@ def build_parser() -> argparse.ArgumentParser:
     add_group(parser, "model: a LoRA adapter (peft) instead of every weight", LoraArguments)
     defaults = FINETUNE_SETTINGS
     optimization = parser.add_argument_group("optimization")
-    optimization.add_argument("--max-steps", type=int, help="optimizer steps (default: --num-epochs)")
-    optimization.add_argument("--num-epochs", type=float, help="passes over the training pairs (default: 3)")
+    optimization.add_argument("--max-steps", type=Range(int, 1), help="optimizer steps (default: --num-epochs)")
     optimization.add_argument(
-        "--learning-rate", type=float, help=f"peak learning rate (default: {defaults['learning_rate']})"
+        "--num-epochs", type=Range(float, 0, low_open=True), help="passes over the training pairs (default: 3)"
+    )
+    optimization.add_argument(
+        "--learning-rate",
+        type=Range(float, 0, low_open=True),
+        help=f"peak learning rate (default: {defaults['learning_rate']})",
     )
     optimization.add_argument(
         "--warmup-steps",
-        type=float,
+        type=Range(float, 0),
         help=f"warmup steps, or a fraction of all below 1 (default: {defaults['warmup_steps']})",
     )
     optimization.add_argument(
         "--batch-size",
-        type=int,
+        type=Range(int, 1),
         help=f"sentences per batch and device (default: {defaults['per_device_train_batch_size']})",
     )
-    optimization.add_argument("--grad-accum", type=int, help="batches per optimizer step (default: 1)")
+    optimization.add_argument("--grad-accum", type=Range(int, 1), help="batches per optimizer step (default: 1)")
     optimization.add_argument(
         "--label-smoothing",
-        type=float,
+        type=Range(float, 0, 1, high_open=True),
         help=f"label smoothing epsilon (default: {defaults['label_smoothing_factor']})",
     )
-    optimization.add_argument("--seed", type=int, help="seed of initialization and data order (default: 42)")
+    optimization.add_argument("--seed", type=SEED_RANGE, help="seed of initialization and data order (default: 42)")
     checkpoints = parser.add_argument_group("evaluation and checkpoints")
     checkpoints.add_argument("--output-dir", required=True, help="where the checkpoints and the best model go")
     checkpoints.add_argument(
         "--eval-steps",
-        type=float,
+        type=Range(float, 0, low_open=True),
         help=f"evaluate and save a checkpoint every this many steps (default: {defaults['eval_steps']})",
     )
     checkpoints.add_argument(
@@ -190,11 +231,11 @@ def build_parser() -> argparse.ArgumentParser:
         "where it applies, else exact_match: BLEU is 0 by construction on one-word references such as number words)",
     )
     checkpoints.add_argument(
-        "--save-total-limit", type=int, help=f"checkpoints kept (default: {defaults['save_total_limit']})"
+        "--save-total-limit", type=Range(int, 1), help=f"checkpoints kept (default: {defaults['save_total_limit']})"
     )
     checkpoints.add_argument(
         "--logging-steps",
-        type=float,
+        type=Range(float, 0, low_open=True),
         help=f"log the training loss every this many steps (default: {defaults['logging_steps']})",
     )
     checkpoints.add_argument(
@@ -202,22 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="continue from a checkpoint folder, or last: the last in --output-dir",
     )
-    decoding = parser.add_argument_group("decoding: the search evaluation translates with (the paper's)")
-    decoding.add_argument(
-        "--num-beams", type=int, default=SEARCH_DEFAULTS["num_beams"], help="beam size (default: %(default)s)"
-    )
-    decoding.add_argument(
-        "--length-penalty",
-        type=float,
-        default=SEARCH_DEFAULTS["length_penalty"],
-        help="GNMT length penalty alpha (default: %(default)s)",
-    )
-    decoding.add_argument(
-        "--max-length-offset",
-        type=int,
-        default=SEARCH_DEFAULTS["max_length_offset"],
-        help="at most input length + this many tokens (default: %(default)s)",
-    )
+    _add_search_options(parser)
     return parser
 
 
@@ -267,11 +293,16 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
     if unknown_first is not None:
         parser.error(f"unrecognized option {unknown_first} (--help lists finetune's, --trainer-help the Trainer's)")
     namespace, rest = parser.parse_known_args(argv)
+    try:
+        check_ranges(parser, namespace)
+    except ValueError as error:
+        parser.error(str(error))  # as finetune's other checks of its own options
     trainer_namespace, unknown = trainer.parse_known_args(rest)
     if unknown:
         parser.error(
             f"unrecognized arguments: {' '.join(unknown)} (--help lists finetune's, --trainer-help the Trainer's)"
         )
+    refuse_remote_code_prompts()  # parsed: the command runs from here on (its parse is not CommandParser.parse_args)
     given = vars(namespace)
     data = DataArguments(**{f.name: given[f.name] for f in dataclasses.fields(DataArguments)})
     _check_data(parser, data)

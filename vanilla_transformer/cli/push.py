@@ -28,13 +28,13 @@ from pathlib import Path
 
 from vanilla_transformer.atomic import check_output_dir
 from vanilla_transformer.cli import configure_logging
-from vanilla_transformer.parsing import CommandParser
+from vanilla_transformer.parsing import CommandParser, summary
 
 logger = logging.getLogger("push_to_hub")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = CommandParser(description=__doc__.splitlines()[0])
+    parser = CommandParser(description=summary(__doc__))
     parser.add_argument(
         "model_dir", type=Path, help="trained model directory or LoRA adapter folder, with its tokenizer"
     )

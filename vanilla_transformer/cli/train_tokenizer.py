@@ -28,13 +28,13 @@ from pathlib import Path
 from vanilla_transformer import atomic
 from vanilla_transformer.atomic import write_directory
 from vanilla_transformer.cli import configure_logging
-from vanilla_transformer.parsing import CommandParser
+from vanilla_transformer.parsing import CommandParser, Range, summary
 
 logger = logging.getLogger("train_tokenizer")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = CommandParser(description=__doc__.splitlines()[0])
+    parser = CommandParser(description=summary(__doc__))
     parser.add_argument("files", nargs="*", type=Path, help="plain-text files, one sentence per line")
     parser.add_argument("--hf-dataset", help="Hugging Face dataset to train on instead of files, e.g. wmt14")
     parser.add_argument("--hf-config", help="dataset configuration, e.g. de-en")
@@ -42,10 +42,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--src-lang", help="source language code of --hf-dataset, e.g. en")
     parser.add_argument("--tgt-lang", help="target language code of --hf-dataset, e.g. de")
     parser.add_argument(
-        "--numbers", type=int, metavar="N", help="train on N pairs of the built-in numbers task instead of files"
+        "--numbers",
+        type=Range(int, 1),
+        metavar="N",
+        help="train on N pairs of the built-in numbers task instead of files",
     )
-    parser.add_argument("--vocab-size", type=int, required=True, help="vocabulary size, special tokens included")
-    parser.add_argument("--min-frequency", type=int, default=2, help="minimum pair count for a merge (default: 2)")
+    parser.add_argument(
+        "--vocab-size", type=Range(int, 1), required=True, help="vocabulary size, special tokens included"
+    )
+    parser.add_argument(
+        "--min-frequency", type=Range(int, 1), default=2, help="minimum pair count for a merge (default: 2)"
+    )
     parser.add_argument("--output-dir", type=Path, required=True, help="directory to save the tokenizer to")
     parser.add_argument(
         "--replace-model-tokenizer",
@@ -143,7 +150,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     into_model = check_output_dir(args)
     from vanilla_transformer.tokenization import train_tokenizer  # transformers: not for --help
 
-    tokenizer = train_tokenizer(training_texts(args), args.vocab_size, min_frequency=args.min_frequency)
+    tokenizer = train_tokenizer(  # the numbers task's words are lower-case: capitals read as the same words
+        training_texts(args), args.vocab_size, min_frequency=args.min_frequency, lowercase=args.numbers is not None
+    )
     save_tokenizer(tokenizer, args.output_dir, into_model)
     logger.info("saved a tokenizer of %d tokens to %s", len(tokenizer), args.output_dir)
     return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..atomic import check_output_dir
+from ..library_errors import SettingError
 from ..written import check_replaceable, written_by
 
 
@@ -25,7 +26,8 @@ def check_export_dir(output_dir: Path, force: bool, kind: str, what: str, *, sou
                 f"output directory"
             )
     if output_dir.is_dir() and not output_dir.is_symlink() and any(output_dir.iterdir()) and not force:
-        raise ValueError(f"output_dir={output_dir} exists and is not empty: pass --force to replace {what}")
+        refusal = f"{output_dir} exists and is not empty: pass {{}} to replace {what}"
+        raise SettingError(refusal.format("force=True"), refusal.format("--force"))
     check_replaceable(output_dir, kind, "output_dir")
     check_output_dir(output_dir, "output_dir", replaceable=written_by(kind))
 

@@ -33,6 +33,7 @@ from transformers import AutoConfig, AutoTokenizer, GenerationConfig, MarianConf
 from ..atomic import check_output_dir, write_directory
 from ..configuration_vanilla_transformer import ACTIVATIONS, VanillaTransformerConfig
 from ..library_errors import load_failure
+from ..model_checks import check_declared_sizes, safetensors_header
 from ..model_dir import LOAD_FIX, check_model_dir, load_model, save_model_dir
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration, sinusoidal_table
 
@@ -193,6 +194,20 @@ def marian_to_vanilla(marian: MarianMTModel) -> VanillaTransformerForConditional
     return model.to(marian.dtype).eval()
 
 
+MARIAN_TABLE_ROWS = 4096
+"""The most rows of Marian's sinusoidal positions that `import_marian` has MarianMTModel build when its checkpoint
+stores none: MarianMTModel fills its table one number at a time in Python (a minute for 10^7 positions), and the
+table is only compared with Marian's and dropped; the imported model computes its own, for every declared position."""
+
+
+def _positions_to_build(src: str | os.PathLike, positions: int) -> dict[str, int]:
+    """``max_position_embeddings`` for loading `src` with MarianMTModel: its declared `positions`, unless its weights
+    file stores no positional table and they are more than `MARIAN_TABLE_ROWS`."""
+    weights = Path(src, "model.safetensors")
+    stored = weights.is_file() and any("embed_positions" in name for name in safetensors_header(weights))
+    return {} if stored or positions <= MARIAN_TABLE_ROWS else {"max_position_embeddings": MARIAN_TABLE_ROWS}
+
+
 def import_marian(
     src: str | os.PathLike, dst: str | os.PathLike, *, with_tokenizer: bool = True
 ) -> VanillaTransformerForConditionalGeneration:
@@ -214,16 +229,22 @@ def import_marian(
             non-zero final_logits_bias, an activation we lack.
     """
     check_output_dir(dst, "dst")  # before any work
-    check_marian_config(AutoConfig.from_pretrained(src, trust_remote_code=False))
+    marian_config = AutoConfig.from_pretrained(src, trust_remote_code=False)
+    check_marian_config(marian_config)
+    positions = marian_config.max_position_embeddings
+    check_declared_sizes(vanilla_config_from_marian(marian_config), f"{src}: config.json")  # before any allocation
     tokenizer = _load_tokenizer(src) if with_tokenizer else None
     try:
-        marian, info = MarianMTModel.from_pretrained(src, output_loading_info=True, trust_remote_code=False)
+        marian, info = MarianMTModel.from_pretrained(
+            src, output_loading_info=True, trust_remote_code=False, **_positions_to_build(src, positions)
+        )
     except (RuntimeError, MemoryError, pickle.UnpicklingError) as error:
         failure = load_failure(str(src), error)  # memory, a refused pickle: named with their file
         if failure is None:
             raise
         raise failure from error
     check_marian_weights(marian, info)
+    marian.config.max_position_embeddings = positions  # the model's own positions: computed, never stored
     model = marian_to_vanilla(marian)
     # generation_config.json, or for older OPUS-MT directories the settings in config.json (num_beams, max_length,
     # bad_words_ids, ...), as from_pretrained gathered them.

@@ -34,8 +34,9 @@ from ..configuration_vanilla_transformer import VanillaTransformerConfig
 from ..decoder_vanilla_transformer import unsupported_modules
 from ..extras import import_optional
 from ..folder_kinds import DECODER_FILE, ENCODER_FILE, is_onnx_dir, quantized_name
-from ..model_dir import check_model_dir, load_model, load_tokenizer
+from ..model_dir import load_model_dir
 from ..serving.with_onnxruntime import CACHE_KINDS, cache_names
+from ..tokenization import check_tokenizer_matches_config
 from ..written import first_foreign, record_written
 from . import check_export_dir
 from .marian import marian_config_from_vanilla, save_tokenizer_for_any_transformers
@@ -82,10 +83,11 @@ def export_onnx(
     if isinstance(model, (str, os.PathLike)):
         if tokenizer is not None:
             raise ValueError("a saved model directory is exported with its own tokenizer: pass no tokenizer")
-        check_model_dir(model)
-        tokenizer, model = load_tokenizer(model), load_model(model)
+        model, tokenizer = load_model_dir(model)  # checked, and the tokenizer fits the model, as for translate
     elif tokenizer is None:
         raise ValueError("an in-memory model needs its tokenizer: pass tokenizer=")
+    else:
+        check_tokenizer_matches_config(tokenizer, model.config)  # every token id has an embedding
     if not isinstance(model.config, VanillaTransformerConfig):
         raise ValueError(f"model_type={model.config.model_type!r}: export-onnx exports vanilla_transformer models")
     problem = unsupported_modules(model, traced=True)

@@ -40,6 +40,7 @@ from ..generation_vanilla_transformer import (
     output_limits,
 )
 from ..generation_vanilla_transformer import MAX_LENGTH_OFFSET as MAX_LENGTH_OFFSET_FIELD
+from ..library_errors import SettingError
 from .step_decoders import step_decoder
 
 
@@ -143,6 +144,18 @@ def _check_search_arguments(
         raise ValueError("attention_mask is not right-padded: pad sources on the right (tokenizer padding_side)")
 
 
+def check_offset_within_positions(config, max_length_offset: int) -> None:
+    """Refuse a ``max_length_offset`` beyond the model's positions, which no translation can reach (each stops at
+    ``max_position_embeddings``); a number too large for the search's integers: a SettingError naming it."""
+    positions = getattr(config, "max_position_embeddings", None)
+    if positions is not None and max_length_offset > positions:
+        refusal = (
+            f"{{0}}={max_length_offset:,} is beyond the model's max_position_embeddings={positions:,}, the longest "
+            f"output: pass {{0}} of at most {positions:,}"
+        )
+        raise SettingError(refusal.format("max_length_offset"), refusal.format("--max-length-offset"))
+
+
 @torch.no_grad()
 def translate_ids(
     model: PreTrainedModel,
@@ -175,6 +188,7 @@ def translate_ids(
         the output tokens ending in ``</s>`` (unless the maximum length cut them), then padding.
     """
     _check_search_arguments(input_ids, attention_mask, num_beams, length_penalty, max_length_offset)
+    check_offset_within_positions(model.config, max_length_offset)
     config = model.config
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)

@@ -25,6 +25,7 @@ from transformers import AutoConfig, PretrainedConfig
 from ..atomic import check_links_inside
 from ..extras import import_optional
 from ..folder_kinds import DECODER_FILE, ENCODER_FILE, is_onnx_dir, quantized_name
+from ..model_checks import check_no_foreign_code
 from ..model_dir import check_model_files, load_tokenizer
 from ..tokenization import check_tokenizer_matches_config
 from .onnx_split import split_merged_decoder
@@ -86,6 +87,11 @@ def load_onnx(folder: str | os.PathLike, *, quantized: bool = False, threads: in
     folder = Path(folder)
     files = [quantized_name(f) if quantized else f for f in (ENCODER_FILE, DECODER_FILE)]
     config = check_onnx_dir(folder, files)
+    tokenizer = load_tokenizer(folder)
+    try:  # before any graph is opened: the check of the PyTorch path (`model_dir.load_model_dir`)
+        check_tokenizer_matches_config(tokenizer, config)
+    except ValueError as error:
+        raise ValueError(f"{folder}: its tokenizer does not fit its config.json ({error}); {EXPORT_AGAIN}") from error
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
@@ -96,11 +102,6 @@ def load_onnx(folder: str | os.PathLike, *, quantized: bool = False, threads: in
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     encoder = _session(ort, folder / files[0], options)
     decoder, memory = _decoder_sessions(ort, folder / files[1], options)
-    tokenizer = load_tokenizer(folder)
-    try:
-        check_tokenizer_matches_config(tokenizer, config)
-    except ValueError as error:
-        raise ValueError(f"{folder}: its tokenizer does not fit its config.json ({error}); {EXPORT_AGAIN}") from error
     return OnnxSeq2SeqModel(folder, encoder, decoder, config, tokenizer, options, memory)
 
 
@@ -148,8 +149,8 @@ EXPORT_AGAIN = "export the model directory again with vanilla-transformer export
 def check_onnx_dir(folder: Path, files: list[str]) -> PretrainedConfig:
     """The config of the ONNX folder `folder`, once the folder is known to be what `export_onnx` writes, before any
     graph is opened by onnxruntime: an ONNX export (`is_onnx_dir`) with `files`, no link out of it
-    (`check_links_inside`), JSON files that parse (`check_model_files`), and graphs that fit its config.json
-    (`check_graph`). A ValueError naming the file and what to do."""
+    (`check_links_inside`), JSON files that parse (`check_model_files`), no code of its own to run
+    (`check_no_foreign_code`), and graphs that fit its config.json (`check_graph`). A ValueError naming the file and what to do."""
     if not is_onnx_dir(folder):
         raise ValueError(
             f"{folder} is not an ONNX export (no {ENCODER_FILE} and {DECODER_FILE} with config.json): write one with "
@@ -160,6 +161,7 @@ def check_onnx_dir(folder: Path, files: list[str]) -> PretrainedConfig:
         if not (folder / file).is_file():
             raise ValueError(f"{folder} has no {file}: export it with --quantize")
     check_model_files(folder)
+    check_no_foreign_code(folder)  # one line naming the code, before transformers is asked (its answer is 3 lines)
     try:
         config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
     except (OSError, ValueError, KeyError, TypeError) as error:

@@ -229,13 +229,12 @@ class OptimizationConfig:
             raise ValueError(
                 f"--mixed-precision must be no, fp16, bf16 or auto, got --mixed-precision={self.mixed_precision!r}"
             )
-        from accelerate.utils import DynamoBackend  # accelerate loads when a run is configured, not for --help
+        from ..environment import runnable_dynamo_backends  # torch: when a run is configured, not for --help
 
-        backends = [backend.value.lower() for backend in DynamoBackend]
-        backends.append("auto")
-        if self.dynamo_backend is not None and self.dynamo_backend.lower() not in backends:
+        if self.dynamo_backend is not None and self.dynamo_backend.lower() not in runnable_dynamo_backends():
             raise ValueError(
-                f"--dynamo-backend must be one of {', '.join(backends)}, got --dynamo-backend={self.dynamo_backend!r}"
+                f"--dynamo-backend must be one of {', '.join(runnable_dynamo_backends())}, got --dynamo-backend="
+                f"{self.dynamo_backend!r} (accelerate names more, which need other packages or no longer run in torch)"
             )
         if self.adam_implementation not in ADAM_IMPLEMENTATIONS:
             raise ValueError(

@@ -10,7 +10,7 @@ from dataclasses import MISSING, Field
 from pathlib import Path
 from typing import Any, get_type_hints
 
-from ..parsing import CommandParser
+from ..parsing import SEED_RANGE, CommandParser, Range, thread_range
 from .config import OPTIONS, PARTS, TrainingConfig, default_output_dir, flag, part_options
 from .presets import DEFAULT_PRESET, TRAINING_PRESETS
 
@@ -23,6 +23,26 @@ GROUPS = {
     "logging": "logging and validation",
 }
 """The title of each part's group of options in ``--help``."""
+
+
+_AT_LEAST_1 = Range(int, 1)
+_FRACTION = Range(float, 0, 1, high_open=True)
+_ABOVE_0 = Range(float, 0, low_open=True)
+RANGES: dict[str, Range] = {
+    **dict.fromkeys(("num_train", "max_number", "max_length", "tokenizer_train_pairs", "vocab_size"), _AT_LEAST_1),
+    **dict.fromkeys(("num_valid", "num_test", "num_samples", "max_length_offset"), Range(int, 0)),
+    **dict.fromkeys(("d_model", "layers", "heads", "ffn_dim", "max_tokens", "tokens_per_step"), _AT_LEAST_1),
+    **dict.fromkeys(("grad_accum", "max_steps", "warmup_steps", "save_every", "keep_checkpoints"), _AT_LEAST_1),
+    **dict.fromkeys(("average_checkpoints", "num_beams", "translate_batch_size", "log_every"), _AT_LEAST_1),
+    "eval_every": _AT_LEAST_1,
+    **dict.fromkeys(("dropout", "adam_beta1", "adam_beta2", "label_smoothing"), _FRACTION),
+    **dict.fromkeys(("max_train_minutes", "lr_scale", "adam_eps", "max_grad_norm"), _ABOVE_0),
+    **dict.fromkeys(("select_margin", "length_penalty"), Range(float, 0)),
+    "seed": SEED_RANGE,
+    "num_threads": thread_range(),
+}
+"""The range of each numeric option of ``train`` (`parsing.Range`), checked as the command line parses: a learning
+rate scale of NaN or -1 trains to weights that are not finite or backwards, a gradient norm of NaN clips to NaN."""
 
 
 def _shown_default(config_field: Field, value: Any) -> str:
@@ -44,7 +64,8 @@ def _add_option(group: argparse._ArgumentGroup, option: str, config_field: Field
         group.add_argument(flag(option), action="store_true", help=help_text)
     else:
         value_type = next(t for t in (int, float, str) if t == kind or t in getattr(kind, "__args__", ()))
-        group.add_argument(flag(option), type=value_type, metavar=_metavar(option, value_type), help=help_text)
+        parse = value_type if value_type is str else RANGES[option]  # a numeric option without a range: KeyError
+        group.add_argument(flag(option), type=parse, metavar=_metavar(option, value_type), help=help_text)
 
 
 def _metavar(option: str, value_type: type) -> str:
@@ -112,4 +133,4 @@ def parse_args(argv: Sequence[str] | None = None) -> TrainingConfig:
     return TrainingConfig.from_preset(preset, **given)
 
 
-__all__ = ["GROUPS", "build_parser", "parse_args"]
+__all__ = ["GROUPS", "RANGES", "build_parser", "parse_args"]

@@ -261,14 +261,18 @@ def _prepare_tokenizer(
             raise FileNotFoundError(f"--tokenizer={config.data.tokenizer} is not a directory")
         return AutoTokenizer.from_pretrained(config.data.tokenizer, trust_remote_code=False)
     limit = config.data.tokenizer_train_pairs
-    cached = cache_root / f"tokenizer-{cache_key(corpus=identity, vocab_size=config.model.vocab_size, pairs=limit)}"
+    lowercase = config.data.numbers_task  # number words are lower-case: capitals read as the same words
+    key = cache_key(
+        corpus=identity, vocab_size=config.model.vocab_size, pairs=limit, **({"lowercase": True} if lowercase else {})
+    )
+    cached = cache_root / f"tokenizer-{key}"
     if not cached.is_dir():
         logger.info(f"training the tokenizer; it goes to {cached}", main_process_only=True)
         texts = _cleaned_texts(chunks, limit)
         first = next(texts, None)
         if first is None:  # every pair has an empty side
             check_training_pairs(config.data, range(sum(len(chunk) for chunk in chunks())), [])
-        trained = train_tokenizer(itertools.chain([first], texts), config.model.vocab_size)
+        trained = train_tokenizer(itertools.chain([first], texts), config.model.vocab_size, lowercase=lowercase)
         release_freed_memory()  # the trainer's word and pair counts, freed but still held by malloc
         cached.parent.mkdir(parents=True, exist_ok=True)
         building = tempfile.mkdtemp(prefix=f".{cached.name}.", dir=cached.parent)

@@ -443,28 +443,32 @@ class _LogWindow:
     def __init__(self) -> None:
         self.stats: dict[str, torch.Tensor] = {}
         self.steps, self.grad_norm, self.start = 0, 0.0, time.perf_counter()
+        self.timed_tokens: torch.Tensor | float = 0.0  # the tokens of the steps since `start`: the throughput's
         self.train_seconds = self.train_tokens = 0.0
 
     def add(self, stats: dict[str, torch.Tensor], grad_norm: torch.Tensor | float) -> None:
         self.stats = {name: self.stats.get(name, 0) + value for name, value in stats.items()}
         self.steps, self.grad_norm = self.steps + 1, self.grad_norm + grad_norm
+        self.timed_tokens = self.timed_tokens + stats["tokens"]
 
     def restart(self) -> None:
-        """Start timing anew (after an evaluation or a checkpoint, which are not training throughput)."""
-        self.start = time.perf_counter()
+        """Start timing anew (after an evaluation or a checkpoint, which are not training throughput): the throughput
+        counts the tokens of the steps that follow only, over their time; the loss and the other statistics keep the
+        whole window's steps."""
+        self.start, self.timed_tokens = time.perf_counter(), 0.0
 
     def log(self, accelerator: Accelerator, step: int, learning_rate: float, epoch: int) -> dict[str, float]:
         """The window's figures over all processes, to log at `step`; then a new window starts."""
-        totals = dict(
-            zip(self.stats, accelerator.reduce(torch.stack(list(self.stats.values())), "sum").tolist(), strict=True)
-        )
+        values = [*self.stats.values(), torch.as_tensor(self.timed_tokens).to(self.stats["tokens"])]
+        *summed, timed_tokens = accelerator.reduce(torch.stack(values), "sum").tolist()
+        totals = dict(zip(self.stats, summed, strict=True))
         seconds = time.perf_counter() - self.start
-        self.train_seconds, self.train_tokens = self.train_seconds + seconds, self.train_tokens + totals["tokens"]
+        self.train_seconds, self.train_tokens = self.train_seconds + seconds, self.train_tokens + timed_tokens
         logs = {
             "train_loss": totals["loss"] / totals["target_tokens"],
             "learning_rate": learning_rate,
             "grad_norm": float(self.grad_norm) / self.steps,
-            "tokens_per_second": totals["tokens"] / seconds,
+            "tokens_per_second": timed_tokens / seconds,
             "padding_share": 1 - totals["tokens"] / totals["positions"],
             "epoch": epoch,
         }
