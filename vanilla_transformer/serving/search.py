@@ -237,9 +237,10 @@ def translate(
     check_search_settings(required=True, **search)
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got batch_size={batch_size}")
-    encoded = _encode(tokenizer, sentences, getattr(model.config, "max_position_embeddings", None))
-    # Longest first: similar lengths share a batch (little padding), and memory problems show at once.
-    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]), reverse=True)
+    encoded = encode_sources(tokenizer, sentences, getattr(model.config, "max_position_embeddings", None))
+    # Longest first: similar lengths share a batch (little padding), and memory problems show at once. A sentence
+    # of no tokens (an empty line) is translated as "", unsearched (`with_content`).
+    order = sorted(with_content(tokenizer, sentences, encoded), key=lambda i: len(encoded[i]), reverse=True)
     translations: list[str] = [""] * len(encoded)
     with _eval_mode(model):
         starts = range(0, len(order), batch_size)
@@ -286,7 +287,7 @@ def trace_beam_search(
     how the search proceeds. The same search as `translate`, so `text` is its translation."""
     search = dict(num_beams=num_beams, length_penalty=length_penalty, max_length_offset=max_length_offset)
     check_search_settings(required=True, **search)
-    encoded = _encode(tokenizer, [sentence], getattr(model.config, "max_position_embeddings", None))
+    encoded = encode_sources(tokenizer, [sentence], getattr(model.config, "max_position_embeddings", None))
     steps: list[BeamStep] = []
     finished: list[tuple[list[int], float, float]] = []  # every one so far, across steps
 
@@ -338,10 +339,11 @@ ENCODE_CHUNK_CHARS = 1 << 16
 some hundred bytes per token, so that a whole input of long lines, encoded at once, would not fit in memory."""
 
 
-def _encode(tokenizer: PreTrainedTokenizerBase, sentences: Sequence[str], limit: int | None) -> list[list[int]]:
+def encode_sources(tokenizer: PreTrainedTokenizerBase, sentences: Sequence[str], limit: int | None) -> list[list[int]]:
     """The token ids of `sentences`, encoded `ENCODE_CHUNK_CHARS` at a time, each checked against the model's
     positions `limit` as it comes (`_check_source_lengths`): a sentence too long is named before the next is
-    encoded, and the tokenizer never holds more than a chunk."""
+    encoded, and the tokenizer never holds more than a chunk. Every engine's path encodes with it (`translate`,
+    ``with_ctranslate2.translate_ctranslate2``), so that they refuse the same sentences."""
     encoded: list[list[int]] = []
     start = 0
     while start < len(sentences):
@@ -353,6 +355,21 @@ def _encode(tokenizer: PreTrainedTokenizerBase, sentences: Sequence[str], limit:
         encoded.extend(ids)
         start = end
     return encoded
+
+
+def with_content(
+    tokenizer: PreTrainedTokenizerBase, sentences: Sequence[str], encoded: Sequence[Sequence[int]]
+) -> list[int]:
+    """The indices of the `sentences` that hold something to translate: not blank, and encoded (`encoded`) with a
+    token besides the special ones (the ``</s>`` every source ends with). An empty or blank line's translation is ""
+    on every engine, unsearched: the model never saw an empty source in training, and what it makes of a lone
+    ``</s>`` (or of a space) translates nothing."""
+    special = set(tokenizer.all_special_ids)
+    return [
+        i
+        for i, (sentence, ids) in enumerate(zip(sentences, encoded, strict=True))
+        if sentence.strip() and any(token not in special for token in ids)
+    ]
 
 
 def _check_source_lengths(encoded: Sequence[Sequence[int]], limit: int | None, first: int = 1) -> None:
@@ -375,6 +392,8 @@ __all__ = [
     "check_generation_settings",
     "check_search_memory",
     "check_search_settings",
+    "encode_sources",
+    "with_content",
     "paper_generation_config",
     "trace_beam_search",
     "translate",
