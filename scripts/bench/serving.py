@@ -149,7 +149,8 @@ def stop_rule_workload(
     for beams in (1, 4):
         torch_texts = translate(model, tokenizer, sentences, num_beams=beams, length_penalty=alpha)
         search = "greedy" if beams == 1 else f"beam{beams}"
-        result[search] = {"torch_bleu": round(score_translations(torch_texts, references)["bleu"], 2)}
+        scores = score_translations(torch_texts, references)
+        result[search] = {"torch_bleu": round(scores["bleu"], 2), "torch_chrf": round(scores["chrf"], 2)}
         for quantization, count in [(q, t) for q in ("float32", "int8") for t in threads]:
             translator = load_translator(folder / f"{name}-{quantization}", compute_type=quantization, threads=count)
             report = SearchReport()
@@ -175,7 +176,8 @@ def stop_rule_workload(
                 texts = [decode(ids) for ids in outputs]
                 row[f"{rule}_tokens_per_s"] = round(sum(map(len, outputs)) / timings.total(rule), 1)
                 row[f"{rule}_equal_torch"] = sum(a == b for a, b in zip(texts, torch_texts, strict=True))
-                row[f"{rule}_bleu"] = round(score_translations(texts, references)["bleu"], 2)
+                scores = score_translations(texts, references)
+                row[f"{rule}_bleu"], row[f"{rule}_chrf"] = round(scores["bleu"], 2), round(scores["chrf"], 2)
             row["paper_vs_own"] = round(row["paper_tokens_per_s"] / row["own_tokens_per_s"], 3)
             row["paper_steps"] = {"beam": report.beam_steps, "greedy_sample": report.greedy_steps}
             row["paper_steps"] |= {"re_searched": report.re_searched, "rounds": report.searched}
@@ -205,8 +207,9 @@ def stop_rule_rows(run: dict[str, Any]) -> list[list[str]]:
                     f" ({row['paper_steps']['re_searched']} again)" if search != "greedy" else
                     f"{row['paper_steps']['beam']:,} + {row['paper_steps']['greedy_sample']:,}",
                     f"{row['own_steps']:,}",
-                    f"{row['paper_equal_torch']:,} / {row['own_equal_torch']:,}",
-                    f"{row['paper_bleu']:.2f} / {row['own_bleu']:.2f} / {figures['torch_bleu']:.2f}",
+                    f"{row['paper_equal_torch']:,} / {own_row['own_equal_torch']:,}",
+                    " / ".join(f"{bleu:.2f} ({chrf:.1f})" for bleu, chrf in ((row["paper_bleu"], row["paper_chrf"]),
+                        (own_row["own_bleu"], own_row["own_chrf"]), (figures["torch_bleu"], figures["torch_chrf"]))),
                 ])  # fmt: skip
     return rows
 
@@ -214,7 +217,7 @@ def stop_rule_rows(run: dict[str, Any]) -> list[list[str]]:
 STOP_RULE_HEADER = [
     "workload (sentences)", "search", "weights", "paper's stop rule: tokens/s", "CTranslate2's own: tokens/s",
     "paper / own", "paper's steps: beam + greedy sample", "own's steps", "= PyTorch: paper / own",
-    "BLEU: paper / own / PyTorch",
+    "BLEU (chrF): paper / own / PyTorch",
 ]  # fmt: skip
 
 

@@ -277,7 +277,10 @@ def search_ctranslate2(
     report = report if report is not None else SearchReport()
     limits = [int(limit) for limit in max_lengths]
     outputs: list[list[str] | None] = [None] * len(sources)
-    lengths = first_lengths(translator, sources, limits, end_token, batch_size, report)
+    first = first_lengths(translator, sources, limits, end_token, batch_size, report)
+    # With one beam the best hypothesis is the only candidate at its own length: one step more shows the live one.
+    extra = 1 if num_beams == 1 else 0
+    lengths = [min(limit, length + extra) for length, limit in zip(first, limits, strict=True)]
     pending = list(range(len(sources)))
     while pending:
         report.searched.append(len(pending))
@@ -381,6 +384,8 @@ def settle(result, length: int, limit: int, alpha: float, end_token: str) -> tup
     target = best[0] * gnmt_length_penalty(limit, alpha)  # the log P below which no live hypothesis can win
     if bound <= target:
         return best[2], 0
+    if not live:  # one step more shows the live hypotheses' log P (always so with one beam)
+        return None, length + 1
     if bound > best[1]:  # a live hypothesis is likelier than any finished one: the best has not finished yet
         return None, longer
     # The best live log P fell from 0 to `bound` in `length` steps: at that pace it reaches `target` at this length.
