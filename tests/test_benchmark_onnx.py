@@ -111,13 +111,16 @@ def test_the_stop_rule_run_compares_the_paper_s_rule_with_ctranslate2_s_own(tmp_
     workload = run["workloads"]["tiny"]
     assert workload["sentences"] == 8 and workload["alpha"] > 0
     for search in ("greedy", "beam4"):
-        assert set(workload[search]) == {"torch_bleu", "fp32@1", "fp32@2", "int8@1", "int8@2"}
+        assert set(workload[search]) == {"torch_bleu", "torch_chrf", "fp32@1", "fp32@2", "int8@1", "int8@2"}
         for setting in ("fp32@1", "fp32@2"):
             row = workload[search][setting]
             assert row["paper_equal_torch"] == 8 and row["paper_tokens_per_s"] > 0 and row["own_tokens_per_s"] > 0
             assert row["paper_vs_own"] == pytest.approx(row["paper_tokens_per_s"] / row["own_tokens_per_s"], abs=1e-3)
             assert row["paper_steps"]["beam"] > 0 and row["paper_steps"]["rounds"][0] == 8 and row["own_steps"] > 0
-            assert row["paper_bleu"] == workload[search]["torch_bleu"]
+            assert (
+                row["paper_bleu"] == workload[search]["torch_bleu"]
+                and row["paper_chrf"] == workload[search]["torch_chrf"]
+            )
     figures = benchmark_onnx.ct2_stop_rule_table(output.parent)
     assert "tiny (8)" in figures and "beam 4" in figures and "int8" in figures
     assert run["versions"]["ctranslate2"] in benchmark_onnx.ct2_stop_rule_environment(output.parent)
