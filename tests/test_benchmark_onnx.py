@@ -111,7 +111,15 @@ def test_the_stop_rule_run_compares_the_paper_s_rule_with_ctranslate2_s_own(tmp_
     workload = run["workloads"]["tiny"]
     assert workload["sentences"] == 8 and workload["alpha"] > 0
     for search in ("greedy", "beam4"):
-        assert set(workload[search]) == {"torch_bleu", "torch_chrf", "fp32@1", "fp32@2", "int8@1", "int8@2"}
+        assert set(workload[search]) == {
+            "torch_bleu",
+            "torch_chrf",
+            "torch_steps",
+            "fp32@1",
+            "fp32@2",
+            "int8@1",
+            "int8@2",
+        }
         for setting in ("fp32@1", "fp32@2"):
             row = workload[search][setting]
             assert row["paper_equal_torch"] == 8 and row["paper_tokens_per_s"] > 0 and row["own_tokens_per_s"] > 0

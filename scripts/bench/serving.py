@@ -147,10 +147,11 @@ def stop_rule_workload(
         export_ctranslate2(str(model_dir), folder / f"{name}-{quantization}", quantization=quantization)
     decode = lambda ids: tokenizer.decode(tokenizer.convert_tokens_to_ids(ids), skip_special_tokens=True)  # noqa: E731
     for beams in (1, 4):
-        torch_texts = translate(model, tokenizer, sentences, num_beams=beams, length_penalty=alpha)
+        torch_texts, torch_steps = torch_search(model, tokenizer, sentences, beams, alpha)
         search = "greedy" if beams == 1 else f"beam{beams}"
         scores = score_translations(torch_texts, references)
         result[search] = {"torch_bleu": round(scores["bleu"], 2), "torch_chrf": round(scores["chrf"], 2)}
+        result[search]["torch_steps"] = torch_steps
         for quantization, count in [(q, t) for q in ("float32", "int8") for t in threads]:
             translator = load_translator(folder / f"{name}-{quantization}", compute_type=quantization, threads=count)
             report = SearchReport()
@@ -186,6 +187,27 @@ def stop_rule_workload(
     return result
 
 
+def torch_search(model, tokenizer, sentences: Sequence[str], beams: int, alpha: float) -> tuple[list[str], int]:
+    """PyTorch's search (`translate_ids`, what `translate` runs: longest first, batches of `STOP_RULE_BATCH`) and its
+    decoder steps: the sentences still searched after each step, summed (its exact stop, in sentence-steps)."""
+    encoded = tokenizer(list(sentences))["input_ids"]
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]), reverse=True)
+    texts, steps = [""] * len(encoded), [0]
+
+    def count(_, beams_state) -> None:
+        steps[0] += len(beams_state.index)
+
+    for start in range(0, len(order), STOP_RULE_BATCH):
+        indices = order[start : start + STOP_RULE_BATCH]
+        batch = tokenizer.pad({"input_ids": [encoded[i] for i in indices]}, padding_side="right", return_tensors="pt")
+        with torch.no_grad():
+            output = translate_ids(model.eval(), batch["input_ids"], batch["attention_mask"], num_beams=beams,
+                                   length_penalty=alpha, observer=count)  # fmt: skip
+        for i, text in zip(indices, tokenizer.batch_decode(output, skip_special_tokens=True), strict=True):
+            texts[i] = text
+    return texts, steps[0]
+
+
 def stop_rule_rows(run: dict[str, Any]) -> list[list[str]]:
     """The rows of `stop_rule_table`: per workload, search and weights, each stop rule at its best thread count."""
     rows = []
@@ -207,6 +229,7 @@ def stop_rule_rows(run: dict[str, Any]) -> list[list[str]]:
                     f" ({row['paper_steps']['re_searched']} again)" if search != "greedy" else
                     f"{row['paper_steps']['beam']:,} + {row['paper_steps']['greedy_sample']:,}",
                     f"{row['own_steps']:,}",
+                    f"{figures['torch_steps']:,}",
                     f"{row['paper_equal_torch']:,} / {own_row['own_equal_torch']:,}",
                     " / ".join(f"{bleu:.2f} ({chrf:.1f})" for bleu, chrf in ((row["paper_bleu"], row["paper_chrf"]),
                         (own_row["own_bleu"], own_row["own_chrf"]), (figures["torch_bleu"], figures["torch_chrf"]))),
@@ -216,7 +239,8 @@ def stop_rule_rows(run: dict[str, Any]) -> list[list[str]]:
 
 STOP_RULE_HEADER = [
     "workload (sentences)", "search", "weights", "paper's stop rule: tokens/s", "CTranslate2's own: tokens/s",
-    "paper / own", "paper's steps: beam + greedy sample", "own's steps", "= PyTorch: paper / own",
+    "paper / own", "paper's steps: beam + greedy sample", "own's steps", "PyTorch's steps",
+    "= PyTorch: paper / own",
     "BLEU (chrF): paper / own / PyTorch",
 ]  # fmt: skip
 
@@ -246,7 +270,7 @@ def ct2_stop_rule_table(results: Path) -> str:
     """The paper's stop rule on CTranslate2 against CTranslate2's own (``--trained``), each at its best thread count."""
     if not (results / CT2_STOP_RULE).is_file():
         return f"Not measured yet: `{STOP_RULE_COMMAND} --output docs/results/{CT2_STOP_RULE}`, run alone."
-    return table(STOP_RULE_HEADER, ["l", "l", "l", *"rrrrrrr"], stop_rule_rows(read_json(results, CT2_STOP_RULE)))
+    return table(STOP_RULE_HEADER, ["l", "l", "l", *"rrrrrrrr"], stop_rule_rows(read_json(results, CT2_STOP_RULE)))
 
 
 def ct2_stop_rule_environment(results: Path) -> str:
