@@ -284,10 +284,13 @@ def trace_beam_search(
     max_length_offset: int = MAX_LENGTH_OFFSET,
 ) -> BeamTrace:
     """`translate` of one sentence, step by step: the live and finished hypotheses after every step, for showing
-    how the search proceeds. The same search as `translate`, so `text` is its translation."""
+    how the search proceeds. The same search as `translate`, so `text` is its translation (of an empty or blank line:
+    no step, and "")."""
     search = dict(num_beams=num_beams, length_penalty=length_penalty, max_length_offset=max_length_offset)
     check_search_settings(required=True, **search)
     encoded = encode_sources(tokenizer, [sentence], getattr(model.config, "max_position_embeddings", None))
+    if not with_content(tokenizer, [sentence], encoded):  # an empty line: no search, as in `translate`
+        return BeamTrace([], [model.config.decoder_start_token_id], "")
     steps: list[BeamStep] = []
     finished: list[tuple[list[int], float, float]] = []  # every one so far, across steps
 
