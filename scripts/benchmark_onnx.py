@@ -31,6 +31,17 @@ in PyTorch, onnxruntime fp32 and int8, and CTranslate2 fp32 and int8 (``translat
 run by CTranslate2's, unlike the timed ``ct2_*`` contestants above); BLEU, chrF and exact match against
 ``--quality-reference``, and how many translations equal PyTorch's.
 
+**The paper's stop rule on CTranslate2** (``--trained NAME MODEL SOURCE REFERENCE``, repeatable; instead of the
+sizes): ``translate --ctranslate2``'s search (``search_ctranslate2``) against CTranslate2's own ``translate_batch``,
+the same beam, alpha (the model's) and batches, on trained models' test files, fp32 and int8, each ``--threads``,
+greedy and beam 4 (``bench.serving.stop_rule_workload``): tokens per second, decoder steps, translations equal to
+PyTorch's and BLEU; written to ``docs/results/ct2_stop_rule.json``::
+
+    CT2_USE_MKL=1 python scripts/benchmark_onnx.py --threads 1 2 --rounds 3 \\
+        --trained numbers runs/numbers/model runs/numbers/test.en runs/numbers/test.de \\
+        --trained multi30k runs/multi30k/model DATA/multi30k/test_2016_flickr.en DATA/multi30k/test_2016_flickr.de \\
+        --output docs/results/ct2_stop_rule.json
+
 The results file records each export's and load's seconds (and onnx's and onnxscript's versions beside
 ``bench.Record``'s, and CTranslate2's CPU backend: its default for the machine, or MKL where ``CT2_USE_MKL=1`` is set,
 as docs/serving.md advises where oneDNN's int8 kernels lose BLEU). Run it alone on the machine::
@@ -44,11 +55,9 @@ as docs/serving.md advises where oneDNN's int8 kernels lose BLEU). Run it alone 
 from __future__ import annotations
 
 import argparse
-import cProfile
 import importlib.metadata
 import json
 import os
-import pstats
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -62,9 +71,13 @@ from bench.figures import environment_load, minutes, read_json, table
 from bench.serving import (
     LENGTH_PENALTY,
     MAX_LENGTH_OFFSET,
+    bench_stop_rule,
     ct2_search,
+    ct2_stop_rule_environment,
+    ct2_stop_rule_table,
     ct2_translators,
     hypotheses,
+    inside_onnxruntime,
     load_onnx,
     translate,
     translate_ctranslate2,
@@ -114,6 +127,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="after the timed rounds, decode the batches once more with onnxruntime (fp32, int8) at its best thread "
         "count under cProfile: the share of the time inside onnxruntime's runs, and the throughput were the search "
         "around them free",
+    )
+    parser.add_argument(
+        "--trained",
+        nargs=4,
+        action="append",
+        metavar=("NAME", "MODEL", "SOURCE", "REFERENCE"),
+        help="instead of the sizes: the paper's stop rule on CTranslate2 against CTranslate2's own on this trained "
+        "model's test set (fp32, int8, each --threads, greedy and beam 4; repeatable)",
     )
     args = parser.parse_args(argv)
     if args.quality_model and not (args.quality_source and args.quality_reference):
@@ -212,36 +233,6 @@ def search_row(timings, names: list[str], batches: int, threads: Sequence[int]) 
     return row
 
 
-ORT_RUNS = ("onnxruntime_pybind11_state.run>", "onnxruntime_pybind11_state.run_with_iobinding>")
-"""cProfile's names of onnxruntime's C++ ``run`` and ``run_with_iobinding``: a graph executing, from the call in."""
-
-
-def inside_onnxruntime(decode: Callable[[dict], list[list[int]]], batches: list, ct2_tokens_per_s: float) -> dict:
-    """Decode `batches` once more under cProfile and split the wall time: the seconds inside onnxruntime's runs
-    (`ORT_RUNS`: the graphs executing) and the rest, the search around them (Python and PyTorch; cProfile slows that
-    part, so the share inside is a lower bound). ``runs_only_tokens_per_s``: the throughput were the search free,
-    the most the search could reach on these graphs; ``runs_only_vs_ct2_fp32`` sets it against CTranslate2 fp32's
-    (the timed rounds', at its best thread count)."""
-    profile = cProfile.Profile()
-    started = time.perf_counter()
-    profile.enable()
-    generated = sum(len(ids) for batch in batches for ids in decode(batch))
-    profile.disable()
-    wall = time.perf_counter() - started
-    stats = pstats.Stats(profile).stats  # (file, line, name) -> (calls, primitive calls, own, cumulative, callers)
-    runs = [row for (file, _, name), row in stats.items() if file == "~" and name.endswith(ORT_RUNS)]
-    inside = sum(row[3] for row in runs)
-    return {
-        "seconds": round(wall, 6),
-        "onnxruntime_seconds": round(inside, 6),
-        "share_inside": round(inside / wall, 3),
-        "runs": sum(row[1] for row in runs),
-        "tokens": generated,
-        "runs_only_tokens_per_s": round(generated / inside, 1) if inside else None,
-        "runs_only_vs_ct2_fp32": round(generated / inside / ct2_tokens_per_s, 3) if inside else None,
-    }
-
-
 def bench_size(size: str, texts: list[str], tokenizer, args: argparse.Namespace) -> dict[str, Any]:
     """Tokens per second of every contestant, for each search, on a random model of `size`."""
     torch.manual_seed(args.seed)
@@ -304,6 +295,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     record = Record(__file__, argv)
     torch.set_num_threads(args.threads[0])
+    if args.trained:
+        record.write(bench_stop_rule(args), args.output)
+        return 0
     texts, description = sentences(args)
     tokenizer = train_tokenizer(texts, vocab_size=args.vocab_size)
     report: dict[str, Any] = {
@@ -488,6 +482,8 @@ def threads(run: dict[str, Any]) -> str:
 
 
 FIGURES = {
+    "ct2-stop-rule-table": ct2_stop_rule_table,
+    "ct2-stop-rule-environment": ct2_stop_rule_environment,
     "onnx-serving-table": onnx_serving_table,
     "onnx-serving-quality": onnx_serving_quality,
     "onnx-serving-environment": onnx_serving_environment,

@@ -9,6 +9,7 @@ import pytest
 pytest.importorskip("onnxruntime", reason="the onnx extra (onnxruntime) is not installed")
 pytest.importorskip("ctranslate2", reason="the serve extra (ctranslate2) is not installed")
 import benchmark_onnx
+from bench.serving import CT2_STOP_RULE
 from tiny_model import SPLITS
 
 
@@ -93,3 +94,42 @@ def test_the_ceiling_figure_says_what_the_target_asks(tmp_path, ceiling, says):
     assert f"reach {ceiling:.2f} times" in text and says in text and "1.30 at small" in text
     if ceiling > 1.5:
         assert "takes 20%" in text
+
+
+def test_the_stop_rule_run_compares_the_paper_s_rule_with_ctranslate2_s_own(tmp_path, tiny_model_dir):
+    """``--trained``: on a trained model's test file, the paper's stop rule on CTranslate2 and CTranslate2's own,
+    fp32 and int8, at each thread count, greedy and beam 4: tokens per second, steps, translations equal to
+    PyTorch's (the paper's rule: all, at fp32) and BLEU; the table renders each at its best thread count."""
+    sources, references = zip(*SPLITS.valid[:8], strict=True)
+    (tmp_path / "test.en").write_text("".join(s + "\n" for s in sources))
+    (tmp_path / "test.de").write_text("".join(s + "\n" for s in references))
+    output = tmp_path / "results" / CT2_STOP_RULE
+    arguments = ["--threads", "1", "2", "--rounds", "1", "--output", str(output)]
+    arguments += ["--trained", "tiny", str(tiny_model_dir), str(tmp_path / "test.en"), str(tmp_path / "test.de")]
+    assert benchmark_onnx.main(arguments) == 0
+    run = json.loads(output.read_text())
+    workload = run["workloads"]["tiny"]
+    assert workload["sentences"] == 8 and workload["alpha"] > 0
+    for search in ("greedy", "beam4"):
+        assert set(workload[search]) == {
+            "torch_bleu",
+            "torch_chrf",
+            "torch_steps",
+            "fp32@1",
+            "fp32@2",
+            "int8@1",
+            "int8@2",
+        }
+        for setting in ("fp32@1", "fp32@2"):
+            row = workload[search][setting]
+            assert row["paper_equal_torch"] == 8 and row["paper_tokens_per_s"] > 0 and row["own_tokens_per_s"] > 0
+            assert row["paper_vs_own"] == pytest.approx(row["paper_tokens_per_s"] / row["own_tokens_per_s"], abs=1e-3)
+            assert row["paper_steps"]["beam"] > 0 and row["paper_steps"]["rounds"][0] == 8 and row["own_steps"] > 0
+            assert (
+                row["paper_bleu"] == workload[search]["torch_bleu"]
+                and row["paper_chrf"] == workload[search]["torch_chrf"]
+            )
+    figures = benchmark_onnx.ct2_stop_rule_table(output.parent)
+    assert "tiny (8)" in figures and "beam 4" in figures and "int8" in figures
+    assert run["versions"]["ctranslate2"] in benchmark_onnx.ct2_stop_rule_environment(output.parent)
+    assert benchmark_onnx.ct2_stop_rule_table(tmp_path).startswith("Not measured yet")

@@ -1,12 +1,14 @@
 """Export to CTranslate2: the exported model decodes exactly as our generate(), and int8 keeps the BLEU."""
 
 import collections
+import itertools
 import json
 import os
 import platform
 import subprocess
 import sys
 import textwrap
+import types
 import warnings
 
 import pytest
@@ -24,8 +26,10 @@ from tiny_model import load_script  # noqa: E402
 
 from vanilla_transformer import sinusoidal_table  # noqa: E402
 from vanilla_transformer.export.ctranslate2 import export_ctranslate2, model_spec  # noqa: E402
+from vanilla_transformer.serving import with_ctranslate2  # noqa: E402
 from vanilla_transformer.serving.search import translate, translate_ids  # noqa: E402
 from vanilla_transformer.serving.with_ctranslate2 import (  # noqa: E402
+    SearchReport,
     cpu_backend,
     load_translator,
     search_ctranslate2,
@@ -279,3 +283,164 @@ def test_int8_bleu_with_ctranslate2s_default_backend(exported, tmp_path):
             "CTranslate2's default backend here is oneDNN, whose int8 loses BLEU: the export warns (test above)"
         )
     assert abs(scores["int8"] - scores["fp32"]) <= 0.5, scores
+
+
+def test_unsettled_sentences_are_searched_again_in_batches(make_peaked_model, padded_batch, tmp_path):
+    """Where the proof fails at the first length (the best hypothesis not finished yet, or a live one still able to
+    win at the sentence's limit), the sentence is searched again, longer, with the others that failed in one call
+    per length; the answers stay `translate_ids`'s, and the report counts the searches."""
+    model, vocabulary, translator = peaked_export(make_peaked_model, 3, tmp_path)
+    translator = RecordingTranslator(translator)
+    generator = torch.Generator().manual_seed(3)
+    words = [i for i in range(12) if not vocabulary[i].startswith("<")]
+    sources = [
+        [words[int(i)] for i in torch.randint(len(words), (int(length),), generator=generator)]
+        + [model.config.eos_token_id]
+        for length in torch.randint(1, 7, (40,), generator=generator)
+    ]
+    sources = [list(source) for source in dict.fromkeys(map(tuple, sources))]  # each once: searches keyed by source
+    tokens = [[vocabulary[i] for i in source] for source in sources]
+    limits = [len(source) + 8 for source in sources]
+    expected = translate_ids(model, *padded_batch(sources), num_beams=4, length_penalty=0.6, max_length_offset=8)
+    report = SearchReport()
+    found = search_ctranslate2(
+        translator, tokens, limits, num_beams=4, length_penalty=0.6, end_token="</s>", batch_size=8, report=report
+    )
+    for row, output in zip(expected.tolist(), found, strict=True):
+        assert [vocabulary[i] for i in row[1 : 1 + len(output)]] == output
+    assert report.searched[0] == len(sources) and report.re_searched > 0, report
+    lengths = collections.defaultdict(list)
+    for source, length in translator.searches:
+        lengths[source].append(length)
+    assert sum(len(searched) - 1 for searched in lengths.values()) == report.re_searched  # each again, longer
+    assert all(a < b for searched in lengths.values() for a, b in itertools.pairwise(searched))
+    assert report.beam_steps == sum(length for _, length in translator.searches)
+
+
+class ScriptedTranslator:
+    """A made-up search whose hypotheses are given: each ``(tokens, log P after each token)``. Asked to search to a
+    length m it returns what CTranslate2 returns: every hypothesis that ended (in ``</s>``) within m tokens, and the
+    k best candidates of step m (here every hypothesis at least m long, cut there); greedily, the likeliest at each
+    step."""
+
+    def __init__(self, hypotheses):
+        self.hypotheses = hypotheses
+
+    def translate_batch(self, sources, *, max_decoding_length, beam_size, **options):
+        m = max_decoding_length
+        if beam_size == 1:
+            tokens, _ = max(self.hypotheses, key=lambda hypothesis: hypothesis[1][0])
+            return [types.SimpleNamespace(hypotheses=[tokens[:m]], scores=[0.0]) for _ in sources]
+        kept = [(tokens[:m], log_probs[min(m, len(tokens)) - 1]) for tokens, log_probs in self.hypotheses]
+        kept = [(tokens, score) for tokens, score in kept if tokens[-1] == "</s>" or len(tokens) == m]
+        result = types.SimpleNamespace(hypotheses=[t for t, _ in kept], scores=[score for _, score in kept])
+        return [result for _ in sources]
+
+
+def test_a_weakened_bound_settles_on_the_wrong_hypothesis(monkeypatch):
+    """The proof's bound divides the best live log P by GNMT's penalty at the sentence's limit, since a live
+    hypothesis may finish as late as that. A copy that assumes it finishes at the next step instead settles early,
+    on a short hypothesis that a long one, still live then and losing little more, beats: the answer changes."""
+    short = (["a", "</s>"], [-0.6, -1.0])
+    long = (
+        ["b", "c", "d", "e", "f", "g", "h", "i", "</s>"],
+        [-1.1, -1.2, -1.22, -1.24, -1.25, -1.26, -1.27, -1.28, -1.3],
+    )
+    alpha, limit = 0.6, 10
+    lp = with_ctranslate2.gnmt_length_penalty
+    assert long[1][-1] / lp(9, alpha) > short[1][-1] / lp(2, alpha)  # the long hypothesis wins
+    search = dict(num_beams=2, length_penalty=alpha, end_token="</s>")
+    assert search_ctranslate2(ScriptedTranslator([short, long]), [["x"]], [limit], **search) == [long[0]]
+    exact = with_ctranslate2.settle
+
+    def weakened(result, length, limit, alpha, end_token):  # as if every live hypothesis ended at the next step
+        return exact(result, length, min(limit, length + 1) if length < limit else limit, alpha, end_token)
+
+    monkeypatch.setattr(with_ctranslate2, "settle", weakened)
+    assert search_ctranslate2(ScriptedTranslator([short, long]), [["x"]], [limit], **search) == [short[0]]
+
+
+def refusal(capsys, *arguments) -> str:
+    """The one line `vanilla-transformer translate ARGUMENTS` prints as it exits with 1."""
+    from vanilla_transformer.cli import main
+
+    capsys.readouterr()
+    assert main(["translate", *map(str, arguments)]) == 1
+    error = capsys.readouterr().err
+    assert len(error.strip().splitlines()) == 1, error
+    return error
+
+
+def test_the_ctranslate2_path_refuses_what_it_cannot_search(exported, tmp_path, capsys):
+    """More beams than the vocabulary has tokens, and a sentence longer than the model's positions, refused as the
+    PyTorch path refuses it, with its message; before anything is translated."""
+    model, tokenizer, root = exported
+    source = tmp_path / "source.txt"
+    source.write_text("a b c\n", encoding="utf-8")
+    engine = ["--model", root / "model", "--ctranslate2", root / "fp32", "--input", source]
+    assert "--num-beams" in refusal(capsys, *engine, "--num-beams", 1_000_000_000)
+    with pytest.raises(ValueError, match="--num-beams"):
+        translate_ctranslate2(root / "fp32", tokenizer, ["a b c"], beam_size=len(tokenizer) + 1)
+    positions = model.config.max_position_embeddings
+    long = " ".join(["a"] * positions)
+    with pytest.raises(ValueError) as pytorch:
+        translate(model, tokenizer, ["a b", long])
+    with pytest.raises(ValueError) as ct2:
+        translate_ctranslate2(root / "fp32", tokenizer, ["a b", long], max_decoding_length=positions)
+    assert str(ct2.value) == str(pytorch.value) and "sentence 2 has" in str(pytorch.value)
+    source.write_text(f"a b\n{long}\n", encoding="utf-8")
+    assert str(pytorch.value) in refusal(capsys, *engine)
+
+
+def test_an_empty_line_is_translated_as_nothing_on_both_engines(tiny_model_dir, tmp_path):
+    """An empty or blank line has no translation, on PyTorch as on CTranslate2; the lines around it are translated
+    as on their own (the barely trained numbers model makes a word of a lone </s>)."""
+    from tiny_model import SPLITS
+
+    from vanilla_transformer.model_dir import load_model_dir
+
+    model, tokenizer = load_model_dir(tiny_model_dir, "cpu")
+    export_ctranslate2(str(tiny_model_dir), tmp_path / "fp32")
+    lines = [SPLITS.valid[0][0], "", "  ", SPLITS.valid[1][0]]
+    expected = ["", ""]
+    expected[1:1] = translate(model, tokenizer, [lines[0]]) + translate(model, tokenizer, [lines[3]])
+    expected = [expected[1], "", "", expected[2]]
+    assert translate(model, tokenizer, lines) == expected
+    assert translate_ctranslate2(tmp_path / "fp32", tokenizer, lines, threads=1) == expected
+    assert translate_ctranslate2(tmp_path / "fp32", tokenizer, lines, beam_size=1, threads=1) == [
+        *translate(model, tokenizer, lines, num_beams=1)
+    ]
+
+
+def test_a_tokenizer_that_is_not_the_exports_is_refused(exported, tiny_model_dir, tmp_path, capsys):
+    """CTranslate2 reads token strings: another model's tokenizer would be translated as other words. The export's
+    vocabulary is the model's tokenizer's, and the tokenizer given is checked against it when the folder loads."""
+    _, tokenizer, root = exported
+    from transformers import AutoTokenizer
+
+    other = AutoTokenizer.from_pretrained(tiny_model_dir)
+    assert other.get_vocab() != tokenizer.get_vocab()  # another tokenizer (the first tokens, bytes, are alike)
+    with pytest.raises(ValueError, match="not the one of the CTranslate2 export"):
+        translate_ctranslate2(root / "fp32", other, ["a b c"])
+    source = tmp_path / "source.txt"
+    source.write_text("a b c\n", encoding="utf-8")
+    error = refusal(capsys, "--model", tiny_model_dir, "--ctranslate2", root / "fp32", "--input", source)
+    assert "not the one of the CTranslate2 export" in error
+    assert translate_ctranslate2(root / "fp32", tokenizer, ["a b c"], threads=1)  # its own tokenizer passes
+
+
+def test_more_threads_than_the_machine_has_are_refused_not_a_crash(exported, tmp_path):
+    """CTranslate2 starts every thread it is asked for: a million crashed the process (signal 11). The library
+    refuses more threads than CPUs; the command exits 1 with one line (in a child process: a crash would end it)."""
+    _, tokenizer, root = exported
+    with pytest.raises(ValueError, match="threads=1000000"):
+        load_translator(root / "fp32", threads=1_000_000)
+    with pytest.raises(ValueError, match="threads=-1"):
+        load_translator(root / "fp32", threads=-1)
+    source = tmp_path / "source.txt"
+    source.write_text("a b c\n", encoding="utf-8")
+    command = [sys.executable, "-m", "vanilla_transformer", "translate", "--model", str(root / "model")]
+    command += ["--ctranslate2", str(root / "fp32"), "--input", str(source), "--num-threads", "1000000"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr[-2000:]
+    assert "threads" in result.stderr

@@ -355,7 +355,9 @@ def test_trace_beam_search_is_translate_step_by_step(make_peaked_model, tokenize
     log-probabilities are those of teacher forcing, and its scores log P / ((5 + |Y|) / 6) ** alpha."""
     model = make_peaked_model(vocab_size=len(tokenizer), seed=2, head_std=0.3, eos_std=1.0)
     search = dict(num_beams=3, length_penalty=0.6, max_length_offset=4)
-    for sentence in ["one two", "three four five six seven eight", "nine", ""]:
+    empty = trace_beam_search(model, tokenizer, "", **search)  # an empty line is not searched, in either
+    assert empty.steps == [] and empty.text == "" == translate(model, tokenizer, [""], **search)[0]
+    for sentence in ["one two", "three four five six seven eight", "nine"]:
         trace = trace_beam_search(model, tokenizer, sentence, **search)
         assert trace.text == translate(model, tokenizer, [sentence], **search)[0]
         source = tokenizer(sentence)["input_ids"]

@@ -281,21 +281,25 @@ def translate_stream(
         raise ValueError(f"batch_size must be at least 1, got batch_size={batch_size}")
     if window is not None and window < 1:
         raise ValueError(f"window must be at least 1, got window={window}")
-    encoded = _encode(tokenizer, sentences, getattr(model.config, "max_position_embeddings", None))
+    encoded = encode_sources(tokenizer, sentences, getattr(model.config, "max_position_embeddings", None))
+    searched = set(with_content(tokenizer, sentences, encoded))
     return _translate_windows(
-        model, tokenizer, encoded, search, batch_size, window or max(len(encoded), 1), show_progress
+        model, tokenizer, encoded, searched, search, batch_size, window or max(len(encoded), 1), show_progress
     )
 
 
-def _translate_windows(model, tokenizer, encoded, search, batch_size: int, window: int, show_progress: bool):
-    """The generator of `translate_stream`, once its arguments are checked."""
+def _translate_windows(
+    model, tokenizer, encoded, searched: set[int], search, batch_size: int, window: int, show_progress: bool
+):
+    """The generator of `translate_stream`, once its arguments are checked. A sentence of no tokens (an empty line,
+    not in `searched`) is translated as "", unsearched (`with_content`)."""
     windows = [range(first, min(first + window, len(encoded))) for first in range(0, len(encoded), window)]
-    batches = sum(-(-len(span) // batch_size) for span in windows)
+    batches = sum(-(-sum(1 for i in span if i in searched) // batch_size) for span in windows)
     with _eval_mode(model), tqdm(total=batches, desc="translating", disable=not (show_progress and batches)) as bar:
         for span in windows:
             # Longest first: similar lengths share a batch (little padding), and memory problems show at once.
-            order = sorted(span, key=lambda i: len(encoded[i]), reverse=True)
-            translations = {}
+            order = sorted((i for i in span if i in searched), key=lambda i: len(encoded[i]), reverse=True)
+            translations = dict.fromkeys(span, "")
             for start in range(0, len(order), batch_size):
                 indices = order[start : start + batch_size]
                 batch = _right_padded(tokenizer, [encoded[i] for i in indices], model.device)
@@ -337,10 +341,13 @@ def trace_beam_search(
     max_length_offset: int = MAX_LENGTH_OFFSET,
 ) -> BeamTrace:
     """`translate` of one sentence, step by step: the live and finished hypotheses after every step, for showing
-    how the search proceeds. The same search as `translate`, so `text` is its translation."""
+    how the search proceeds. The same search as `translate`, so `text` is its translation (of an empty or blank line:
+    no step, and "")."""
     search = dict(num_beams=num_beams, length_penalty=length_penalty, max_length_offset=max_length_offset)
     check_search_settings(required=True, **search)
-    encoded = _encode(tokenizer, [sentence], getattr(model.config, "max_position_embeddings", None))
+    encoded = encode_sources(tokenizer, [sentence], getattr(model.config, "max_position_embeddings", None))
+    if not with_content(tokenizer, [sentence], encoded):  # an empty line: no search, as in `translate`
+        return BeamTrace([], [model.config.decoder_start_token_id], "")
     steps: list[BeamStep] = []
     finished: list[tuple[list[int], float, float]] = []  # every one so far, across steps
 
@@ -392,10 +399,11 @@ ENCODE_CHUNK_CHARS = 1 << 16
 some hundred bytes per token, so that a whole input of long lines, encoded at once, would not fit in memory."""
 
 
-def _encode(tokenizer: PreTrainedTokenizerBase, sentences: Sequence[str], limit: int | None) -> list[list[int]]:
+def encode_sources(tokenizer: PreTrainedTokenizerBase, sentences: Sequence[str], limit: int | None) -> list[list[int]]:
     """The token ids of `sentences`, encoded `ENCODE_CHUNK_CHARS` at a time, each checked against the model's
     positions `limit` as it comes (`_check_source_lengths`): a sentence too long is named before the next is
-    encoded, and the tokenizer never holds more than a chunk."""
+    encoded, and the tokenizer never holds more than a chunk. Every engine's path encodes with it (`translate`,
+    ``with_ctranslate2.translate_ctranslate2``), so that they refuse the same sentences."""
     encoded: list[list[int]] = []
     start = 0
     while start < len(sentences):
@@ -407,6 +415,21 @@ def _encode(tokenizer: PreTrainedTokenizerBase, sentences: Sequence[str], limit:
         encoded.extend(ids)
         start = end
     return encoded
+
+
+def with_content(
+    tokenizer: PreTrainedTokenizerBase, sentences: Sequence[str], encoded: Sequence[Sequence[int]]
+) -> list[int]:
+    """The indices of the `sentences` that hold something to translate: not blank, and encoded (`encoded`) with a
+    token besides the special ones (the ``</s>`` every source ends with). An empty or blank line's translation is ""
+    on every engine, unsearched: the model never saw an empty source in training, and what it makes of a lone
+    ``</s>`` (or of a space) translates nothing."""
+    special = set(tokenizer.all_special_ids)
+    return [
+        i
+        for i, (sentence, ids) in enumerate(zip(sentences, encoded, strict=True))
+        if sentence.strip() and any(token not in special for token in ids)
+    ]
 
 
 def _check_source_lengths(encoded: Sequence[Sequence[int]], limit: int | None, first: int = 1) -> None:
@@ -429,6 +452,8 @@ __all__ = [
     "check_generation_settings",
     "check_search_memory",
     "check_search_settings",
+    "encode_sources",
+    "with_content",
     "paper_generation_config",
     "trace_beam_search",
     "translate",
