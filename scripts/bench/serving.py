@@ -31,7 +31,7 @@ from vanilla_transformer.serving.with_ctranslate2 import (
 from vanilla_transformer.serving.with_onnxruntime import load_onnx
 from vanilla_transformer.tokenization import EOS_ID, PAD_ID
 
-from .figures import environment_load, minutes, read_json, table
+from .figures import environment_load, minutes, processor, read_json, table
 from .timing import interleave
 
 
@@ -278,7 +278,7 @@ def ct2_stop_rule_environment(results: Path) -> str:
     if not (results / CT2_STOP_RULE).is_file():
         return "not measured yet"
     run = read_json(results, CT2_STOP_RULE)
-    return (f"{run['processor']}, threads {', '.join(map(str, run['threads']))} (Nt: the best, at N), {run['rounds']} interleaved rounds of the whole file; load average "
+    return (f"{processor(run)}, threads {', '.join(map(str, run['threads']))} (Nt: the best, at N), {run['rounds']} interleaved rounds of the whole file; load average "
             f"{environment_load(run)}, {minutes(run['wall_seconds'])}; ctranslate2 {run['versions']['ctranslate2']} "
             f"(CT2_USE_MKL={run['ct2_use_mkl'] or 'unset'}, CTranslate2's {run['ct2_cpu_backend']} backend)")  # fmt: skip
 
