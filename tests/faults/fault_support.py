@@ -19,6 +19,16 @@ def digest(folder: Path) -> dict[str, str]:
     }
 
 
+def one_line(result, *expected) -> str:
+    """The refusal of a command run in this process, ``(status, stdout, stderr)``: exit 1 and one line on stderr,
+    holding each of `expected`; that line."""
+    status, _, err = result
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert status == 1 and len(lines) == 1, err
+    assert all(text in lines[0] for text in expected), err
+    return lines[0]
+
+
 def run_cli_process(*argv, stdin: bytes = b"", env: dict | None = None, timeout: float = 300, preexec_fn=None):
     """``python -m vanilla_transformer <argv>`` in a real process (as this checkout is on the path); `preexec_fn` runs
     in the child before it starts (a resource limit, say)."""

@@ -5,6 +5,7 @@ so that none can end a string or a docstring and add a statement, nor add a key 
 import ast
 
 import pytest
+from fault_support import one_line
 from huggingface_hub import metadata_load
 
 HOSTILE_IDS = [
@@ -13,13 +14,6 @@ HOSTILE_IDS = [
     'org/x"""\nimport os\nos.system("echo planted")\n"""',
     "org/name\nsdk: docker\napp_port: 8080",
 ]
-
-
-def _one_line(result, *expected):
-    status, _, err = result
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert status == 1 and len(lines) == 1, err
-    assert all(text in lines[0] for text in expected), err
 
 
 @pytest.mark.parametrize("option", ["repo_id", "--space", "--base-model"])
@@ -33,7 +27,7 @@ def test_push_refuses_an_id_the_hub_would_not_take_before_writing(tiny_model_dir
         argv[-1] = hostile
     else:
         argv = ["push", tiny_model_dir, "org/numbers", "--dry-run", target, "--base-model", hostile]
-    _one_line(run_cli(*argv), f"{option}={hostile!r}" if option != "repo_id" else f"repo_id={hostile!r}")
+    one_line(run_cli(*argv), f"{option}={hostile!r}" if option != "repo_id" else f"repo_id={hostile!r}")
     assert sorted(path.name for path in tmp_path.iterdir()) == []
 
 

@@ -8,7 +8,7 @@ import json
 import shutil
 
 import pytest
-from fault_support import digest
+from fault_support import digest, one_line
 
 pytest.importorskip("onnxruntime", reason="the onnx extra (onnxruntime) is not installed")
 pytest.importorskip("onnxscript", reason="the onnx extra (onnxscript) is not installed")
@@ -30,14 +30,6 @@ def onnx_copy(exported, tmp_path):
     return shutil.copytree(exported, tmp_path / "onnx")
 
 
-def _one_line(result, *expected):
-    status, _, err = result
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert status == 1 and len(lines) == 1, err
-    assert all(text in lines[0] for text in expected), err
-    return lines[0]
-
-
 def _translate(run_cli, folder, tmp_path):
     source = tmp_path / "in.txt"
     source.write_text("zwei drei\n")
@@ -48,7 +40,7 @@ def test_a_graph_linked_out_of_the_folder_is_not_read(run_cli, onnx_copy, tmp_pa
     outside = tmp_path / "elsewhere.onnx"
     shutil.move(onnx_copy / ENCODER_FILE, outside)
     (onnx_copy / ENCODER_FILE).symlink_to(outside)
-    _one_line(_translate(run_cli, onnx_copy, tmp_path), "symbolic link", "outside the ONNX folder")
+    one_line(_translate(run_cli, onnx_copy, tmp_path), "symbolic link", "outside the ONNX folder")
 
 
 def test_weights_kept_outside_the_folder_are_not_read(run_cli, onnx_copy, tmp_path):
@@ -64,12 +56,12 @@ def test_weights_kept_outside_the_folder_are_not_read(run_cli, onnx_copy, tmp_pa
         entry = tensor.external_data.add()
         entry.key, entry.value = key, value
     path.write_bytes(model.SerializeToString())
-    _one_line(_translate(run_cli, onnx_copy, tmp_path), str(path), "outside the ONNX folder")
+    one_line(_translate(run_cli, onnx_copy, tmp_path), str(path), "outside the ONNX folder")
 
 
 def test_a_file_that_is_not_onnx_is_named(run_cli, onnx_copy, tmp_path):
     (onnx_copy / DECODER_FILE).write_bytes(b"this is not a graph\n" * 10)
-    _one_line(_translate(run_cli, onnx_copy, tmp_path), str(onnx_copy / DECODER_FILE), "export-onnx")
+    one_line(_translate(run_cli, onnx_copy, tmp_path), str(onnx_copy / DECODER_FILE), "export-onnx")
 
 
 @pytest.mark.parametrize(
@@ -87,7 +79,7 @@ def test_a_file_that_is_not_onnx_is_named(run_cli, onnx_copy, tmp_path):
 def test_a_config_that_disagrees_with_the_graphs_is_named(run_cli, onnx_copy, tmp_path, change, named):
     path = onnx_copy / "config.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), **change}))
-    _one_line(_translate(run_cli, onnx_copy, tmp_path), named)
+    one_line(_translate(run_cli, onnx_copy, tmp_path), named)
 
 
 @pytest.mark.parametrize(
@@ -105,7 +97,7 @@ def test_a_config_that_disagrees_with_the_graphs_is_named(run_cli, onnx_copy, tm
 def test_an_onnx_folder_given_for_a_model_directory_is_named(run_cli, exported, tmp_path, argv):
     pytest.importorskip("ctranslate2") if argv[0] == "export-ctranslate2" else None
     values = {"onnx": str(exported), "out": str(tmp_path / "out")}
-    _one_line(run_cli(*(arg.format(**values) for arg in argv)), "is an ONNX export, not a model directory")
+    one_line(run_cli(*(arg.format(**values) for arg in argv)), "is an ONNX export, not a model directory")
     assert not (tmp_path / "out").exists()
 
 
@@ -114,14 +106,14 @@ def test_force_never_replaces_a_users_folder_holding_graphs(run_cli, tiny_model_
     (onnx_copy / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     (onnx_copy / "README.md").write_text("my model\n")
     before = digest(onnx_copy)
-    _one_line(run_cli("export-onnx", tiny_model_dir, onnx_copy, "--force"), "not replaced")
+    one_line(run_cli("export-onnx", tiny_model_dir, onnx_copy, "--force"), "not replaced")
     assert digest(onnx_copy) == before
 
 
 def test_force_never_replaces_the_folder_holding_the_model(run_cli, tiny_model_dir, onnx_copy):
     shutil.copytree(tiny_model_dir, onnx_copy / "model")
     before = digest(onnx_copy)
-    _one_line(run_cli("export-onnx", onnx_copy / "model", onnx_copy, "--force"), "the model being exported")
+    one_line(run_cli("export-onnx", onnx_copy / "model", onnx_copy, "--force"), "the model being exported")
     assert digest(onnx_copy) == before
 
 
@@ -138,7 +130,7 @@ def test_a_web_export_missing_onnxruntime_web_stops_before_the_model_is_read(
 
     monkeypatch.setattr("vanilla_transformer.export.onnx.load_model_dir", never)
     argv = ["export-onnx", tiny_model_dir, tmp_path / "site", "--web", "--transformers-js", package]
-    _one_line(run_cli(*argv), "onnxruntime-web")
+    one_line(run_cli(*argv), "onnxruntime-web")
     assert not (tmp_path / "site").exists()
 
 
@@ -150,7 +142,7 @@ def test_an_onnx_config_asking_for_remote_code_is_one_line_and_runs_nothing(run_
     path = onnx_copy / "config.json"
     config = {**json.loads(path.read_text()), "model_type": "planted", "auto_map": {"AutoConfig": "planted.Config"}}
     path.write_text(json.dumps(config))
-    line = _one_line(_translate(run_cli, onnx_copy, tmp_path), str(path), "planted.py", "never runs code")
+    line = one_line(_translate(run_cli, onnx_copy, tmp_path), str(path), "planted.py", "never runs code")
     assert "trust_remote_code" not in line and not ran.exists()
 
 
@@ -168,7 +160,7 @@ def test_export_onnx_refuses_a_tokenizer_larger_than_the_vocabulary(run_cli, mod
     export, before writing anything."""
     size = _grow_tokenizer(model_copy, 20)
     vocab = json.loads((model_copy / "config.json").read_text())["vocab_size"]
-    _one_line(run_cli("export-onnx", model_copy, tmp_path / "out"), f"len(tokenizer)={size}", f"vocab_size={vocab}")
+    one_line(run_cli("export-onnx", model_copy, tmp_path / "out"), f"len(tokenizer)={size}", f"vocab_size={vocab}")
     assert not (tmp_path / "out").exists()
 
 
@@ -179,4 +171,4 @@ def test_an_onnx_folder_whose_tokenizer_outgrows_the_vocabulary_is_refused_befor
 
     size = _grow_tokenizer(onnx_copy, 20)
     monkeypatch.setattr(with_onnxruntime, "_session", lambda *args, **kwargs: pytest.fail("a graph was opened"))
-    _one_line(_translate(run_cli, onnx_copy, tmp_path), f"len(tokenizer)={size}", "exceeds config.vocab_size")
+    one_line(_translate(run_cli, onnx_copy, tmp_path), f"len(tokenizer)={size}", "exceeds config.vocab_size")

@@ -5,17 +5,9 @@ command, named."""
 import shutil
 
 import pytest
-from fault_support import digest
+from fault_support import digest, one_line
 
 from vanilla_transformer.written import MANIFEST, first_foreign, record_written
-
-
-def _one_line(result, *expected):
-    status, _, err = result
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert status == 1 and len(lines) == 1, err
-    assert all(text in lines[0] for text in expected), err
-    return lines[0]
 
 
 def test_a_folder_holds_only_what_was_written_while_nothing_is_added_changed_or_linked(tmp_path):
@@ -52,14 +44,14 @@ def test_export_ctranslate2_force_keeps_a_users_folder_that_holds_a_model_bin(ti
     (mine / "notes.md").write_text("notes\n")
     (mine / "data" / "corpus.txt").write_text("text\n")
     before = digest(mine)
-    _one_line(run_cli("export-ctranslate2", tiny_model_dir, mine, "--force"), f"output_dir={mine}", "data,")
+    one_line(run_cli("export-ctranslate2", tiny_model_dir, mine, "--force"), f"output_dir={mine}", "data,")
     assert digest(mine) == before
     ours = tmp_path / "ct2"
     assert run_cli("export-ctranslate2", tiny_model_dir, ours)[0] == 0
     assert run_cli("export-ctranslate2", tiny_model_dir, ours, "--force")[0] == 0  # its own export: replaced
     (ours / "notes.md").write_text("added by the user\n")
     before = digest(ours)
-    _one_line(run_cli("export-ctranslate2", tiny_model_dir, ours, "--force"), "notes.md, which export-ctranslate2")
+    one_line(run_cli("export-ctranslate2", tiny_model_dir, ours, "--force"), "notes.md, which export-ctranslate2")
     assert digest(ours) == before
 
 
@@ -86,7 +78,7 @@ def test_export_onnx_force_keeps_what_the_user_added_or_changed(
         config.write_text(config.read_text().replace("{", '{"edited": true, ', 1))
         named = "tokenizer_config.json, changed since export-onnx wrote it"
     before = digest(folder)
-    _one_line(run_cli("export-onnx", tiny_model_dir, folder, "--force"), named, "not replaced")
+    one_line(run_cli("export-onnx", tiny_model_dir, folder, "--force"), named, "not replaced")
     assert digest(folder) == before
 
 
@@ -95,7 +87,7 @@ def test_attention_never_writes_into_a_users_folder(tiny_model_dir, tmp_path, ru
     mine.mkdir()
     (mine / "cross_layer1.png").write_bytes(b"the user's figure")
     before = digest(mine)
-    _one_line(run_cli("attention", tiny_model_dir, "zwei drei", "--output-dir", mine), "cross_layer1.png")
+    one_line(run_cli("attention", tiny_model_dir, "zwei drei", "--output-dir", mine), "cross_layer1.png")
     assert digest(mine) == before
     ours = tmp_path / "maps"
     argv = ["attention", tiny_model_dir, "zwei drei", "--output-dir", ours, "--layers", "1", "--kinds", "cross"]
@@ -103,7 +95,7 @@ def test_attention_never_writes_into_a_users_folder(tiny_model_dir, tmp_path, ru
     assert sorted(path.name for path in ours.iterdir()) == sorted([MANIFEST, "cross_layer1.png"])
     assert run_cli(*argv)[0] == 0  # its own maps: written again
     (ours / "notes.txt").write_text("mine\n")
-    _one_line(run_cli(*argv), "notes.txt, which attention did not write")
+    one_line(run_cli(*argv), "notes.txt, which attention did not write")
     assert (ours / "notes.txt").read_text() == "mine\n"
 
 
@@ -123,8 +115,8 @@ def test_translate_never_writes_over_its_input(tiny_model_dir, tmp_path, monkeyp
     source = tmp_path / "in.txt"
     source.write_text("zwei drei\n")
     output = _same_file_spellings(tmp_path, monkeypatch, source)[spelling]
-    _one_line(run_cli("translate", "--model", tiny_model_dir, "--input", source, "--output", output), "--input=")
-    _one_line(run_cli("translate", "--model", tiny_model_dir, source, "--output", output), "FILE=")
+    one_line(run_cli("translate", "--model", tiny_model_dir, "--input", source, "--output", output), "--input=")
+    one_line(run_cli("translate", "--model", tiny_model_dir, source, "--output", output), "FILE=")
     assert source.read_text() == "zwei drei\n"
 
 
@@ -135,9 +127,9 @@ def test_evaluate_never_writes_over_its_inputs(tiny_model_dir, tmp_path, monkeyp
     reference.write_text("two three\n")
     output = _same_file_spellings(tmp_path, monkeypatch, reference)[spelling]
     argv = ["evaluate", "--model", tiny_model_dir, "--source", source, "--reference", reference]
-    _one_line(run_cli(*argv, "--output", output), "--output=", "--reference=")
-    _one_line(run_cli(*argv, "--results", output), "--results=", "--reference=")
-    _one_line(run_cli(*argv, "--output", tmp_path / "out.txt", "--results", tmp_path / "out.txt"), "--output=")
+    one_line(run_cli(*argv, "--output", output), "--output=", "--reference=")
+    one_line(run_cli(*argv, "--results", output), "--results=", "--reference=")
+    one_line(run_cli(*argv, "--output", tmp_path / "out.txt", "--results", tmp_path / "out.txt"), "--output=")
     assert reference.read_text() == "two three\n" and not (tmp_path / "out.txt").exists()
 
 
@@ -190,5 +182,5 @@ def test_a_partial_file_of_an_earlier_run_is_not_replaced(tiny_model_dir, tmp_pa
     source, output = tmp_path / "in.txt", tmp_path / "out.txt"
     source.write_text("zwei drei\n")
     (tmp_path / "out.txt.partial").write_text("kept\n")
-    _one_line(run_cli("translate", "--model", tiny_model_dir, source, "--output", output), "out.txt.partial exists")
+    one_line(run_cli("translate", "--model", tiny_model_dir, source, "--output", output), "out.txt.partial exists")
     assert (tmp_path / "out.txt.partial").read_text() == "kept\n" and not output.exists()
