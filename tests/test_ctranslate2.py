@@ -32,7 +32,9 @@ from vanilla_transformer.serving.with_ctranslate2 import (  # noqa: E402
     SearchReport,
     cpu_backend,
     load_translator,
+    proof_lengths,
     search_ctranslate2,
+    search_rounds,
     translate_ctranslate2,
 )
 
@@ -444,3 +446,35 @@ def test_more_threads_than_the_machine_has_are_refused_not_a_crash(exported, tmp
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr[-2000:]
     assert "threads" in result.stderr
+
+
+def test_proof_lengths_are_the_shortest_at_which_the_answer_is_proven(make_peaked_model, padded_batch, tmp_path):
+    """`proof_lengths` (the benchmark's oracle: each sentence's length known in advance): one search of each sentence
+    to its length settles every one on `translate_ids`'s answer, in one round; one step shorter, `settle` proves
+    nothing; and `search_ctranslate2`, which predicts the lengths, takes at least as many steps."""
+    model, vocabulary, translator = peaked_export(make_peaked_model, 3, tmp_path)
+    generator = torch.Generator().manual_seed(4)
+    words = [i for i in range(12) if not vocabulary[i].startswith("<")]
+    sources = [
+        [words[int(i)] for i in torch.randint(len(words), (int(length),), generator=generator)]
+        + [model.config.eos_token_id]
+        for length in torch.randint(1, 7, (30,), generator=generator)
+    ]
+    tokens = [[vocabulary[i] for i in source] for source in sources]
+    limits = [len(source) + 8 for source in sources]
+    search = dict(num_beams=4, length_penalty=0.6, end_token="</s>")
+    expected = translate_ids(model, *padded_batch(sources), num_beams=4, length_penalty=0.6, max_length_offset=8)
+    lengths = proof_lengths(translator, tokens, limits, **search, batch_size=8)
+    report, outputs = SearchReport(), [None] * len(tokens)
+    search_rounds(translator, tokens, limits, dict(enumerate(lengths)), outputs, report, **search, batch_size=8)
+    assert report.searched == [len(tokens)]  # no sentence searched again
+    for row, output in zip(expected.tolist(), outputs, strict=True):
+        assert [vocabulary[i] for i in row[1 : 1 + len(output)]] == output
+    for source, length, limit in zip(tokens, lengths, limits, strict=True):
+        if length > 1:
+            shorter = translator.translate_batch([source], **with_ctranslate2.exhaustive_search(4, length - 1, "</s>"))
+            assert with_ctranslate2.settle(shorter[0], length - 1, limit, 0.6, "</s>")[0] is None
+    predicted = SearchReport()
+    search_ctranslate2(translator, tokens, limits, **search, batch_size=8, report=predicted)
+    assert predicted.beam_steps >= sum(lengths) > 0
+    assert len(set(lengths)) > 1  # sentences proven at different lengths

@@ -310,7 +310,7 @@ def search_rounds(
         for length, members in sorted(groups.items()):
             results = translator.translate_batch(
                 [list(sources[i]) for i in members],
-                **_exhaustive_search(num_beams, length, end_token),
+                **exhaustive_search(num_beams, length, end_token),
                 max_batch_size=batch_size,
             )
             report.beam_steps += length * len(members)
@@ -321,6 +321,43 @@ def search_rounds(
                 else:
                     settled[i] = length
     return settled
+
+
+def proof_lengths(
+    translator,
+    sources,
+    max_lengths: Sequence[int],
+    *,
+    num_beams: int,
+    length_penalty: float,
+    end_token: str,
+    batch_size: int = 32,
+) -> list[int]:
+    """For each source, the shortest length m at which `settle` proves its answer from a search to m, found by
+    bisection (every answer is proven at its limit; each probe is one call per length, batched): the steps that
+    `search_ctranslate2` would take if it knew every sentence's length in advance, the least any search that
+    predicts lengths and cannot resume can take (past it the proof holds at every length: the best live log P only
+    falls, the best finished score only rises). A profile of the search (``scripts/benchmark_onnx.py --trained``),
+    not a way to translate: finding them takes several searches."""
+    limits = [int(limit) for limit in max_lengths]
+    unproven, proven = [0] * len(sources), list(limits)
+    while probes := {i: (unproven[i] + proven[i]) // 2 for i in range(len(sources)) if proven[i] - unproven[i] > 1}:
+        groups: dict[int, list[int]] = {}
+        for i, length in probes.items():
+            groups.setdefault(length, []).append(i)
+        for length, members in groups.items():
+            results = translator.translate_batch(
+                [list(sources[i]) for i in members],
+                **exhaustive_search(num_beams, length, end_token),
+                max_batch_size=batch_size,
+            )
+            for i, result in zip(members, results, strict=True):
+                answer, _ = settle(result, length, limits[i], length_penalty, end_token)
+                if answer is None:
+                    unproven[i] = length
+                else:
+                    proven[i] = length
+    return proven
 
 
 def sample_lengths(
@@ -358,7 +395,7 @@ def predict_length(sources, i: int, settled: dict[int, int], limit: int) -> int:
     return min(limit, max(1, guess))
 
 
-def _exhaustive_search(num_beams: int, length: int, end_token: str) -> dict:
+def exhaustive_search(num_beams: int, length: int, end_token: str) -> dict:
     """`translate_batch` options for the search of `search_ctranslate2` up to `length` tokens: plain log P
     (``length_penalty=0``), ``</s>`` allowed from the first step, and every hypothesis it finishes returned, which
     also keeps it from stopping early (it stops once the best candidate has ended and ``num_hypotheses`` have
@@ -422,7 +459,9 @@ __all__ = [
     "check_num_beams",
     "check_threads",
     "check_tokenizer",
+    "exhaustive_search",
     "predict_length",
+    "proof_lengths",
     "sample_lengths",
     "search_rounds",
     "search_ctranslate2",
