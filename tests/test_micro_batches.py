@@ -89,3 +89,41 @@ def test_one_micro_batch_takes_the_same_step_as_four(make_tiny_model, cpu_accele
     assert steps[1][1].keys() == steps[4][1].keys() and len(steps[1][1]) > 10
     for name, gradient in steps[4][1].items():
         torch.testing.assert_close(steps[1][1][name], gradient, atol=1e-6, rtol=1e-5, msg=name)
+
+
+def test_a_resumed_run_cuts_its_batches_as_the_run_did_whatever_memory_is_free_now(tmp_path, monkeypatch):
+    """With ``--fill-gpu-memory`` the plan follows the device's free memory (`tokens_in_memory`, mocked here: 800
+    tokens when the run starts, unknown when it resumes). The checkpoint's position counts batches of the run's
+    plan, so the resumed run must keep it: killed at step 6 and resumed from step 3, it ends with the weights of the
+    uninterrupted run, where a run cut by the other plan ends elsewhere."""
+    from training_helpers import same_weights, tiny_run
+
+    from vanilla_transformer.training import checkpoints, train
+    from vanilla_transformer.training import trainer as trainer_module
+    from vanilla_transformer.training.checkpoints import load_checkpoint_weights
+
+    options = ("--tokens-per-step", "1600", "--fill-gpu-memory")
+    memory = {"tokens": 800}
+    monkeypatch.setattr(trainer_module, "tokens_in_memory", lambda *_: memory["tokens"])
+    train(tiny_run(tmp_path / "whole", *options))  # 2 x 800 tokens a step throughout
+
+    save_file = checkpoints.save_file
+
+    def killed_at_step_6(tensors, filename, **kwargs):
+        if "00000006" in filename:
+            raise KeyboardInterrupt
+        return save_file(tensors, filename, **kwargs)
+
+    with monkeypatch.context() as killing:
+        killing.setattr(checkpoints, "save_file", killed_at_step_6)
+        with pytest.raises(KeyboardInterrupt):
+            train(tiny_run(tmp_path / "resumed", *options))
+    memory["tokens"] = None  # resumed where the free memory is not known: this device alone would take 4 x 400
+    train(tiny_run(tmp_path / "resumed", *options, "--resume"))
+    final = [
+        load_checkpoint_weights(tmp_path / run / "checkpoints" / "checkpoint-00000008") for run in ("whole", "resumed")
+    ]
+    assert same_weights(*final)
+    train(tiny_run(tmp_path / "other-plan", *options))  # 4 x 400 from the start: the plan matters
+    other = load_checkpoint_weights(tmp_path / "other-plan" / "checkpoints" / "checkpoint-00000008")
+    assert not same_weights(final[0], other)

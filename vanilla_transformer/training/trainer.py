@@ -73,6 +73,8 @@ class TrainingProgress:
     epoch: int = 0  # epoch of the next training batch
     batch: int = 0  # index of this process's next training batch within its epoch
     seconds: float = 0.0  # wall time of the training loop so far (for --max-train-minutes)
+    micro_batch_tokens: int = 0  # the micro-batch plan the batches were cut by (0: a checkpoint that predates it)
+    micro_batches: int = 0
 
     def state_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -80,6 +82,8 @@ class TrainingProgress:
     def load_state_dict(self, state: dict[str, float]) -> None:
         self.step, self.epoch, self.batch = state["step"], state["epoch"], state["batch"]
         self.seconds = state.get("seconds", 0.0)  # absent in checkpoints of version 0.1
+        self.micro_batch_tokens = int(state.get("micro_batch_tokens", 0))  # absent before the plan was saved
+        self.micro_batches = int(state.get("micro_batches", 0))
 
 
 # Processes agree on the time budget every this many steps: agreeing is a collective and a host-device sync.
@@ -141,8 +145,8 @@ class Trainer:
             attention = auto_attention(accelerator.device.type, accelerator.mixed_precision)
         if attention is not None:
             model.set_attn_implementation(attention)
-        memory = tokens_in_memory(accelerator, model, config.data.max_length)
-        self.max_tokens, self.grad_accum = micro_batch_plan(config, accelerator.num_processes, memory)
+        self.memory_tokens = tokens_in_memory(accelerator, model, config.data.max_length)
+        self.max_tokens, self.grad_accum = micro_batch_plan(config, accelerator.num_processes, self.memory_tokens)
         self.sampler = TokenBatchSampler(
             train_data.lengths, self.max_tokens, seed=optimization.seed, num_replicas=accelerator.num_processes,
             rank=accelerator.process_index,
@@ -158,7 +162,7 @@ class Trainer:
             compile_layers_only(self.model)  # the repeated layers; the other leaves run eagerly
         self.unwrapped = accelerator.unwrap_model(self.model, keep_torch_compile=False)  # evaluation runs eagerly
         self.loss_function = compiled_loss(accelerator)
-        self.progress = TrainingProgress()
+        self.progress = TrainingProgress(micro_batch_tokens=self.max_tokens, micro_batches=self.grad_accum)
         self.evaluator = Evaluator(accelerator, self.unwrapped, tokenizer, valid, test, config)
         self.compilations, self.compile_seconds = 0, 0.0  # graphs compiled during steps, and those steps' time
         self.recompilations, self.steps_run = 0, 0  # graphs compiled after this trainer's first step; steps run
@@ -194,8 +198,30 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.progress.load_state_dict(state["progress"])
+        self.keep_micro_batch_plan()
         if self.accelerator.scaler is not None and state["scaler"] is not None:
             self.accelerator.scaler.load_state_dict(state["scaler"])
+
+    def keep_micro_batch_plan(self) -> None:
+        """Cut the batches as the run being resumed did. With ``--fill-gpu-memory`` the plan follows the free memory
+        the device has now, which may differ from when the run started; the progress counts batches of the plan it
+        was saved with, so another plan would resume at other pairs, skipping some and repeating others."""
+        saved = (self.progress.micro_batch_tokens, self.progress.micro_batches)
+        if min(saved) < 1 or saved == (self.max_tokens, self.grad_accum):
+            self.progress.micro_batch_tokens, self.progress.micro_batches = self.max_tokens, self.grad_accum
+            return
+        fits = self.memory_tokens is None or saved[0] <= max(self.memory_tokens, self.config.optimization.max_tokens)
+        logger.warning(
+            f"resuming with the run's micro-batches, {saved[1]} x {saved[0]:,} tokens, not the {self.grad_accum} x "
+            f"{self.max_tokens:,} this device's free memory would take"
+            + ("" if fits else ": they may not fit in it (resume where the run had as much memory free)"),
+            main_process_only=True,
+        )
+        self.max_tokens, self.grad_accum = saved
+        self.sampler = TokenBatchSampler(
+            self.train_data.lengths, self.max_tokens, seed=self.config.optimization.seed,
+            num_replicas=self.accelerator.num_processes, rank=self.accelerator.process_index,
+        )  # fmt: skip
 
     def save_checkpoint(self) -> Path:
         """Save the state as ``checkpoints/checkpoint-<step>`` in the run directory (`checkpoints.save_checkpoint`),
