@@ -56,7 +56,8 @@ if TYPE_CHECKING:
 
     from vanilla_transformer.data import Pair
 
-# torch, transformers and the training stack load when the command runs, not for --help (tests/faults/test_startup.py)
+# torch, transformers and the training stack load when the command runs, not for --help nor a mistyped option
+# (tests/faults/test_startup.py)
 
 logger = logging.getLogger("finetune")
 
