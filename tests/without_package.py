@@ -24,7 +24,12 @@ else:
 def run_without_package(body: str, cwd: Path, **env: str) -> Any:
     """Run `body` (dedented) after `PREAMBLE`, offline, on one thread, with no stdin; it must end by printing
     ``"\\nRESULT " + json.dumps(value)``. Returns that value; a failing script fails the test with its stderr."""
-    script = PREAMBLE + textwrap.dedent(body)
+    return result_of(run_offline(PREAMBLE + textwrap.dedent(body), cwd, **env))
+
+
+def run_offline(script: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    """Run `script` in a fresh Python process, offline, on one thread, with no stdin (a question on it gets no
+    answer); a failing script fails the test with its stderr. Returns the process, with its stdout and stderr."""
     environment = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", **env}
     result = subprocess.run(
         [sys.executable, "-c", script],
@@ -36,4 +41,9 @@ def run_without_package(body: str, cwd: Path, **env: str) -> Any:
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.rsplit("\nRESULT ", 1)[-1])
+    return result
+
+
+def result_of(completed: subprocess.CompletedProcess) -> Any:
+    """The value a script printed last, as ``"\\nRESULT " + json.dumps(value)``."""
+    return json.loads(completed.stdout.rsplit("\nRESULT ", 1)[-1])

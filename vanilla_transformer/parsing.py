@@ -20,16 +20,20 @@ import math
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 _NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+(e[-+]?\d+)?$")
 
 
-def unknown_option(argv: Sequence[str], *parsers: argparse.ArgumentParser) -> str | None:
-    """The first option of `argv` that none of `parsers` knows, with a "did you mean" where one is close; None if all
-    are known. Negative numbers, ``-`` (standard input) and everything after ``--`` are values, not options."""
+def unknown_option(
+    argv: Sequence[str], *parsers: argparse.ArgumentParser, also_known: Iterable[str] = ()
+) -> str | None:
+    """The first option of `argv` that none of `parsers` knows (nor is in `also_known`), with a "did you mean" where
+    one is close; None if all are known. Negative numbers, ``-`` (standard input) and everything after ``--`` are
+    values, not options."""
     known = {option for parser in parsers for action in parser._actions for option in action.option_strings}
+    known.update(also_known)
     for token in argv:
         if token == "--":
             return None

@@ -6,13 +6,20 @@ naming the file, and nothing of theirs reaches torch's caches.
 The artifacts here are made with torch's own recorder (private, as the package's reader of them), of AOTAutograd's
 kind, whose loading writes each artifact's content under torch's cache folder at a path made from its key."""
 
+import json
 import logging
 import os
+import pickle
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 from accelerate import PartialState
+from fault_support import REPO
+from tiny_model import TINY
 
 from vanilla_transformer.training import compile_cache
 from vanilla_transformer.training.compile_cache import load_compile_cache, save_compile_cache
@@ -35,18 +42,18 @@ def caches(tmp_path, monkeypatch, caplog):
     return folder / "compile-0123.bin", tmp_path / "torch-cache"
 
 
-def _record(key: str) -> None:
+def _record(key: str, content: bytes = CONTENT) -> None:
     """Have torch's recorder hold one AOTAutograd artifact of `key`, as if this process had compiled it."""
     from torch.compiler._cache import CacheArtifactManager
 
     CacheArtifactManager._ensure_cache_artifacts_registered()
     CacheArtifactManager.clear()
-    CacheArtifactManager.record_artifact("aot_autograd", key, CONTENT)
+    CacheArtifactManager.record_artifact("aot_autograd", key, content)
 
 
-def _artifacts(key: str = KEY) -> bytes:
+def _artifacts(key: str = KEY, content: bytes = CONTENT) -> bytes:
     """What `torch.compiler.save_cache_artifacts` gives for one AOTAutograd artifact of `key`."""
-    _record(key)
+    _record(key, content)
     return torch.compiler.save_cache_artifacts()[0]
 
 
@@ -143,3 +150,69 @@ def test_an_artifact_key_that_leaves_torchs_cache_is_refused(caches, caplog, tmp
     assert not load_compile_cache(path)
     assert not outside.exists() and _loaded(tmp_path) == []
     _refused(caplog, path, "names a path outside")
+
+
+class MarkerPayload:
+    """Unpickled, it creates the file `marker`: what a planted cache file could do to whoever unpickles it."""
+
+    def __init__(self, marker) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+PLANTING_RESUME = """
+import sys
+from pathlib import Path
+from vanilla_transformer.cli import main
+from vanilla_transformer.training import trainer
+
+planted, run = Path(sys.argv[1]).read_bytes(), sys.argv[2]
+where = trainer.compile_cache_path
+
+def planting(*args):
+    path = where(*args)  # the exact file the run looks for, planted just before it looks
+    path.write_bytes(planted)
+    return path
+
+trainer.compile_cache_path = planting
+sys.exit(main(["train", "--resume", "--output-dir", run, "--dynamo-backend", "eager"]))
+"""
+
+
+def test_train_resume_never_loads_a_compile_cache_planted_in_the_folder_its_run_names(caches, tmp_path):
+    """End to end, through ``train --resume`` (issue 56, cause 1): a run folder from elsewhere whose
+    training_config.json names a cache folder, which holds a planted ``compile-<key>.bin`` at the exact path the
+    compiled run looks (Dynamo's eager backend: the cache is consulted as for any backend, without inductor's
+    minutes). The run warns in one line naming the file, finishes, leaves the file where it was, and puts nothing of
+    it in torch's caches: torch's own reader of its AOTAutograd cache, which unpickles what it finds there (as the
+    next inductor compile would), finds nothing, and the payload's marker is never created."""
+    path, torch_cache = caches
+    folder, run, marker = path.parent, tmp_path / "run", tmp_path / "payload-ran"
+    finished = subprocess.run(
+        [sys.executable, "-m", "vanilla_transformer", "train", *TINY, "--max-steps", "1", "--save-every", "1",
+         "--eval-every", "100", "--num-valid", "2", "--num-test", "2", "--data-cache-dir", str(folder),
+         "--output-dir", str(run)],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300,
+    )  # fmt: skip
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert json.loads((run / "training_config.json").read_text())["data_cache_dir"] == str(folder)
+    planted = tmp_path / "planted.bin"
+    payload = pickle.dumps(MarkerPayload(marker))
+    planted.write_bytes(_artifacts(KEY, payload))
+    resumed = subprocess.run(
+        [sys.executable, "-c", PLANTING_RESUME, str(planted), str(run)],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300,
+    )  # fmt: skip
+    assert resumed.returncode == 0 and "Traceback" not in resumed.stderr, resumed.stderr[-3000:]
+    from torch._functorch._aot_autograd.autograd_cache import AOTAutogradCache
+
+    assert list(AOTAutogradCache.iterate_over_candidates(True, None, KEY)) == []
+    assert not marker.exists()
+    assert [found for found in torch_cache.rglob("*") if found.is_file() and found.read_bytes() == payload] == []
+    named = [line for line in resumed.stderr.splitlines() if "compile-" in line and "is not loaded" in line]
+    assert len(named) == 1 and "no record of writing it for this user" in named[0], resumed.stderr[-3000:]
+    cache_file = Path(named[0].split("the compile cache ", 1)[1].split(" is not loaded", 1)[0])
+    assert cache_file.parent == folder and cache_file.name.startswith("compile-")
+    assert cache_file.read_bytes() == planted.read_bytes()  # not the program's to delete

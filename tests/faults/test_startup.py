@@ -149,17 +149,28 @@ print(json.dumps([before, after, vars(package).get("{name}") is value, "{name}" 
     assert missing == f"module {package!r} has no attribute 'no_such_name'"
 
 
+FINETUNE_MISTYPED = {
+    "--bogus": "unrecognized option --bogus (--help",
+    "--max-step": "unrecognized option --max-step (did you mean --max-steps?)",  # finetune's own --max-steps
+    "--gradient-acumulation-steps": "unrecognized option --gradient-acumulation-steps (did you mean "
+    "--gradient-accumulation-steps?)",  # the Trainer's
+    "--no-bf17": "unrecognized option --no-bf17",
+}
+"""finetune's mistyped options, and the start of the line that refuses each."""
+
+
 def test_a_mistyped_option_or_command_is_refused_before_torch_or_transformers_loads():
     """The command line is parsed first and the heavy libraries load after (issue 56, cause 8): a mistyped option of
-    every command but finetune (whose options include the Trainer's, which transformers defines) is refused with its
-    closest name and exit status 2, in one process that has imported neither; a mistyped command is answered with
-    the closest command."""
-    commands = [command for command in COMMANDS if command != "finetune"]
+    every command is refused with its closest name and exit status 2, in one process that has imported neither
+    (finetune's options include the Trainer's, which transformers defines: their names are read from its source);
+    a mistyped command is answered with the closest command."""
+    commands = list(COMMANDS)
+    finetune = [["finetune", "m", "--numbers", "8", "--output-dir", "o", option, "1"] for option in FINETUNE_MISTYPED]
     code = f"""
 import contextlib, io, json, sys
 from vanilla_transformer.cli import main
 answers = []
-for argv in [[command, "--modle", "x"] for command in {commands!r}] + [["tranlsate", "--model", "x"]]:
+for argv in [[command, "--modle", "x"] for command in {commands!r}] + {finetune!r} + [["tranlsate", "--model", "x"]]:
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         try:
@@ -173,9 +184,12 @@ print(json.dumps(answers))
     completed = run_python(code)
     assert completed.returncode == 0, completed.stderr[-3000:]
     *options, command = json.loads(completed.stdout)
-    for name, status, err, heavy in options:
+    for name, status, err, heavy in options[: len(commands)]:
         assert (status, heavy) == (2, []), (name, err, heavy)
         assert "error: unrecognized option --modle" in err, (name, err)
+    for expected, (name, status, err, heavy) in zip(FINETUNE_MISTYPED.values(), options[len(commands) :], strict=True):
+        assert (name, status, heavy) == ("finetune", 2, []), (err, heavy)
+        assert err.splitlines()[-1].startswith(f"vanilla-transformer finetune: error: {expected}"), err
     name, status, err, heavy = command
     assert status == 2 and heavy == [] and "unknown command 'tranlsate' (did you mean translate?)" in err, err
 
@@ -195,3 +209,31 @@ print(json.dumps([before, dynamic_module_utils.TIME_OUT_REMOTE_CODE]))
     assert completed.returncode == 0, completed.stderr[-3000:]
     before, after = json.loads(completed.stdout)
     assert before > 0 and after == 0
+
+
+def test_finetune_reads_every_trainer_option_that_transformers_parses():
+    """The names finetune reads from transformers' source hold every option string of transformers' own parser of
+    the Trainer's options, on the installed release: a valid option is never refused early; and a source laid out
+    otherwise (another base class) gives no names, so the options are checked after transformers loads."""
+    from vanilla_transformer.cli import trainer_options
+    from vanilla_transformer.cli.finetune import trainer_parser
+
+    names = trainer_options.trainer_option_names()
+    parsed = {option for action in trainer_parser()._actions for option in action.option_strings}
+    assert names is not None and parsed - {"-h", "--help"} <= names
+    assert {"--gradient-accumulation-steps", "--predict_with_generate", "--report-to"} <= names
+    assert len(names - parsed) <= 4, sorted(names - parsed)  # a superset, but barely: --no-optim, --no_optim
+
+
+def test_finetune_checks_after_transformers_loads_when_its_source_is_laid_out_otherwise(monkeypatch, capsys):
+    from vanilla_transformer.cli import finetune, trainer_options
+
+    sources = dict(trainer_options.TRAINER_SOURCES, **{"training_args.py": ("TrainingArguments", ("Mixin",))})
+    monkeypatch.setattr(trainer_options, "TRAINER_SOURCES", sources)
+    assert trainer_options.trainer_option_names() is None
+    with pytest.raises(SystemExit) as exit:
+        finetune.parse_options(["m", "--numbers", "8", "--output-dir", "o", "--gradient-acumulation-steps", "2"])
+    assert exit.value.code == 2
+    assert "unrecognized option --gradient-acumulation-steps (did you mean --gradient-accumulation-steps?)" in (
+        capsys.readouterr().err
+    )

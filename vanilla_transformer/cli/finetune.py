@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vanilla_transformer.cli import configure_logging
+from vanilla_transformer.cli.trainer_options import trainer_option_names
 from vanilla_transformer.constants import FINETUNE_SETTINGS, LORA_DEFAULTS, SEARCH_DEFAULTS
 from vanilla_transformer.extras import require
 from vanilla_transformer.parsing import (
@@ -55,7 +56,8 @@ if TYPE_CHECKING:
 
     from vanilla_transformer.data import Pair
 
-# torch, transformers and the training stack load when the command runs, not for --help (tests/faults/test_startup.py)
+# torch, transformers and the training stack load when the command runs, not for --help nor a mistyped option
+# (tests/faults/test_startup.py)
 
 logger = logging.getLogger("finetune")
 
@@ -284,19 +286,20 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
     argv = list(sys.argv[1:] if argv is None else argv)
     if {"-h", "--help"} & set(argv[: argv.index("--")] if "--" in argv else argv):
         parser.parse_args(argv)  # prints finetune's options and exits, before transformers loads
-    from transformers import Seq2SeqTrainingArguments
-
-    from vanilla_transformer.serving.search import check_search_settings
-
-    trainer = trainer_parser()
-    unknown_first = unknown_option(argv, parser, trainer)
-    if unknown_first is not None:
-        parser.error(f"unrecognized option {unknown_first} (--help lists finetune's, --trainer-help the Trainer's)")
+    trainer_names = trainer_option_names()  # read from transformers' source: a mistyped option is refused at once
+    if trainer_names is not None:
+        _refuse_unknown_option(parser, unknown_option(argv, parser, also_known=trainer_names))
     namespace, rest = parser.parse_known_args(argv)
     try:
         check_ranges(parser, namespace)
     except ValueError as error:
         parser.error(str(error))  # as finetune's other checks of its own options
+    from transformers import Seq2SeqTrainingArguments
+
+    from vanilla_transformer.serving.search import check_search_settings
+
+    trainer = trainer_parser()
+    _refuse_unknown_option(parser, unknown_option(argv, parser, trainer))  # exactly, by transformers' own parser
     trainer_namespace, unknown = trainer.parse_known_args(rest)
     if unknown:
         parser.error(
@@ -331,6 +334,11 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
     except ValueError as error:
         parser.error(str(error))
     return Options(namespace.model, data, lora, training_args, search)
+
+
+def _refuse_unknown_option(parser: argparse.ArgumentParser, unknown: str | None) -> None:
+    if unknown is not None:
+        parser.error(f"unrecognized option {unknown} (--help lists finetune's, --trainer-help the Trainer's)")
 
 
 def _check_data(parser: argparse.ArgumentParser, data: DataArguments) -> None:
