@@ -37,18 +37,15 @@ from typing import Any
 
 import bench
 import torch
+from bench import options
 from bench.figures import environment_load, read_json, table, yes
 from bench.serving import ct2_search, ct2_translators, hypotheses
 
 from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
-from vanilla_transformer.data import shared_data_dir
 from vanilla_transformer.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 """fp32; or bf16 generate()."""
-
-DEFAULT_DATA_DIR = shared_data_dir("multi30k")
-"""Multi30k in ``$VANILLA_TRANSFORMER_DATA`` (`vanilla_transformer.data.DATA_DIR_VARIABLE`), if set."""
 
 
 @dataclasses.dataclass
@@ -67,7 +64,7 @@ class Settings:
     num_beams: tuple[int, ...] = (1, 4)
     repeats: int = 3
     warmup: int = 1
-    data_dir: str | None = str(DEFAULT_DATA_DIR) if DEFAULT_DATA_DIR else None
+    data_dir: str | None = str(options.MULTI30K) if options.MULTI30K else None
     max_pairs: int = 12000
     ctranslate2: bool = True
     seed: int = 0

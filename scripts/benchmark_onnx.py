@@ -66,7 +66,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from bench import Record, interleave, model_config
+from bench import Record, interleave, model_config, options
 from bench.figures import environment_load, minutes, read_json, table
 from bench.serving import (
     LENGTH_PENALTY,
@@ -84,7 +84,7 @@ from bench.serving import (
     translate_ids,
 )
 
-from vanilla_transformer.data import CorpusSpec, load_corpus, shared_data_dir
+from vanilla_transformer.data import CorpusSpec, load_corpus
 from vanilla_transformer.export.onnx import export_onnx
 from vanilla_transformer.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.serving.with_ctranslate2 import cpu_backend
@@ -100,7 +100,7 @@ def default_threads() -> list[int]:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = options.parser(__doc__, threads=None, output="results file to write (JSON)")
     parser.add_argument("--sizes", nargs="+", default=["small", "base"], help="model presets (default: small base)")
     parser.add_argument("--num-beams", nargs="+", type=int, default=[1, 4])
     parser.add_argument(
@@ -115,11 +115,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3, help="times each batch is decoded (default: %(default)s)")
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--max-pairs", type=int, default=20000, help="Multi30k sentences the tokenizer learns from")
-    parser.add_argument("--data-dir", default=shared_data_dir("multi30k"), help="Multi30k (default: %(default)s)")
+    parser.add_argument("--data-dir", default=options.MULTI30K, help="Multi30k (default: %(default)s)")
     parser.add_argument("--quality-model", help="a trained model directory, for BLEU of int8 against fp32")
     parser.add_argument("--quality-source", type=Path)
     parser.add_argument("--quality-reference", type=Path)
-    parser.add_argument("--output", type=Path, help="results file to write (JSON)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--profile",
