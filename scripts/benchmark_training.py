@@ -146,7 +146,10 @@ def select_contestants(args: argparse.Namespace) -> tuple[list[Spec], dict[str, 
     from vanilla_transformer.environment import cpu_flags
     from vanilla_transformer.training.preflight import slow_bf16
 
-    specs = parse_contestants(args.contestants or " ".join(DEFAULT_CONTESTANTS))
+    try:
+        specs = parse_contestants(args.contestants or " ".join(DEFAULT_CONTESTANTS))
+    except ValueError as error:
+        raise SystemExit(f"benchmark_training.py: --contestants: {error}") from None
     if args.contestants:
         return specs, {}
     device = args.device if args.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu"
@@ -265,10 +268,6 @@ def main(argv: list[str] | None = None) -> int:
     options.check(args, dict.fromkeys(counts, 1))
     if args.worker:
         return worker_main(args)
-    try:
-        parse_contestants(args.contestants or " ".join(DEFAULT_CONTESTANTS))
-    except ValueError as error:
-        raise SystemExit(f"benchmark_training.py: --contestants: {error}") from None
     return coordinator_main(args)
 
 
