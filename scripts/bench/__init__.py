@@ -25,10 +25,9 @@ them):
 * `StepProfile`: torch's profiler over a worker's steps, summarised (device busy share, runtime calls, top ops).
 """
 
-from .device import synchronize
 from .profiling import StepProfile, profile_lines
 from .record import Record, environment_of, write_json
-from .timing import Timings, interleave, matmul_rate
+from .timing import Timings, interleave, matmul_rate, synchronize
 from .twin import marian_twin
 from .workloads import (
     SIZES,
