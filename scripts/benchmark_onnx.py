@@ -337,10 +337,8 @@ ENGINES += [("ct2_fp32", "CTranslate2 fp32"), ("ct2_int8", "CTranslate2 int8")]
 
 
 def best(row: dict[str, Any], engine: str) -> str:
-    """An engine's tokens per second, with the thread count of its best where the run tried several (a results file
-    of one thread count for all has no ``ENGINE_threads``)."""
-    figure = f"{row[f'{engine}_tokens_per_s']:,.0f}"
-    return f"{figure} ({row[f'{engine}_threads']}t)" if f"{engine}_threads" in row else figure
+    """An engine's tokens per second, with the thread count of its best."""
+    return f"{row[f'{engine}_tokens_per_s']:,.0f} ({row[f'{engine}_threads']}t)"
 
 
 def onnx_serving_table(results: Path) -> str:
@@ -473,9 +471,7 @@ def onnx_search_profile_environment(results: Path) -> str:
 
 
 def threads(run: dict[str, Any]) -> str:
-    """``2 threads`` (a run of one count for all), or the counts tried with each engine at its best."""
-    if isinstance(run["threads"], int):
-        return f"{run['threads']} threads"
+    """The thread counts tried, each engine at its best."""
     counts = ", ".join(str(count) for count in run["threads"])
     return f"each engine at the best of {counts} threads (Nt: at N threads)"
 
