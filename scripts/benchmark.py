@@ -237,7 +237,7 @@ MANY = ("size", "threads", "num_beams")
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The options: one per `Settings` field (several values for `MANY`), ``--sections`` and ``--json``."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = options.parser(__doc__, threads=None, output=None)
     for field in dataclasses.fields(Settings):
         if field.name == "ctranslate2":
             parser.add_argument("--no-ctranslate2", action="store_true", help="skip CTranslate2 even if installed")
