@@ -38,7 +38,7 @@ from typing import Any
 import bench
 import torch
 from bench import options
-from bench.figures import environment_load, read_json, table, yes
+from bench.figures import environment_load, read_json, table, versions, yes
 from bench.serving import ct2_search, ct2_translators, hypotheses
 
 from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
@@ -298,8 +298,7 @@ def decoding_cpu_table(results: Path) -> str:
 
 
 def decoding_cpu_versions(results: Path) -> str:
-    versions = bench.environment_of(read_json(results, "decoding_benchmark.json")[0])["versions"]
-    return f"transformers {versions['transformers']}, torch {versions['torch']}"
+    return versions(read_json(results, "decoding_benchmark.json")[0], "transformers", "torch")
 
 
 def decoding_gpu_table(results: Path, names=("decoding_benchmark_cuda_bf16.json",
@@ -328,8 +327,7 @@ def decoding_h200_table(results: Path) -> str:
 
 def gpu_device(results: Path) -> str:
     report = read_json(results, "decoding_benchmark_cuda_bf16.json")[0]
-    torch_version = bench.environment_of(report)["versions"]["torch"]
-    return f"{report['device']}, torch {torch_version}, {report['settings']['dtype']}"
+    return f"{report['device']}, {versions(report, 'torch')}, {report['settings']['dtype']}"
 
 
 def gpu_training(results: Path) -> str:

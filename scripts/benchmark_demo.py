@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 from bench import Record, interleave, options
-from bench.figures import read_json, table
+from bench.figures import read_json, table, versions
 
 from vanilla_transformer.data import read_lines
 from vanilla_transformer.demo import translate_with_attention
@@ -73,7 +73,6 @@ def main(argv: list[str] | None = None) -> int:
 def demo_latency(results: Path) -> str:
     """Seconds per sentence of the demo's Translate (scripts/benchmark_demo.py)."""
     run = read_json(results, "demo_latency.json")
-    versions = run["versions"]
     rows = [
         [
             f"{run['sentences']} sentences of `{Path(run['source']).name}`, {run['threads']} threads",
@@ -81,7 +80,7 @@ def demo_latency(results: Path) -> str:
             f"{run['p90_seconds']:.3f} s",
             f"{run['max_seconds']:.3f} s",
             f"{run['load_average_start'][0]:.1f}",
-            f"torch {versions['torch']}, transformers {versions['transformers']}",
+            versions(run, "torch", "transformers"),
         ]
     ]
     header = ["input", "median", "90th percentile", "slowest", "load before", "versions"]

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 from bench import Record, adam, interleave, options, train_step
-from bench.figures import read_json, table
+from bench.figures import read_json, table, versions
 from bench.serving import translate
 from transformers import DataCollatorForSeq2Seq, GenerationConfig
 
@@ -280,9 +280,8 @@ def lora_generate_table(results: Path) -> str:
 
 def lora_environment(results: Path) -> str:
     run = read_json(results, "lora.json")
-    versions = run["versions"]
     return (
-        f"transformers {versions['transformers']}, peft {versions['peft']}, {run['threads']} threads, 1-minute load "
+        f"{versions(run, 'transformers', 'peft')}, {run['threads']} threads, 1-minute load "
         f"{run['load_average_start'][0]:.1f} before and {run['load_average_end'][0]:.1f} after"
     )
 

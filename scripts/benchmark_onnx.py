@@ -67,7 +67,7 @@ from typing import Any
 import numpy as np
 import torch
 from bench import Record, interleave, model_config, options
-from bench.figures import environment_load, minutes, read_json, table
+from bench.figures import environment_load, minutes, read_json, table, versions
 from bench.serving import (
     LENGTH_PENALTY,
     MAX_LENGTH_OFFSET,
@@ -420,7 +420,6 @@ def onnx_serving_environment(results: Path, name: str = ONNX_SERVING) -> str:
     if not (results / name).is_file():
         return "not measured yet"
     run = read_json(results, name)
-    versions = run["versions"]
     quality = run.get("quality")
     backend = f", CTranslate2's {run['ct2_cpu_backend']} backend" if "ct2_cpu_backend" in run else ""
     model = (
@@ -432,7 +431,7 @@ def onnx_serving_environment(results: Path, name: str = ONNX_SERVING) -> str:
         f"{run['processor']}, {threads(run)}, batches of {run['batch_size']} sentences "
         f"({run['batches']} batches, {run['rounds']} interleaved rounds; {run['data']}){model}; "
         f"load average {environment_load(run)}, {minutes(run['wall_seconds'])}; "
-        f"torch {versions['torch']}, onnxruntime {versions['onnxruntime']}, ctranslate2 {versions['ctranslate2']}"
+        f"{versions(run, 'torch', 'onnxruntime', 'ctranslate2')}"
         f" (CT2_USE_MKL={run['ct2_use_mkl'] or 'unset'}{backend})"
     )
 

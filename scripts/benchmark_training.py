@@ -40,7 +40,7 @@ import numpy as np
 import torch
 from bench import Record, options, synthetic_pairs
 from bench.contestants import Spec, add_mfu, compare, label, parse_contestants, summarise, worker_main
-from bench.figures import environment_load, minutes, read_json, table
+from bench.figures import environment_load, minutes, read_json, table, versions
 from bench.processes import prepare_data, run_contestants
 
 PRESET_CONTESTANT = "ours:precision=bf16,compile=inductor,adam=fused,attn=eager"
@@ -353,7 +353,7 @@ def training_environment(results: Path) -> str:
     from vanilla_transformer.training.preflight import NATIVE_BF16_FLAGS
 
     run = read_json(results, "training_vs_trainer.json")
-    settings, versions = run["settings"], run["versions"]
+    settings = run["settings"]
     flags = [flag for flag, present in run["cpu"]["flags"].items() if present]
     native = "native bf16" if set(flags) & set(NATIVE_BF16_FLAGS) else "no native bf16"
     skipped = len(run["skipped"])
@@ -361,8 +361,7 @@ def training_environment(results: Path) -> str:
         f"{run['cpu']['model']} ({', '.join(flags)}; {native}), {settings['threads']} threads, "
         f"{settings['rounds']} rounds of {settings['steps_per_round']} steps per contestant after "
         f"{settings['warmup_steps']} warm-up steps, {minutes(run['wall_seconds'])} in all, 1-minute load "
-        f"{environment_load(run)}; torch {versions['torch']}, transformers "
-        f"{versions['transformers']}, accelerate {versions['accelerate']}; "
+        f"{environment_load(run)}; {versions(run, 'torch', 'transformers', 'accelerate')}; "
         + (f"{skipped} bf16 contestants left out (emulated bf16)" if skipped else "no contestant left out")
     )
 
@@ -390,8 +389,8 @@ def gpu_training_summary(results: Path) -> str:
     return (
         f"{'; '.join(rows)} (against the H200's measured bf16 matmul rate, {rate / 1e12:,.0f} TFLOP/s); GPU "
         f"utilisation {min(busy)}–{max(busy)}% in nvidia-smi's 1-second samples while our worker held its model "
-        f"({len(busy)} samples: building it, the warm-up, the timed steps); {environment_load(run)} load, torch {run['versions']['torch']}, transformers "
-        f"{run['versions']['transformers']}"
+        f"({len(busy)} samples: building it, the warm-up, the timed steps); {environment_load(run)} load, "
+        f"{versions(run, 'torch', 'transformers')}"
     )
 
 

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from bench import Record, adam, environment_of, marian_twin, model_config, options, train_step
-from bench.figures import read_json, table
+from bench import Record, adam, marian_twin, model_config, options, train_step
+from bench.figures import read_json, table, versions
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from vanilla_transformer.decoder_vanilla_transformer import IncrementalDecoder
@@ -206,12 +206,11 @@ def op_counts(results: Path) -> str:
 
 def op_counts_setup(results: Path) -> str:
     counts = read_json(results, "op_counts.json")
-    versions = environment_of(counts)["versions"]
     return (
         f"the `{counts['size']}` configuration ({counts['layers']} + {counts['layers']} layers, "
         f"{counts['vocab_size']:,}-token vocabulary), a training batch of {counts['training_batch']['real_tokens']:,} "
-        f"real tokens in {counts['training_batch']['padded_tokens']:,} padded positions; torch {versions['torch']}, "
-        f"transformers {versions['transformers']}"
+        f"real tokens in {counts['training_batch']['padded_tokens']:,} padded positions; "
+        f"{versions(counts, 'torch', 'transformers')}"
     )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from bench.figures import minutes, read_json, read_jsonl, table
+from bench.figures import minutes, read_json, read_jsonl, table, versions
 
 from vanilla_transformer.training.run_dir import RunLayout
 
@@ -103,11 +103,9 @@ def processor(environment: dict) -> str:
 def numbers_environment(results: Path) -> str:
     """Where the default job's figures were measured, as the run recorded it."""
     environment = run_json(results, "numbers")["environment"]
-    versions = environment["versions"]
     return (
         f"`{environment['command']}`, {processor(environment)}, "
-        f"{environment['machine']}, transformers {versions['transformers']}, "
-        f"torch {versions['torch']}, 1-minute load {environment['load_average_start'][0]:.1f} before and "
+        f"{environment['machine']}, {versions(environment, 'transformers', 'torch')}, 1-minute load {environment['load_average_start'][0]:.1f} before and "
         f"{environment['load_average_end'][0]:.1f} after"
     )
 

@@ -27,7 +27,7 @@ from vanilla_transformer.serving.with_ctranslate2 import translate_ctranslate2 a
 from vanilla_transformer.serving.with_onnxruntime import load_onnx as load_onnx
 from vanilla_transformer.tokenization import EOS_ID, PAD_ID
 
-from .figures import environment_load, minutes, processor, read_json, table
+from .figures import environment_load, minutes, processor, read_json, table, versions
 from .timing import interleave
 
 
@@ -275,5 +275,5 @@ def ct2_stop_rule_environment(results: Path) -> str:
         return "not measured yet"
     run = read_json(results, CT2_STOP_RULE)
     return (f"{processor(run)}, threads {', '.join(map(str, run['threads']))} (Nt: the best, at N), {run['rounds']} interleaved rounds of the whole file; load average "
-            f"{environment_load(run)}, {minutes(run['wall_seconds'])}; ctranslate2 {run['versions']['ctranslate2']} "
+            f"{environment_load(run)}, {minutes(run['wall_seconds'])}; {versions(run, 'ctranslate2')} "
             f"(CT2_USE_MKL={run['ct2_use_mkl'] or 'unset'}, CTranslate2's {run['ct2_cpu_backend']} backend)")  # fmt: skip
