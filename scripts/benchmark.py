@@ -37,18 +37,15 @@ from typing import Any
 
 import bench
 import torch
-from bench.figures import environment_load, read_json, table, yes
+from bench import options
+from bench.figures import environment_load, read_json, table, versions, yes
 from bench.serving import ct2_search, ct2_translators, hypotheses
 
 from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
-from vanilla_transformer.data import shared_data_dir
 from vanilla_transformer.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 """fp32; or bf16 generate()."""
-
-DEFAULT_DATA_DIR = shared_data_dir("multi30k")
-"""Multi30k in ``$VANILLA_TRANSFORMER_DATA`` (`vanilla_transformer.data.DATA_DIR_VARIABLE`), if set."""
 
 
 @dataclasses.dataclass
@@ -67,7 +64,7 @@ class Settings:
     num_beams: tuple[int, ...] = (1, 4)
     repeats: int = 3
     warmup: int = 1
-    data_dir: str | None = str(DEFAULT_DATA_DIR) if DEFAULT_DATA_DIR else None
+    data_dir: str | None = str(options.MULTI30K) if options.MULTI30K else None
     max_pairs: int = 12000
     ctranslate2: bool = True
     seed: int = 0
@@ -240,7 +237,7 @@ MANY = ("size", "threads", "num_beams")
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The options: one per `Settings` field (several values for `MANY`), ``--sections`` and ``--json``."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = options.parser(__doc__, threads=None, output=None)
     for field in dataclasses.fields(Settings):
         if field.name == "ctranslate2":
             parser.add_argument("--no-ctranslate2", action="store_true", help="skip CTranslate2 even if installed")
@@ -301,8 +298,7 @@ def decoding_cpu_table(results: Path) -> str:
 
 
 def decoding_cpu_versions(results: Path) -> str:
-    versions = bench.environment_of(read_json(results, "decoding_benchmark.json")[0])["versions"]
-    return f"transformers {versions['transformers']}, torch {versions['torch']}"
+    return versions(read_json(results, "decoding_benchmark.json")[0], "transformers", "torch")
 
 
 def decoding_gpu_table(results: Path, names=("decoding_benchmark_cuda_bf16.json",
@@ -331,8 +327,7 @@ def decoding_h200_table(results: Path) -> str:
 
 def gpu_device(results: Path) -> str:
     report = read_json(results, "decoding_benchmark_cuda_bf16.json")[0]
-    torch_version = bench.environment_of(report)["versions"]["torch"]
-    return f"{report['device']}, torch {torch_version}, {report['settings']['dtype']}"
+    return f"{report['device']}, {versions(report, 'torch')}, {report['settings']['dtype']}"
 
 
 def gpu_training(results: Path) -> str:

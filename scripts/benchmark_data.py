@@ -49,14 +49,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import Record
+from bench import Record, options
 from bench.figures import environment_load, processor, read_json, table, yes
 
-from vanilla_transformer.data import DATA_DIR_VARIABLE, shared_data_dir
+from vanilla_transformer.data import DATA_DIR_VARIABLE
 from vanilla_transformer.training.run_dir import RunLayout
 
-MULTI30K = shared_data_dir("multi30k")
-"""The default of ``--multi30k``: Multi30k in ``$VANILLA_TRANSFORMER_DATA``, if set."""
 RUN_OPTIONS = [
     "--preset", "multi30k", "--dataset", "text", "--valid-split", "valid", "--test-split", "test",
     "--vocab-size", "37000", "--max-length", "256", "--max-tokens", "1024", "--log-every", "1",
@@ -209,12 +207,12 @@ def summarize(args: argparse.Namespace, runs: dict[str, dict]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = options.parser(__doc__, threads=None)
     parser.add_argument("--pairs", type=int, required=True, help="training pairs of the synthetic corpus")
     parser.add_argument(
         "--multi30k",
         type=Path,
-        default=MULTI30K,
+        default=options.MULTI30K,
         help="directory of the Multi30k files (default: $VANILLA_TRANSFORMER_DATA/multi30k)",
     )
     parser.add_argument("--checkout", type=Path, help="run the package of this directory instead, cold only")
@@ -224,11 +222,9 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="also run the package of this directory warm, interleaved with this one's",
     )
-    parser.add_argument("--output", type=Path, help="also write the figures to this JSON file")
     parser.add_argument("--logs", type=Path, help="copy the runs' logs into this directory")
     args = parser.parse_args(argv)
-    if args.warm_runs < 1:
-        parser.error(f"--warm-runs must be at least 1, got {args.warm_runs}")
+    options.check(args, {"--warm-runs": 1})
     if args.compare_checkout is not None and args.checkout is not None:
         parser.error("--compare-checkout compares warm runs; --checkout runs cold only: pass one of them")
     if args.multi30k is None:

@@ -17,41 +17,30 @@ Usage (a model of ``vanilla-transformer train --preset multi30k``)::
 
 from __future__ import annotations
 
-import argparse
 import copy
 import sys
 from pathlib import Path
 
 import torch
-from bench import Record, interleave
+from bench import Record, interleave, options
 from bench.figures import read_json
 from bench.serving import translate
 
-from vanilla_transformer.data import DATA_DIR_VARIABLE, CorpusSpec, shared_data_dir, split_files
 from vanilla_transformer.metrics import compute_bleu
 from vanilla_transformer.model_dir import load_model_dir
 
-MULTI30K = shared_data_dir("multi30k")
-"""Where ``--source`` and ``--reference`` default to Multi30k's 2016 test set: ``$VANILLA_TRANSFORMER_DATA``, if set."""
-
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = options.parser(__doc__)
     parser.add_argument("--model", required=True, help="model directory (e.g. runs/multi30k/model)")
-    test = split_files(CorpusSpec("text", data_dir=str(MULTI30K)), "test_2016_flickr") if MULTI30K else (None, None)
+    test = options.multi30k_test()
     parser.add_argument("--source", type=Path, default=test[0], help="source sentences (default: Multi30k's test)")
     parser.add_argument("--reference", type=Path, default=test[1], help="references (default: Multi30k's test)")
     parser.add_argument("--sentences", type=int, default=1000, help="first this many sentences (default: all 1,000)")
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: %(default)s)")
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default: %(default)s)")
     parser.add_argument("--repeats", type=int, default=2, help="timed translations per precision")
-    parser.add_argument("--output", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
-    for flag, path in (("--source", args.source), ("--reference", args.reference)):
-        if path is None:
-            parser.error(f"pass {flag}, or set {DATA_DIR_VARIABLE} to the folder holding multi30k/")
-        if not path.is_file():
-            parser.error(f"{flag}={path} is not a file")
+    options.check(args, files=("--source", "--reference"))
     record = Record(__file__, argv)
     torch.set_num_threads(args.threads)
     sources = args.source.read_text(encoding="utf-8").splitlines()[: args.sentences]

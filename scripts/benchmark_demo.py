@@ -15,43 +15,29 @@ Usage (a model of ``vanilla-transformer train --preset multi30k``)::
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
 from pathlib import Path
 
 import torch
-from bench import Record, interleave
-from bench.figures import read_json, table
+from bench import Record, interleave, options
+from bench.figures import read_json, table, versions
 
-from vanilla_transformer.data import DATA_DIR_VARIABLE, read_lines, shared_data_dir
+from vanilla_transformer.data import read_lines
 from vanilla_transformer.demo import translate_with_attention
 from vanilla_transformer.model_dir import load_model_dir
 
-MULTI30K = shared_data_dir("multi30k")
-
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = options.parser(__doc__, output="write the figures to this JSON file")
     parser.add_argument("--model", required=True, help="model directory (e.g. runs/multi30k/model)")
-    parser.add_argument(
-        "--source",
-        type=Path,
-        default=MULTI30K / "test_2016_flickr.en" if MULTI30K else None,
-        help=f"source sentences (default: test_2016_flickr.en of multi30k/ in ${DATA_DIR_VARIABLE})",
-    )
+    test = options.multi30k_test()
+    parser.add_argument("--source", type=Path, default=test[0], help="source sentences (default: Multi30k's test)")
     parser.add_argument("--sentences", type=int, default=100, help="first this many sentences (default: %(default)s)")
     parser.add_argument("--repeats", type=int, default=1, help="answers per sentence (default: %(default)s)")
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: %(default)s)")
-    parser.add_argument("--output", type=Path, help="write the figures to this JSON file")
     args = parser.parse_args(argv)
-    if args.source is None:
-        parser.error(f"pass --source, or set {DATA_DIR_VARIABLE} to the folder holding multi30k/")
-    if not args.source.is_file():
-        parser.error(f"--source={args.source} is not a file")
-    if args.sentences < 1 or args.repeats < 1:
-        parser.error("--sentences and --repeats must be at least 1")
+    options.check(args, {"--sentences": 1, "--repeats": 1}, files=("--source",))
     record = Record(__file__, argv)
     torch.set_num_threads(args.threads)
     sources = [line for line in read_lines(args.source) if line.strip()]
@@ -87,7 +73,6 @@ def main(argv: list[str] | None = None) -> int:
 def demo_latency(results: Path) -> str:
     """Seconds per sentence of the demo's Translate (scripts/benchmark_demo.py)."""
     run = read_json(results, "demo_latency.json")
-    versions = run["versions"]
     rows = [
         [
             f"{run['sentences']} sentences of `{Path(run['source']).name}`, {run['threads']} threads",
@@ -95,7 +80,7 @@ def demo_latency(results: Path) -> str:
             f"{run['p90_seconds']:.3f} s",
             f"{run['max_seconds']:.3f} s",
             f"{run['load_average_start'][0]:.1f}",
-            f"torch {versions['torch']}, transformers {versions['transformers']}",
+            versions(run, "torch", "transformers"),
         ]
     ]
     header = ["input", "median", "90th percentile", "slowest", "load before", "versions"]

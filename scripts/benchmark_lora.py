@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from bench import Record, adam, interleave, train_step
-from bench.figures import read_json, table
+from bench import Record, adam, interleave, options, train_step
+from bench.figures import read_json, table, versions
 from bench.serving import translate
 from transformers import DataCollatorForSeq2Seq, GenerationConfig
 
@@ -60,7 +60,7 @@ NUMBERS = {  # option: (default, help), each a number of at least 1 (--warmup: 0
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = options.parser(__doc__, threads=None, output=None)
     parser.add_argument("--model", default="runs/numbers/model", help="model directory (default: %(default)s)")
     parser.add_argument("--json", type=Path, required=True, help="write the results to this JSON file")
     parser.add_argument(
@@ -70,10 +70,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     for name, (default, text) in NUMBERS.items():
         parser.add_argument(f"--{name}", type=type(default), default=default, help=f"{text} (default: %(default)s)")
     args = parser.parse_args(argv)
-    for name in NUMBERS:
-        value, least = getattr(args, name.replace("-", "_")), 0 if name == "warmup" else 1
-        if isinstance(value, int) and value < least:
-            parser.error(f"--{name} must be at least {least}, got {value}")
+    counts = [name for name, (default, _) in NUMBERS.items() if isinstance(default, int)]
+    options.check(args, {f"--{name}": 0 if name == "warmup" else 1 for name in counts})
     return args
 
 
@@ -282,9 +280,8 @@ def lora_generate_table(results: Path) -> str:
 
 def lora_environment(results: Path) -> str:
     run = read_json(results, "lora.json")
-    versions = run["versions"]
     return (
-        f"transformers {versions['transformers']}, peft {versions['peft']}, {run['threads']} threads, 1-minute load "
+        f"{versions(run, 'transformers', 'peft')}, {run['threads']} threads, 1-minute load "
         f"{run['load_average_start'][0]:.1f} before and {run['load_average_end'][0]:.1f} after"
     )
 

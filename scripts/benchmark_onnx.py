@@ -66,8 +66,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from bench import Record, interleave, model_config
-from bench.figures import environment_load, minutes, read_json, table
+from bench import Record, interleave, model_config, options
+from bench.figures import environment_load, minutes, read_json, table, versions
 from bench.serving import (
     LENGTH_PENALTY,
     MAX_LENGTH_OFFSET,
@@ -84,7 +84,7 @@ from bench.serving import (
     translate_ids,
 )
 
-from vanilla_transformer.data import CorpusSpec, load_corpus, shared_data_dir
+from vanilla_transformer.data import CorpusSpec, load_corpus
 from vanilla_transformer.export.onnx import export_onnx
 from vanilla_transformer.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.serving.with_ctranslate2 import cpu_backend
@@ -100,7 +100,7 @@ def default_threads() -> list[int]:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = options.parser(__doc__, threads=None, output="results file to write (JSON)")
     parser.add_argument("--sizes", nargs="+", default=["small", "base"], help="model presets (default: small base)")
     parser.add_argument("--num-beams", nargs="+", type=int, default=[1, 4])
     parser.add_argument(
@@ -115,11 +115,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3, help="times each batch is decoded (default: %(default)s)")
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--max-pairs", type=int, default=20000, help="Multi30k sentences the tokenizer learns from")
-    parser.add_argument("--data-dir", default=shared_data_dir("multi30k"), help="Multi30k (default: %(default)s)")
+    parser.add_argument("--data-dir", default=options.MULTI30K, help="Multi30k (default: %(default)s)")
     parser.add_argument("--quality-model", help="a trained model directory, for BLEU of int8 against fp32")
     parser.add_argument("--quality-source", type=Path)
     parser.add_argument("--quality-reference", type=Path)
-    parser.add_argument("--output", type=Path, help="results file to write (JSON)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--profile",
@@ -338,10 +337,8 @@ ENGINES += [("ct2_fp32", "CTranslate2 fp32"), ("ct2_int8", "CTranslate2 int8")]
 
 
 def best(row: dict[str, Any], engine: str) -> str:
-    """An engine's tokens per second, with the thread count of its best where the run tried several (a results file
-    of one thread count for all has no ``ENGINE_threads``)."""
-    figure = f"{row[f'{engine}_tokens_per_s']:,.0f}"
-    return f"{figure} ({row[f'{engine}_threads']}t)" if f"{engine}_threads" in row else figure
+    """An engine's tokens per second, with the thread count of its best."""
+    return f"{row[f'{engine}_tokens_per_s']:,.0f} ({row[f'{engine}_threads']}t)"
 
 
 def onnx_serving_table(results: Path) -> str:
@@ -423,7 +420,6 @@ def onnx_serving_environment(results: Path, name: str = ONNX_SERVING) -> str:
     if not (results / name).is_file():
         return "not measured yet"
     run = read_json(results, name)
-    versions = run["versions"]
     quality = run.get("quality")
     backend = f", CTranslate2's {run['ct2_cpu_backend']} backend" if "ct2_cpu_backend" in run else ""
     model = (
@@ -435,7 +431,7 @@ def onnx_serving_environment(results: Path, name: str = ONNX_SERVING) -> str:
         f"{run['processor']}, {threads(run)}, batches of {run['batch_size']} sentences "
         f"({run['batches']} batches, {run['rounds']} interleaved rounds; {run['data']}){model}; "
         f"load average {environment_load(run)}, {minutes(run['wall_seconds'])}; "
-        f"torch {versions['torch']}, onnxruntime {versions['onnxruntime']}, ctranslate2 {versions['ctranslate2']}"
+        f"{versions(run, 'torch', 'onnxruntime', 'ctranslate2')}"
         f" (CT2_USE_MKL={run['ct2_use_mkl'] or 'unset'}{backend})"
     )
 
@@ -474,9 +470,7 @@ def onnx_search_profile_environment(results: Path) -> str:
 
 
 def threads(run: dict[str, Any]) -> str:
-    """``2 threads`` (a run of one count for all), or the counts tried with each engine at its best."""
-    if isinstance(run["threads"], int):
-        return f"{run['threads']} threads"
+    """The thread counts tried, each engine at its best."""
     counts = ", ".join(str(count) for count in run["threads"])
     return f"each engine at the best of {counts} threads (Nt: at N threads)"
 

@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 import torch
-from bench import Record, interleave
+from bench import Record, interleave, options
 from bench.figures import read_json
 from bench.processes import Channel, Worker, build_trainer, prepare_data
 
@@ -75,12 +75,10 @@ def worker(name: str, data: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = options.parser(__doc__)
     parser.add_argument("--steps", type=int, default=300, help="training steps of each model")
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: %(default)s)")
     parser.add_argument("--test-sentences", type=int, default=500, help="test sentences translated for BLEU")
     parser.add_argument("--data-dir", help="the Multi30k files (default: $VANILLA_TRANSFORMER_DATA/multi30k)")
-    parser.add_argument("--output", type=Path, help="also write the figures to this JSON file")
     parser.add_argument("--worker", choices=list(CONTESTANTS), help=argparse.SUPPRESS)  # internal: one contestant
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)  # internal: the coordinator's data folder
     args = parser.parse_args(argv)
@@ -91,8 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     record = Record(__file__, argv)
     tokens = dict.fromkeys(CONTESTANTS, 0.0)
     with tempfile.TemporaryDirectory(prefix="benchmark-precision-") as folder:
-        options = ["--preset", "multi30k", *(["--data-dir", args.data_dir] if args.data_dir else [])]
-        config, corpus, _, _ = prepare_data(options, Path(folder))  # --data-dir, else $VANILLA_TRANSFORMER_DATA
+        train_options = ["--preset", "multi30k", *(["--data-dir", args.data_dir] if args.data_dir else [])]
+        config, corpus, _, _ = prepare_data(train_options, Path(folder))  # --data-dir, else $VANILLA_TRANSFORMER_DATA
         source_file, reference_file = split_files(corpus.spec, corpus.names["test"])
         sources = source_file.read_text(encoding="utf-8").splitlines()[: args.test_sentences]
         references = reference_file.read_text(encoding="utf-8").splitlines()[: args.test_sentences]

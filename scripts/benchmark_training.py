@@ -38,9 +38,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from bench import Record, synthetic_pairs
+from bench import Record, options, synthetic_pairs
 from bench.contestants import Spec, add_mfu, compare, label, parse_contestants, summarise, worker_main
-from bench.figures import environment_load, minutes, read_json, table
+from bench.figures import environment_load, minutes, read_json, table, versions
 from bench.processes import prepare_data, run_contestants
 
 PRESET_CONTESTANT = "ours:precision=bf16,compile=inductor,adam=fused,attn=eager"
@@ -96,9 +96,9 @@ def build_data(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         save_token_cache(examples, args.vocab_size, folder / "tokens")
         built = {"max_length": 256, "synthetic": True}
     else:
-        options = ["--preset", "multi30k", "--vocab-size", str(args.vocab_size)]
-        options += ["--data-dir", args.data_dir] if args.data_dir else []  # else $VANILLA_TRANSFORMER_DATA
-        config, _, tokenizer, examples = prepare_data(options, folder, args.max_pairs)
+        train_options = ["--preset", "multi30k", "--vocab-size", str(args.vocab_size)]
+        train_options += ["--data-dir", args.data_dir] if args.data_dir else []  # else $VANILLA_TRANSFORMER_DATA
+        config, _, tokenizer, examples = prepare_data(train_options, folder, args.max_pairs)
         built = {"max_length": config.data.max_length}
     (folder / "examples.json").write_text(json.dumps(examples), encoding="utf-8")
     return {"pairs": len(examples), "tokenizer_size": len(tokenizer), **built}
@@ -146,7 +146,10 @@ def select_contestants(args: argparse.Namespace) -> tuple[list[Spec], dict[str, 
     from vanilla_transformer.environment import cpu_flags
     from vanilla_transformer.training.preflight import slow_bf16
 
-    specs = parse_contestants(args.contestants or " ".join(DEFAULT_CONTESTANTS))
+    try:
+        specs = parse_contestants(args.contestants or " ".join(DEFAULT_CONTESTANTS))
+    except ValueError as error:
+        raise SystemExit(f"benchmark_training.py: --contestants: {error}") from None
     if args.contestants:
         return specs, {}
     device = args.device if args.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu"
@@ -198,16 +201,17 @@ def coordinator_main(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from vanilla_transformer.configuration_vanilla_transformer import PRESETS
-    from vanilla_transformer.data import shared_data_dir
 
-    data = shared_data_dir("multi30k")
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = options.parser(__doc__)
     parser.add_argument("--contestants", help=f"comma/space separated (default: {shlex.join(DEFAULT_CONTESTANTS)})")
     parser.add_argument("--rounds", type=int, default=6, help="measured rounds (default: %(default)s)")
     parser.add_argument("--steps-per-round", type=int, default=5, help="steps per contestant and round (K)")
     parser.add_argument("--warmup-steps", type=int, default=10, help="steps before measuring, compilation included")
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads of every worker (default: 2)")
-    parser.add_argument("--data-dir", default=data and str(data), help="Multi30k's files (default: %(default)s)")
+    parser.add_argument(
+        "--data-dir",
+        default=options.MULTI30K and str(options.MULTI30K),
+        help="Multi30k's files (default: %(default)s)",
+    )
     parser.add_argument("--max-pairs", type=int, default=None, help="use only the first N training pairs")
     parser.add_argument("--model-size", choices=sorted(PRESETS), help="a model preset (default: multi30k)")
     parser.add_argument("--vocab-size", type=int, help="BPE vocabulary (default: 8000)")
@@ -228,7 +232,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="after the timed rounds, this many more steps of each contestant under torch's profiler: where the "
         "host's and the device's time went (default: none)",
     )
-    parser.add_argument("--output", type=Path, help="also write the figures to this JSON file")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: run one contestant
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)  # internal: the coordinator's data folder
     parser.add_argument("--batch-size", type=int, help=argparse.SUPPRESS)  # internal: the Trainer's batch size
@@ -261,15 +264,10 @@ def resolve(args: argparse.Namespace) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = resolve(build_parser().parse_args(argv))
-    for name in ("rounds", "steps_per_round", "warmup_steps", "threads", "max_tokens", "grad_accum"):
-        if getattr(args, name) < 1:
-            raise SystemExit(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    counts = ("--rounds", "--steps-per-round", "--warmup-steps", "--threads", "--max-tokens", "--grad-accum")
+    options.check(args, dict.fromkeys(counts, 1))
     if args.worker:
         return worker_main(args)
-    try:
-        parse_contestants(args.contestants or " ".join(DEFAULT_CONTESTANTS))
-    except ValueError as error:
-        raise SystemExit(f"benchmark_training.py: --contestants: {error}") from None
     return coordinator_main(args)
 
 
@@ -355,7 +353,7 @@ def training_environment(results: Path) -> str:
     from vanilla_transformer.training.preflight import NATIVE_BF16_FLAGS
 
     run = read_json(results, "training_vs_trainer.json")
-    settings, versions = run["settings"], run["versions"]
+    settings = run["settings"]
     flags = [flag for flag, present in run["cpu"]["flags"].items() if present]
     native = "native bf16" if set(flags) & set(NATIVE_BF16_FLAGS) else "no native bf16"
     skipped = len(run["skipped"])
@@ -363,8 +361,7 @@ def training_environment(results: Path) -> str:
         f"{run['cpu']['model']} ({', '.join(flags)}; {native}), {settings['threads']} threads, "
         f"{settings['rounds']} rounds of {settings['steps_per_round']} steps per contestant after "
         f"{settings['warmup_steps']} warm-up steps, {minutes(run['wall_seconds'])} in all, 1-minute load "
-        f"{environment_load(run)}; torch {versions['torch']}, transformers "
-        f"{versions['transformers']}, accelerate {versions['accelerate']}; "
+        f"{environment_load(run)}; {versions(run, 'torch', 'transformers', 'accelerate')}; "
         + (f"{skipped} bf16 contestants left out (emulated bf16)" if skipped else "no contestant left out")
     )
 
@@ -392,8 +389,8 @@ def gpu_training_summary(results: Path) -> str:
     return (
         f"{'; '.join(rows)} (against the H200's measured bf16 matmul rate, {rate / 1e12:,.0f} TFLOP/s); GPU "
         f"utilisation {min(busy)}–{max(busy)}% in nvidia-smi's 1-second samples while our worker held its model "
-        f"({len(busy)} samples: building it, the warm-up, the timed steps); {environment_load(run)} load, torch {run['versions']['torch']}, transformers "
-        f"{run['versions']['transformers']}"
+        f"({len(busy)} samples: building it, the warm-up, the timed steps); {environment_load(run)} load, "
+        f"{versions(run, 'torch', 'transformers')}"
     )
 
 

@@ -27,7 +27,6 @@ CUDA runs the same operators, except that attention with a mask may be one kerne
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import sys
@@ -36,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from bench import Record, adam, environment_of, marian_twin, model_config, train_step
-from bench.figures import read_json, table
+from bench import Record, adam, marian_twin, model_config, options, train_step
+from bench.figures import read_json, table, versions
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from vanilla_transformer.decoder_vanilla_transformer import IncrementalDecoder
@@ -112,11 +111,11 @@ def decoding_step(model, batch: dict[str, torch.Tensor], num_beams: int, steps: 
     """Operators per decoding step of `generate()`: the counts of 2 * `steps` new tokens minus those of `steps`."""
     model.eval()
     inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
-    options = dict(num_beams=num_beams, do_sample=False, early_stopping=False, length_penalty=1.0)
+    search = dict(num_beams=num_beams, do_sample=False, early_stopping=False, length_penalty=1.0)
 
     def generate(new_tokens: int):
         with torch.no_grad():
-            output = model.generate(**inputs, **options, max_new_tokens=new_tokens)
+            output = model.generate(**inputs, **search, max_new_tokens=new_tokens)
         if output.shape[1] != 1 + new_tokens or bool((output[:, 1:] == EOS_ID).any()):
             raise RuntimeError(f"decoding stopped before {new_tokens} tokens: </s> was reachable")
 
@@ -176,14 +175,13 @@ def count(size: str, vocab_size: int, batch_size: int, decode_batch_size: int, s
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = options.parser(__doc__, threads=None, output="write the counts here (JSON)")
     parser.add_argument("--size", default="base", help="configuration preset (default: base, the paper's)")
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--batch-size", type=int, default=32, help="pairs in the training batch")
     parser.add_argument("--decode-batch-size", type=int, default=16, help="sentences per generate() call")
     parser.add_argument("--steps", type=int, default=4, help="K: decoding steps told apart (2K - K)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--output", type=Path, help="write the counts here (JSON)")
     args = parser.parse_args(argv)
     record = Record(__file__, argv, timed=False)  # counts do not depend on time or load: a rerun writes the same file
     torch.set_num_threads(1)
@@ -208,12 +206,11 @@ def op_counts(results: Path) -> str:
 
 def op_counts_setup(results: Path) -> str:
     counts = read_json(results, "op_counts.json")
-    versions = environment_of(counts)["versions"]
     return (
         f"the `{counts['size']}` configuration ({counts['layers']} + {counts['layers']} layers, "
         f"{counts['vocab_size']:,}-token vocabulary), a training batch of {counts['training_batch']['real_tokens']:,} "
-        f"real tokens in {counts['training_batch']['padded_tokens']:,} padded positions; torch {versions['torch']}, "
-        f"transformers {versions['transformers']}"
+        f"real tokens in {counts['training_batch']['padded_tokens']:,} padded positions; "
+        f"{versions(counts, 'torch', 'transformers')}"
     )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from bench.figures import minutes, read_json, read_jsonl, table
+from bench.figures import minutes, read_json, read_jsonl, table, versions
 
 from vanilla_transformer.training.run_dir import RunLayout
 
@@ -42,9 +42,10 @@ def run_json(results: Path, folder: str, name: str = "results") -> dict:
     return read_json(path.parent, path.name)
 
 
-def run_metrics(results: Path, folder: str) -> list[dict]:
+def logged(results: Path, folder: str, key: str) -> dict[int, float]:
+    """What a committed run logged of `key` (``valid_loss``, ``tokens_per_second``, ...) in its metrics, by step."""
     path = run_file(results, folder, "metrics")
-    return read_jsonl(path.parent, path.name)
+    return {row["step"]: row[key] for row in read_jsonl(path.parent, path.name) if key in row}
 
 
 COUNTED_BEFORE_THE_WINDOW_FIX = ("numbers",)
@@ -62,7 +63,7 @@ def throughput(results: Path, folder: str, run: dict) -> str:
     figure = f"{run['train_tokens_per_second']:,.0f} tokens/s"
     if folder not in COUNTED_BEFORE_THE_WINDOW_FIX:
         return figure
-    speeds = sorted(row["tokens_per_second"] for row in run_metrics(results, folder) if "tokens_per_second" in row)
+    speeds = sorted(logged(results, folder, "tokens_per_second").values())
     return (
         f"{figure}, counted before issue 56's fix and so high (windows holding a checkpoint counted double); the "
         f"median of its {len(speeds)} logged windows: {speeds[len(speeds) // 2]:,.0f} tokens/s"
@@ -72,8 +73,7 @@ def throughput(results: Path, folder: str, run: dict) -> str:
 def numbers_table(results: Path) -> str:
     """The default job (``vanilla-transformer train``): docs/results/numbers, written by the run."""
     run = run_json(results, "numbers")
-    rows = run_metrics(results, "numbers")
-    valid = {row["step"]: row["valid_exact_match"] for row in rows if "valid_exact_match" in row}
+    valid = logged(results, "numbers", "valid_exact_match")
     steps = sorted(valid)[-4:]
     names, scores = "test exact match / chrF", f"{run['test_exact_match']:.1f}% / {run['test_chrf']:.2f}"
     if "test_bleu" in run:  # left out where no reference holds a 4-gram (0 by construction on number words)
@@ -103,11 +103,9 @@ def processor(environment: dict) -> str:
 def numbers_environment(results: Path) -> str:
     """Where the default job's figures were measured, as the run recorded it."""
     environment = run_json(results, "numbers")["environment"]
-    versions = environment["versions"]
     return (
         f"`{environment['command']}`, {processor(environment)}, "
-        f"{environment['machine']}, transformers {versions['transformers']}, "
-        f"torch {versions['torch']}, 1-minute load {environment['load_average_start'][0]:.1f} before and "
+        f"{environment['machine']}, {versions(environment, 'transformers', 'torch')}, 1-minute load {environment['load_average_start'][0]:.1f} before and "
         f"{environment['load_average_end'][0]:.1f} after"
     )
 
@@ -184,14 +182,11 @@ def multi30k_seeds(results: Path) -> str:
     return "; ".join(parts)
 
 
-def valid_losses(results: Path, folder: str) -> dict[int, float]:
-    rows = run_metrics(results, f"multi30k/{folder}")
-    return {row["step"]: row["valid_loss"] for row in rows if "valid_loss" in row}
-
-
 def dropout_selection(results: Path) -> str:
     """P_drop 0.1 against the recipe's 0.2: validation loss late in training, and validation BLEU (both at α 0.6)."""
-    low, recipe = valid_losses(results, "en-de-dropout0.1-seed1"), valid_losses(results, "en-de-seed1")
+    low, recipe = (
+        logged(results, f"multi30k/{run}", "valid_loss") for run in ("en-de-dropout0.1-seed1", "en-de-seed1")
+    )
     low_bleu = run_json(results, "multi30k/en-de-dropout0.1-seed1")["valid_bleu_averaged"]
     recipe_bleu = read_json(results, "multi30k/en-de-seed1/results-before-rescoring.json")["valid_bleu_averaged"]
     return (
@@ -208,7 +203,7 @@ def final_losses(results: Path) -> str:
         ("en-de-seed1", "English → German", "was still falling"),
         ("de-en-seed1", "German → English", "had flattened"),
     ):
-        losses = valid_losses(results, folder)
+        losses = logged(results, f"multi30k/{folder}", "valid_loss")
         last, before = sorted(losses)[-1], sorted(losses)[-2]
         parts.append(
             f"{label} validation loss {verb} ({losses[before]:.3f} at step {before:,}, {losses[last]:.3f} at {last:,})"
@@ -234,12 +229,15 @@ def multi30k_summary(results: Path) -> str:
 
 def stopped_against(results: Path, stopped_run: str, recipe_run: str) -> str:
     """A stopped run's last validation BLEU and loss, against those of the recipe's run `recipe_run` at that step."""
-    rows = run_metrics(results, f"multi30k/{stopped_run}")
-    stopped = max((row for row in rows if "valid_bleu" in row), key=lambda row: row["step"])
-    recipe = {row["step"]: row for row in run_metrics(results, f"multi30k/{recipe_run}")}[stopped["step"]]
+    keys = ("valid_bleu", "valid_loss")
+    stopped, recipe = (
+        {key: logged(results, f"multi30k/{run}", key) for key in keys} for run in (stopped_run, recipe_run)
+    )
+    step = max(stopped["valid_bleu"])
     return (
-        f"at step {stopped['step']:,} it had validation BLEU {stopped['valid_bleu']:.2f} and loss "
-        f"{stopped['valid_loss']:.2f} against the recipe's {recipe['valid_bleu']:.2f} and {recipe['valid_loss']:.2f}"
+        f"at step {step:,} it had validation BLEU {stopped['valid_bleu'][step]:.2f} and loss "
+        f"{stopped['valid_loss'][step]:.2f} against the recipe's {recipe['valid_bleu'][step]:.2f} and "
+        f"{recipe['valid_loss'][step]:.2f}"
     )
 
 
@@ -251,8 +249,7 @@ def selection_stopped(results: Path) -> str:
 def tiny_stopped(results: Path) -> str:
     """The stopped Transformer-Tiny-like run (issue 47): its speed against the 4,000-token run's on the same machine,
     and its last validation BLEU and loss against the compiled preset's run at the same step."""
-    rows = run_metrics(results, "multi30k/en-de-tiny-stopped")
-    speeds = sorted(row["tokens_per_second"] for row in rows if "tokens_per_second" in row)
+    speeds = sorted(logged(results, "multi30k/en-de-tiny-stopped", "tokens_per_second").values())
     beside = run_json(results, "multi30k/en-de-vocab4000-seed1")
     against = stopped_against(results, "en-de-tiny-stopped", "en-de-compiled-seed1")
     return (
@@ -266,12 +263,7 @@ def against_compiled(results: Path, name: str, sides: str) -> str:
     evaluation both made after as many training tokens (the same steps where both take as many tokens per step), and
     each run's steps and final validation BLEU (issue 47); `sides` names the two."""
     runs = {name: f"en-de-{name}-seed1", "compiled": "en-de-compiled-seed1"}
-    valid = {
-        key: {
-            row["step"]: row["valid_bleu"] for row in run_metrics(results, f"multi30k/{folder}") if "valid_bleu" in row
-        }
-        for key, folder in runs.items()
-    }
+    valid = {key: logged(results, f"multi30k/{folder}", "valid_bleu") for key, folder in runs.items()}
     final = {key: run_json(results, f"multi30k/{folder}") for key, folder in runs.items()}
     ratio = final[name]["tokens_per_step"] / final["compiled"]["tokens_per_step"]  # its steps per compiled step
     steps = sorted(step for step in valid[name] if step * ratio in valid["compiled"])

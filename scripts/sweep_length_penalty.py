@@ -25,13 +25,12 @@ Usage (runs of the multi30k preset)::
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from pathlib import Path
 
 import torch
-from bench import Record
+from bench import Record, options
 from bench.figures import read_json, table
 from bench.serving import translate
 
@@ -101,10 +100,9 @@ def score_alphas(model, tokenizer, sources, references, alphas, config, batch_si
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = options.parser(__doc__)
     parser.add_argument("--run", type=Path, action="append", required=True, help="a run directory (repeatable)")
     parser.add_argument("--alphas", type=float, nargs="+", default=list(ALPHAS), help="default: %(default)s")
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: %(default)s)")
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default: %(default)s)")
     parser.add_argument(
         "--average",
@@ -114,7 +112,6 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="score the average of each run's last N checkpoints, for each N, instead of its final model",
     )
-    parser.add_argument("--output", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
     if any(count < 1 for count in args.average):
         parser.error(f"--average takes counts of 1 or more, got {args.average}")

@@ -2,6 +2,7 @@
 back every committed results file's environment; the workloads (FLOPs, batches, the training step); the figures'
 collection. No timing is asserted."""
 
+import importlib
 import importlib.metadata
 import json
 from pathlib import Path
@@ -230,3 +231,22 @@ def test_data_benchmark_reports_the_median_warm_run_and_the_ratio_to_the_compare
     assert result["phases"]["warm"] == {"data_s": 5.0, "compile_s": 4.0}
     assert result["compare"]["warm_start_s"] == 11.0 and result["compare"]["this_vs_compared"] == round(9 / 11, 3)
     assert benchmark_data.median_run([run(2.0, 0), run(1.0, 0)])["seconds"] == 2.0
+
+
+@pytest.mark.parametrize(
+    ("script", "argv", "says"),
+    [
+        ("benchmark_demo", ["--model", "m", "--source", "{tmp}/s.en", "--repeats", "0"], "--repeats must be at least 1, got 0"),
+        ("benchmark_lora", ["--json", "{tmp}/r.json", "--warmup", "-1"], "--warmup must be at least 0, got -1"),
+        ("benchmark_decoding_dtype", ["--model", "m", "--source", "{tmp}/s.en", "--reference", "{tmp}/none.de"],
+         "--reference={tmp}/none.de is not a file"),
+    ],
+)  # fmt: skip
+def test_the_benchmarks_refuse_a_bad_option_in_one_line_naming_it(tmp_path, script, argv, says):
+    """The kit's option checks (`bench.options.check`): a count below its least or a missing file ends the command
+    with one line naming the option (exit 1, as the package's commands), before any model is loaded."""
+    (tmp_path / "s.en").write_text("a sentence\n", encoding="utf-8")
+    module = importlib.import_module(script)
+    with pytest.raises(SystemExit) as refused:
+        module.main([word.replace("{tmp}", str(tmp_path)) for word in argv])
+    assert str(refused.value) == says.replace("{tmp}", str(tmp_path))

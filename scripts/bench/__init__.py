@@ -14,6 +14,7 @@ them):
 * `workloads`: the model sizes (`model_config`), the corpora and their batches, the one FLOPs formula
   (`forward_flops`, `training_flops`) and the one training step (`train_step`, with the package's Adam);
 * `figures`: reading a results folder and writing Markdown tables, for the benchmarks' figure functions;
+* `options`: the parser with ``--threads`` and ``--output``, Multi30k's test files, the checks of counts and files;
 * `marian_twin` is MarianMT of the same weights (`vanilla_transformer.export.marian.vanilla_to_marian`);
 * `contestants`: the training contestants several benchmarks share, written once: ours (``train``'s options, and
   ``ours:default``, its default as-is), MarianMT in `Seq2SeqTrainer`, and plain PyTorch (`plain_torch`);
@@ -24,10 +25,9 @@ them):
 * `StepProfile`: torch's profiler over a worker's steps, summarised (device busy share, runtime calls, top ops).
 """
 
-from .device import synchronize
 from .profiling import StepProfile, profile_lines
 from .record import Record, environment_of, write_json
-from .timing import Timings, interleave, matmul_rate
+from .timing import Timings, interleave, matmul_rate, synchronize
 from .twin import marian_twin
 from .workloads import (
     SIZES,

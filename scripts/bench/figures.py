@@ -37,6 +37,13 @@ def environment_load(run: dict) -> str:
     return f"{environment['load_average_start'][0]:.1f} → {environment['load_average_end'][0]:.1f}"
 
 
+def versions(run: dict, *names: str) -> str:
+    """``torch 2.13.0, transformers 5.24.0``: the versions of the packages `names` a results file recorded, of any
+    schema (`environment_of`)."""
+    recorded = environment_of(run)["versions"]
+    return ", ".join(f"{name} {recorded[name]}" for name in names)
+
+
 def processor(run: dict) -> str:
     """The processor a results file recorded, and whether it has native bf16; "not recorded" for older files."""
     features = run.get("processor_features")

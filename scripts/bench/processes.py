@@ -21,9 +21,8 @@ from typing import Any, Protocol
 
 import torch
 
-from .device import synchronize
 from .profiling import StepProfile, profile_lines
-from .timing import interleave
+from .timing import interleave, synchronize
 from .workloads import training_flops
 
 

@@ -20,18 +20,14 @@ from typing import Any
 import torch
 
 from vanilla_transformer.export.ctranslate2 import export_ctranslate2
-from vanilla_transformer.serving.search import LENGTH_PENALTY, MAX_LENGTH_OFFSET, translate, translate_ids
-from vanilla_transformer.serving.with_ctranslate2 import (
-    SearchReport,
-    cpu_backend,
-    load_translator,
-    search_ctranslate2,
-    translate_ctranslate2,
-)
-from vanilla_transformer.serving.with_onnxruntime import load_onnx
+from vanilla_transformer.serving.search import LENGTH_PENALTY, MAX_LENGTH_OFFSET, translate_ids
+from vanilla_transformer.serving.search import translate as translate  # "as" itself: re-exported
+from vanilla_transformer.serving.with_ctranslate2 import SearchReport, cpu_backend, load_translator, search_ctranslate2
+from vanilla_transformer.serving.with_ctranslate2 import translate_ctranslate2 as translate_ctranslate2
+from vanilla_transformer.serving.with_onnxruntime import load_onnx as load_onnx
 from vanilla_transformer.tokenization import EOS_ID, PAD_ID
 
-from .figures import environment_load, minutes, processor, read_json, table
+from .figures import environment_load, minutes, processor, read_json, table, versions
 from .timing import interleave
 
 
@@ -279,28 +275,5 @@ def ct2_stop_rule_environment(results: Path) -> str:
         return "not measured yet"
     run = read_json(results, CT2_STOP_RULE)
     return (f"{processor(run)}, threads {', '.join(map(str, run['threads']))} (Nt: the best, at N), {run['rounds']} interleaved rounds of the whole file; load average "
-            f"{environment_load(run)}, {minutes(run['wall_seconds'])}; ctranslate2 {run['versions']['ctranslate2']} "
+            f"{environment_load(run)}, {minutes(run['wall_seconds'])}; {versions(run, 'ctranslate2')} "
             f"(CT2_USE_MKL={run['ct2_use_mkl'] or 'unset'}, CTranslate2's {run['ct2_cpu_backend']} backend)")  # fmt: skip
-
-
-__all__ = [
-    "LENGTH_PENALTY",
-    "MAX_LENGTH_OFFSET",
-    "CT2_STOP_RULE",
-    "ORT_RUNS",
-    "STOP_RULE_HEADER",
-    "bench_stop_rule",
-    "ct2_search",
-    "ct2_stop_rule_environment",
-    "ct2_stop_rule_table",
-    "ct2_translators",
-    "hypotheses",
-    "inside_onnxruntime",
-    "load_onnx",
-    "load_translator",
-    "translate",
-    "translate_ctranslate2",
-    "translate_ids",
-    "stop_rule_rows",
-    "stop_rule_workload",
-]

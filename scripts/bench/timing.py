@@ -1,4 +1,5 @@
-"""The one timer: contestants interleaved, and the matmul rate timed by it."""
+"""The one timer: contestants interleaved, the device synchronised around each call, and the matmul rate timed by
+it."""
 
 from __future__ import annotations
 
@@ -10,9 +11,13 @@ from typing import Any
 
 import torch
 
-from .device import matmul, synchronize
-
 _FIRST = object()
+
+
+def synchronize(device: torch.device | None) -> None:
+    """Wait for the work queued on `device` (CUDA's kernels run after the call that launched them returns)."""
+    if device is not None and device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 @dataclass
@@ -98,6 +103,20 @@ def interleave(
                 progress(rounds, timings)
             rounds += 1
     return timings
+
+
+def matmul(device: torch.device, dtype: torch.dtype) -> tuple[Callable[[Any], None], float]:
+    """A square matmul in `dtype` on `device`, as a contestant (a function of one ignored item), and its FLOPs."""
+    n = 8192 if device.type == "cuda" else 2048 if dtype == torch.float32 else 1024  # (CPUs emulate bf16/fp16)
+    calls = 20 if device.type == "cuda" else 1
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+
+    def run(_=None) -> None:
+        for _ in range(calls):
+            torch.mm(a, b)
+
+    return run, 2.0 * n**3 * calls
 
 
 def matmul_rate(device: torch.device, dtype: torch.dtype, repeats: int = 5) -> float:
