@@ -98,8 +98,9 @@ def test_the_ceiling_figure_says_what_the_target_asks(tmp_path, ceiling, says):
 
 def test_the_stop_rule_run_compares_the_paper_s_rule_with_ctranslate2_s_own(tmp_path, tiny_model_dir):
     """``--trained``: on a trained model's test file, the paper's stop rule on CTranslate2 and CTranslate2's own,
-    fp32 and int8, at each thread count, greedy and beam 4: tokens per second, steps, translations equal to
-    PyTorch's (the paper's rule: all, at fp32) and BLEU; the table renders each at its best thread count."""
+    fp32 and int8, at each thread count, greedy and beam 4, beside the oracle (each sentence searched once to its
+    shortest proof): tokens per second, steps, translations equal to PyTorch's (the paper's rule and the oracle: all,
+    at fp32) and BLEU; the table renders each at its best thread count."""
     sources, references = zip(*SPLITS.valid[:8], strict=True)
     (tmp_path / "test.en").write_text("".join(s + "\n" for s in sources))
     (tmp_path / "test.de").write_text("".join(s + "\n" for s in references))
@@ -125,6 +126,12 @@ def test_the_stop_rule_run_compares_the_paper_s_rule_with_ctranslate2_s_own(tmp_
             assert row["paper_equal_torch"] == 8 and row["paper_tokens_per_s"] > 0 and row["own_tokens_per_s"] > 0
             assert row["paper_vs_own"] == pytest.approx(row["paper_tokens_per_s"] / row["own_tokens_per_s"], abs=1e-3)
             assert row["paper_steps"]["beam"] > 0 and row["paper_steps"]["rounds"][0] == 8 and row["own_steps"] > 0
+            # The oracle searches each sentence once, to its shortest proof: the same answers, no more steps.
+            assert row["oracle_equal_torch"] == 8 and 0 < row["oracle_steps"] <= row["paper_steps"]["beam"]
+            assert row["oracle_vs_own"] == pytest.approx(
+                row["oracle_tokens_per_s"] / row["own_tokens_per_s"], abs=1e-3
+            )
+            assert row["rounds"] >= 1
             assert (
                 row["paper_bleu"] == workload[search]["torch_bleu"]
                 and row["paper_chrf"] == workload[search]["torch_chrf"]

@@ -8,6 +8,7 @@ CTranslate2's own, on trained models (`stop_rule_workload`, its figures `ct2_sto
 import argparse
 import cProfile
 import json
+import math
 import os
 import pstats
 import sys
@@ -22,7 +23,14 @@ import torch
 from vanilla_transformer.export.ctranslate2 import export_ctranslate2
 from vanilla_transformer.serving.search import LENGTH_PENALTY, MAX_LENGTH_OFFSET, translate_ids
 from vanilla_transformer.serving.search import translate as translate  # "as" itself: re-exported
-from vanilla_transformer.serving.with_ctranslate2 import SearchReport, cpu_backend, load_translator, search_ctranslate2
+from vanilla_transformer.serving.with_ctranslate2 import (
+    SearchReport,
+    cpu_backend,
+    load_translator,
+    proof_lengths,
+    search_ctranslate2,
+    search_rounds,
+)
 from vanilla_transformer.serving.with_ctranslate2 import translate_ctranslate2 as translate_ctranslate2
 from vanilla_transformer.serving.with_onnxruntime import load_onnx as load_onnx
 from vanilla_transformer.tokenization import EOS_ID, PAD_ID
@@ -124,10 +132,12 @@ def stop_rule_workload(
     CTranslate2's own (``translate_batch``: its |Y|^alpha ranking, its stop after k finished, one length limit per
     call: the longest sentence's), the same beam, alpha and batches, on a trained model's test set: fp32 and int8,
     each thread count of `threads`, greedy and beam 4, interleaved (`rounds` timed calls each, the whole file per
-    call, tokenized before). Per setting: tokens per second (generated, ``</s>`` included) of both and their ratio,
-    the decoder steps taken (sentence-steps: the paper's beam search and greedy sample, counted by its
-    `SearchReport`; CTranslate2's own, the length of its last finished hypothesis, from an untimed call returning
-    k of them), and, of both, the translations equal to PyTorch's search (`translate`, the model's alpha) and BLEU."""
+    call, tokenized before; `stop_rule_setting`), beside the oracle: the paper's answers searched once to each
+    sentence's `proof_lengths` (found untimed), the most any search that predicts lengths could reach. Per setting:
+    tokens per second (generated, ``</s>`` included) of the three and their ratios to CTranslate2's own, the decoder
+    steps taken (sentence-steps: the paper's beam search and greedy sample, counted by its `SearchReport`; the
+    oracle's lengths; CTranslate2's own, the length of its last finished hypothesis, from an untimed call returning k
+    of them), and, of each, the translations equal to PyTorch's search (`translate`, the model's alpha) and BLEU."""
     from vanilla_transformer.data import read_lines
     from vanilla_transformer.model_dir import load_model_dir
     from vanilla_transformer.training import score_translations
@@ -148,39 +158,68 @@ def stop_rule_workload(
         scores = score_translations(torch_texts, references)
         result[search] = {"torch_bleu": round(scores["bleu"], 2), "torch_chrf": round(scores["chrf"], 2)}
         result[search]["torch_steps"] = torch_steps
+        options = dict(num_beams=beams, length_penalty=alpha, end_token=tokenizer.eos_token)
+        proofs: dict[str, list[int]] = {}
         for quantization, count in [(q, t) for q in ("float32", "int8") for t in threads]:
             translator = load_translator(folder / f"{name}-{quantization}", compute_type=quantization, threads=count)
-            report = SearchReport()
-            options = dict(num_beams=beams, length_penalty=alpha, end_token=tokenizer.eos_token)
-
-            def paper(_, translator=translator, options=options) -> list[list[str]]:
-                return search_ctranslate2(translator, tokens, limits, **options, batch_size=STOP_RULE_BATCH)
-
-            def own(_, translator=translator, beams=beams, **more) -> list[list[str]]:
-                results = translator.translate_batch(
-                    tokens, beam_size=beams, length_penalty=alpha, max_decoding_length=max(limits),
-                    return_end_token=True, max_batch_size=STOP_RULE_BATCH, **more,
-                )  # fmt: skip
-                return (
-                    [r.hypotheses[0] for r in results] if not more else [max(map(len, r.hypotheses)) for r in results]
-                )
-
-            timings = interleave({"paper": paper, "own": own}, [None], repeats=rounds)
-            search_ctranslate2(translator, tokens, limits, **options, batch_size=STOP_RULE_BATCH, report=report)
-            row: dict[str, Any] = {}
-            for rule in ("paper", "own"):
-                outputs = timings.returned[rule][-1]
-                texts = [decode(ids) for ids in outputs]
-                row[f"{rule}_tokens_per_s"] = round(sum(map(len, outputs)) / timings.total(rule), 1)
+            if quantization not in proofs:  # the oracle's lengths, untimed: the same at every thread count
+                proofs[quantization] = proof_lengths(translator, tokens, limits, **options, batch_size=STOP_RULE_BATCH)
+            row = stop_rule_setting(translator, tokens, limits, options, proofs[quantization], rounds)
+            for rule in ("paper", "oracle", "own"):
+                texts = [decode(ids) for ids in row.pop(f"{rule}_outputs")]
                 row[f"{rule}_equal_torch"] = sum(a == b for a, b in zip(texts, torch_texts, strict=True))
                 scores = score_translations(texts, references)
                 row[f"{rule}_bleu"], row[f"{rule}_chrf"] = round(scores["bleu"], 2), round(scores["chrf"], 2)
-            row["paper_vs_own"] = round(row["paper_tokens_per_s"] / row["own_tokens_per_s"], 3)
-            row["paper_steps"] = {"beam": report.beam_steps, "greedy_sample": report.greedy_steps}
-            row["paper_steps"] |= {"re_searched": report.re_searched, "rounds": report.searched}
-            row["own_steps"] = sum(own(None, num_hypotheses=beams)) if beams > 1 else sum(map(len, outputs))
             result[search][f"{'fp32' if quantization == 'float32' else 'int8'}@{count}"] = row
     return result
+
+
+STOP_RULE_SECONDS, STOP_RULE_MAX_ROUNDS = 3.0, 25
+"""Each contestant of `stop_rule_setting` is timed over at least `rounds` calls, more where CTranslate2's own takes
+under `STOP_RULE_SECONDS` in all (a short test file: single calls of a tenth of a second are noisy), at most
+`STOP_RULE_MAX_ROUNDS`."""
+
+
+def stop_rule_setting(translator, tokens, limits: list[int], options: dict, proofs: list[int], rounds: int) -> dict:
+    """One weights and thread count of `stop_rule_workload`, interleaved: the paper's stop rule (`search_ctranslate2`),
+    the oracle (`search_rounds` to each sentence's `proof_lengths`: the same answers, were every length known in
+    advance) and CTranslate2's own; tokens/s of each, ratios to CTranslate2's own, steps, and each one's outputs."""
+    beams, alpha = options["num_beams"], options["length_penalty"]
+
+    def paper(_) -> list[list[str]]:
+        return search_ctranslate2(translator, tokens, limits, **options, batch_size=STOP_RULE_BATCH)
+
+    def oracle(_) -> list[list[str]]:
+        outputs: list = [None] * len(tokens)
+        search_rounds(translator, tokens, limits, dict(enumerate(proofs)), outputs, SearchReport(), **options,
+                      batch_size=STOP_RULE_BATCH)  # fmt: skip
+        return outputs
+
+    def own(_, **more) -> list[list[str]]:
+        results = translator.translate_batch(
+            tokens, beam_size=beams, length_penalty=alpha, max_decoding_length=max(limits),
+            return_end_token=True, max_batch_size=STOP_RULE_BATCH, **more,
+        )  # fmt: skip
+        return [r.hypotheses[0] for r in results] if not more else [max(map(len, r.hypotheses)) for r in results]
+
+    started = time.perf_counter()
+    own(None)
+    repeats = max(rounds, min(STOP_RULE_MAX_ROUNDS, math.ceil(STOP_RULE_SECONDS / (time.perf_counter() - started))))
+    timings = interleave({"paper": paper, "oracle": oracle, "own": own}, [None], repeats=repeats)
+    report = SearchReport()
+    search_ctranslate2(translator, tokens, limits, **options, batch_size=STOP_RULE_BATCH, report=report)
+    row: dict[str, Any] = {"rounds": repeats}
+    for rule in ("paper", "oracle", "own"):
+        outputs = timings.returned[rule][-1]
+        row[f"{rule}_tokens_per_s"] = round(sum(map(len, outputs)) / timings.total(rule), 1)
+        row[f"{rule}_outputs"] = outputs
+    row["paper_vs_own"] = round(row["paper_tokens_per_s"] / row["own_tokens_per_s"], 3)
+    row["oracle_vs_own"] = round(row["oracle_tokens_per_s"] / row["own_tokens_per_s"], 3)
+    row["paper_steps"] = {"beam": report.beam_steps, "greedy_sample": report.greedy_steps}
+    row["paper_steps"] |= {"re_searched": report.re_searched, "rounds": report.searched}
+    row["oracle_steps"] = sum(proofs)
+    row["own_steps"] = sum(own(None, num_hypotheses=beams)) if beams > 1 else sum(map(len, row["own_outputs"]))
+    return row
 
 
 def torch_search(model, tokenizer, sentences: Sequence[str], beams: int, alpha: float) -> tuple[list[str], int]:
@@ -212,7 +251,7 @@ def stop_rule_rows(run: dict[str, Any]) -> list[list[str]]:
             figures = workload[search]
             for weights in ("fp32", "int8"):
                 settings = {key: row for key, row in figures.items() if key.startswith(f"{weights}@")}
-                paper = max(settings, key=lambda key: settings[key]["paper_tokens_per_s"])
+                paper = max(settings, key=lambda key: settings[key]["paper_tokens_per_s"])  # the oracle: paper's
                 own = max(settings, key=lambda key: settings[key]["own_tokens_per_s"])
                 row, own_row = settings[paper], settings[own]
                 threads = lambda key: key.split("@")[1]  # noqa: E731
@@ -221,9 +260,11 @@ def stop_rule_rows(run: dict[str, Any]) -> list[list[str]]:
                     f"{row['paper_tokens_per_s']:,.0f} ({threads(paper)}t)",
                     f"{own_row['own_tokens_per_s']:,.0f} ({threads(own)}t)",
                     f"{row['paper_tokens_per_s'] / own_row['own_tokens_per_s']:.2f}",
+                    f"{row['oracle_tokens_per_s'] / own_row['own_tokens_per_s']:.2f}",
                     f"{row['paper_steps']['beam']:,} + {row['paper_steps']['greedy_sample']:,}"
                     f" ({row['paper_steps']['re_searched']} again)" if search != "greedy" else
                     f"{row['paper_steps']['beam']:,} + {row['paper_steps']['greedy_sample']:,}",
+                    f"{row['oracle_steps']:,}",
                     f"{row['own_steps']:,}",
                     f"{figures['torch_steps']:,}",
                     f"{row['paper_equal_torch']:,} / {own_row['own_equal_torch']:,}",
@@ -235,7 +276,8 @@ def stop_rule_rows(run: dict[str, Any]) -> list[list[str]]:
 
 STOP_RULE_HEADER = [
     "workload (sentences)", "search", "weights", "paper's stop rule: tokens/s", "CTranslate2's own: tokens/s",
-    "paper / own", "paper's steps: beam + greedy sample", "own's steps", "PyTorch's steps",
+    "paper / own", "oracle / own", "paper's steps: beam + greedy sample", "oracle's steps", "own's steps",
+    "PyTorch's steps",
     "= PyTorch: paper / own",
     "BLEU (chrF): paper / own / PyTorch",
 ]  # fmt: skip
@@ -244,7 +286,8 @@ STOP_RULE_HEADER = [
 def bench_stop_rule(args: argparse.Namespace) -> dict[str, Any]:
     """The ``--trained`` run: `stop_rule_workload` on each trained model, the whole test file per timed call."""
     report: dict[str, Any] = {"what": "the paper's stop rule on CTranslate2 (translate --ctranslate2) against "
-        "CTranslate2's own translate_batch, same beam, alpha, batches; trained models' test sets", "threads":
+        "CTranslate2's own translate_batch, same beam, alpha, batches, and the oracle (each sentence searched once "
+        "to its shortest proof); trained models' test sets", "threads":
         args.threads, "rounds": args.rounds, "ct2_use_mkl": os.environ.get("CT2_USE_MKL"),
         "ct2_cpu_backend": cpu_backend(), "workloads": {}}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="benchmark-stop-rule-") as folder:
@@ -266,7 +309,7 @@ def ct2_stop_rule_table(results: Path) -> str:
     """The paper's stop rule on CTranslate2 against CTranslate2's own (``--trained``), each at its best thread count."""
     if not (results / CT2_STOP_RULE).is_file():
         return f"Not measured yet: `{STOP_RULE_COMMAND} --output docs/results/{CT2_STOP_RULE}`, run alone."
-    return table(STOP_RULE_HEADER, ["l", "l", "l", *"rrrrrrrr"], stop_rule_rows(read_json(results, CT2_STOP_RULE)))
+    return table(STOP_RULE_HEADER, ["l", "l", "l", *"rrrrrrrrrr"], stop_rule_rows(read_json(results, CT2_STOP_RULE)))
 
 
 def ct2_stop_rule_environment(results: Path) -> str:
@@ -274,6 +317,6 @@ def ct2_stop_rule_environment(results: Path) -> str:
     if not (results / CT2_STOP_RULE).is_file():
         return "not measured yet"
     run = read_json(results, CT2_STOP_RULE)
-    return (f"{processor(run)}, threads {', '.join(map(str, run['threads']))} (Nt: the best, at N), {run['rounds']} interleaved rounds of the whole file; load average "
+    return (f"{processor(run)}, threads {', '.join(map(str, run['threads']))} (Nt: the best, at N), at least {run['rounds']} interleaved rounds of the whole file (more for a short one); load average "
             f"{environment_load(run)}, {minutes(run['wall_seconds'])}; {versions(run, 'ctranslate2')} "
             f"(CT2_USE_MKL={run['ct2_use_mkl'] or 'unset'}, CTranslate2's {run['ct2_cpu_backend']} backend)")  # fmt: skip
