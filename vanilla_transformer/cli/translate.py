@@ -63,9 +63,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "exact stopping) run by CTranslate2's beam search, so the same translations up to the rounding of its "
         "kernels (and of int8 weights). Its cost: a greedy pass over a sample of at most 32 sentences predicts how "
         "long to search; a sentence whose answer CTranslate2's scores cannot prove there is searched again. At beam 4 "
-        "on one thread it ran at 0.8-0.9 times the speed of CTranslate2's own stop rule on the default job's model "
-        "and at 0.3 times on a Multi30k model, where PyTorch's exact stop itself takes 1.7 times CTranslate2's own "
-        "decoder steps (docs/serving.md)",
+        "on one thread it ran at 0.9 times the speed of CTranslate2's own stop rule on the default job's model and "
+        "at 0.3 times on a Multi30k model, where the exact stop needs 1.5 times CTranslate2's own decoder steps and "
+        "even a search told every sentence's length in advance reached only 0.6 times (docs/serving.md)",
     )
     add_decoding_arguments(parser)
     args = parser.parse_args(argv)
