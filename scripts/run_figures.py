@@ -48,28 +48,6 @@ def logged(results: Path, folder: str, key: str) -> dict[int, float]:
     return {row["step"]: row[key] for row in read_jsonl(path.parent, path.name) if key in row}
 
 
-COUNTED_BEFORE_THE_WINDOW_FIX = ("numbers",)
-"""The committed runs whose ``train_tokens_per_second`` the trainer counted before issue 56's fix of its log window,
-with checkpoints or validations inside log windows: the default job (a log every 20 steps, a checkpoint every 50, a
-validation every 250). A window restarted at a checkpoint kept the tokens of its steps before it but timed only those
-after, so the run's figure came out high; what the files hold (each window's rate, not its tokens and seconds) cannot
-give the right one back, so the figure is published as measured, marked, beside the median of the logged windows
-(most of which hold no checkpoint). The Multi30k runs checkpoint and validate on logging steps (every 250 and 1,000
-steps, logs every 50), where the restart came after a log had emptied the window: their figures are right."""
-
-
-def throughput(results: Path, folder: str, run: dict) -> str:
-    """A run's ``train_tokens_per_second``, marked when the old counter made it (`COUNTED_BEFORE_THE_WINDOW_FIX`)."""
-    figure = f"{run['train_tokens_per_second']:,.0f} tokens/s"
-    if folder not in COUNTED_BEFORE_THE_WINDOW_FIX:
-        return figure
-    speeds = sorted(logged(results, folder, "tokens_per_second").values())
-    return (
-        f"{figure}, counted before issue 56's fix and so high (windows holding a checkpoint counted double); the "
-        f"median of its {len(speeds)} logged windows: {speeds[len(speeds) // 2]:,.0f} tokens/s"
-    )
-
-
 def numbers_table(results: Path) -> str:
     """The default job (``vanilla-transformer train``): docs/results/numbers, written by the run."""
     run = run_json(results, "numbers")
@@ -87,7 +65,7 @@ def numbers_table(results: Path) -> str:
           if magnitude else []),
         [f"validation exact match at steps {' / '.join(map(str, steps))}",
          " / ".join(f"{valid[step]:.1f}" for step in steps) + "%"],
-        ["throughput (non-padding source+target tokens, 1 thread)", throughput(results, "numbers", run)],
+        ["throughput (non-padding source+target tokens, 1 thread)", f"{run['train_tokens_per_second']:,.0f} tokens/s"],
         ["padding share (token-bucketed batches)", f"{run['padding_share']:.2%}"],
     ]  # fmt: skip
     return table(["measure", "value"], ["l", "l"], rows)
