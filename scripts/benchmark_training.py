@@ -248,7 +248,7 @@ def resolve(args: argparse.Namespace) -> argparse.Namespace:
     defaults = {"model_size": "multi30k", "vocab_size": 8000, "max_tokens": 4096, "grad_accum": 1}
     if args.preset:
         from vanilla_transformer.training import parse_args
-        from vanilla_transformer.training.config import micro_batch_plan
+        from vanilla_transformer.training.step import micro_batch_plan
 
         config = parse_args(["--preset", args.preset])
         max_tokens, grad_accum = micro_batch_plan(config, 1)

@@ -25,7 +25,7 @@ from vanilla_transformer.data.cache import TokenCorpus, build_token_cache
 from vanilla_transformer.tokenization import train_tokenizer
 from vanilla_transformer.training import TrainingConfig, build_model_config, parse_args
 from vanilla_transformer.training import setup as data_setup
-from vanilla_transformer.training.config import micro_batch_plan
+from vanilla_transformer.training.step import micro_batch_plan
 
 WORDS = [
     "the",

@@ -10,8 +10,13 @@ from accelerate import Accelerator
 from accelerate.state import AcceleratorState
 
 from vanilla_transformer.training import step as step_module
-from vanilla_transformer.training.config import TrainingConfig, micro_batch_plan
-from vanilla_transformer.training.step import accumulate_gradients, activation_bytes_per_token, tokens_in_memory
+from vanilla_transformer.training.config import TrainingConfig
+from vanilla_transformer.training.step import (
+    accumulate_gradients,
+    activation_bytes_per_token,
+    micro_batch_plan,
+    tokens_in_memory,
+)
 
 
 def test_presets_take_the_whole_step_as_one_micro_batch_where_memory_holds_it():

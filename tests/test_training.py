@@ -43,8 +43,8 @@ from vanilla_transformer.training.checkpoints import (
     load_checkpoint_weights,
     read_training_state,
 )
-from vanilla_transformer.training.config import micro_batch_plan
 from vanilla_transformer.training.preflight import WORKING_CPU_LAUNCH, launch_mismatch
+from vanilla_transformer.training.step import micro_batch_plan
 from vanilla_transformer.training.tracking import read_metrics
 
 REPOSITORY = Path(__file__).resolve().parent.parent

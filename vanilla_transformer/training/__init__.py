@@ -45,8 +45,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "load_splits": ("setup", "load_splits"),
     "accumulate_gradients": ("step", "accumulate_gradients"),
     "Trainer": ("trainer", "Trainer"),
-    "TrainingProgress": ("trainer", "TrainingProgress"),
-    "out_of_time": ("trainer", "out_of_time"),
+    "TrainingProgress": ("progress", "TrainingProgress"),
+    "out_of_time": ("progress", "out_of_time"),
 }
 """Each name of the package: its module and its name there, imported when first used, so that ``vanilla-transformer
 train --help`` builds its parser (`options`) without torch, transformers or accelerate."""

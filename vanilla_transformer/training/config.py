@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import functools
 import json
-import math
 from dataclasses import Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -479,28 +478,6 @@ class TrainingConfig:
             )
 
 
-def micro_batch_plan(config: TrainingConfig, num_processes: int, memory_tokens: int | None = None) -> tuple[int, int]:
-    """The micro-batch size in padded tokens and the micro-batches per step and process (gradient accumulation).
-
-    With ``--grad-accum`` (or without ``--tokens-per-step``): ``--max-tokens`` and ``--grad-accum`` (1) as given.
-    Otherwise each process's share of ``--tokens-per-step``, ``S = tokens_per_step / num_processes``, is cut into the
-    fewest micro-batches of at most ``--max-tokens``: ``ceil(S / max_tokens)`` micro-batches of ``floor(S / that)``
-    tokens. So ``wmt14-base`` (50,000 tokens, at most 12,500) takes 4 micro-batches of 12,500 on one process, 1 of
-    6,250 on 8 and 1 of 781 on 64. A micro-batch never gets smaller than the longest pair ``--max-length`` allows
-    (``2 * max_length``), which exceeds the target when ``S`` is smaller than that. With ``--fill-gpu-memory``
-    the most per micro-batch is the larger of ``--max-tokens`` and `memory_tokens`, what the device holds.
-    """
-    optimization, max_length = config.optimization, config.data.max_length
-    if optimization.grad_accum is not None or optimization.tokens_per_step is None:
-        return optimization.max_tokens, optimization.grad_accum or 1
-    most = optimization.max_tokens
-    if optimization.fill_gpu_memory and memory_tokens is not None:
-        most = max(most, memory_tokens)
-    share = optimization.tokens_per_step / num_processes
-    grad_accum = max(1, math.ceil(share / most))
-    return max(2 * max_length, min(most, int(share // grad_accum))), grad_accum
-
-
 def default_output_dir(preset: str | None) -> str:
     """``runs/<preset>``, relative to the working directory."""
     return str(Path("runs") / (preset or "custom"))
@@ -520,5 +497,4 @@ __all__ = [
     "model_preset_names",
     "default_output_dir",
     "flag",
-    "micro_batch_plan",
 ]

@@ -9,6 +9,7 @@ compiled, so that recompilation shows in the run's log.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -21,7 +22,7 @@ from accelerate.utils import DynamoBackend
 
 from ..data import IGNORE_INDEX
 from ..modeling_vanilla_transformer import shift_tokens_right, token_cross_entropy
-from .config import OptimizationConfig
+from .config import OptimizationConfig, TrainingConfig
 
 LossFunction = Callable[..., torch.Tensor]
 """``(logits [B, T, V], labels [B, T], divisor, label_smoothing=...) -> loss``, as `token_cross_entropy`."""
@@ -139,6 +140,28 @@ def activation_bytes_per_token(model_config, eager_attention: bool, max_length: 
         heads = max(config.encoder_attention_heads, config.decoder_attention_heads)
         values += 3 * heads * max_length * max(config.encoder_layers, 2 * config.decoder_layers)
     return 4 * values
+
+
+def micro_batch_plan(config: TrainingConfig, num_processes: int, memory_tokens: int | None = None) -> tuple[int, int]:
+    """The micro-batch size in padded tokens and the micro-batches per step and process (gradient accumulation).
+
+    With ``--grad-accum`` (or without ``--tokens-per-step``): ``--max-tokens`` and ``--grad-accum`` (1) as given.
+    Otherwise each process's share of ``--tokens-per-step``, ``S = tokens_per_step / num_processes``, is cut into the
+    fewest micro-batches of at most ``--max-tokens``: ``ceil(S / max_tokens)`` micro-batches of ``floor(S / that)``
+    tokens. So ``wmt14-base`` (50,000 tokens, at most 12,500) takes 4 micro-batches of 12,500 on one process, 1 of
+    6,250 on 8 and 1 of 781 on 64. A micro-batch never gets smaller than the longest pair ``--max-length`` allows
+    (``2 * max_length``), which exceeds the target when ``S`` is smaller than that. With ``--fill-gpu-memory``
+    the most per micro-batch is the larger of ``--max-tokens`` and `memory_tokens`, what the device holds.
+    """
+    optimization, max_length = config.optimization, config.data.max_length
+    if optimization.grad_accum is not None or optimization.tokens_per_step is None:
+        return optimization.max_tokens, optimization.grad_accum or 1
+    most = optimization.max_tokens
+    if optimization.fill_gpu_memory and memory_tokens is not None:
+        most = max(most, memory_tokens)
+    share = optimization.tokens_per_step / num_processes
+    grad_accum = max(1, math.ceil(share / most))
+    return max(2 * max_length, min(most, int(share // grad_accum))), grad_accum
 
 
 def tokens_in_memory(accelerator: Accelerator, model: torch.nn.Module, max_length: int) -> int | None:

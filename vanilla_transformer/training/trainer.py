@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +41,10 @@ from .checkpoints import (
     unique_weights,
 )
 from .compile_cache import compile_cache_path, load_compile_cache, save_compile_cache
-from .config import TrainingConfig, micro_batch_plan
+from .config import TrainingConfig
 from .evaluation import Evaluator, best_validation
 from .preflight import auto_attention
+from .progress import TrainingProgress, out_of_time
 from .results import export_model
 from .run_dir import RunLayout
 from .schedule import noam_schedule
@@ -56,6 +57,7 @@ from .step import (
     compiled_loss,
     compiling,
     loss_scale,
+    micro_batch_plan,
     overflow_skipped,
     prefer_compile_settings,
     to_device,
@@ -63,44 +65,6 @@ from .step import (
 )
 
 logger = get_logger(__name__)
-
-
-@dataclass
-class TrainingProgress:
-    """Where training stands. Saved in every checkpoint, so that a resumed run continues at the same batch."""
-
-    step: int = 0  # optimizer steps taken
-    epoch: int = 0  # epoch of the next training batch
-    batch: int = 0  # index of this process's next training batch within its epoch
-    seconds: float = 0.0  # wall time of the training loop so far (for --max-train-minutes)
-    micro_batch_tokens: int = 0  # the micro-batch plan the batches were cut by (0: a checkpoint that predates it)
-    micro_batches: int = 0
-
-    def state_dict(self) -> dict[str, float]:
-        return asdict(self)
-
-    def load_state_dict(self, state: dict[str, float]) -> None:
-        self.step, self.epoch, self.batch = state["step"], state["epoch"], state["batch"]
-        self.seconds = state.get("seconds", 0.0)  # absent in checkpoints of version 0.1
-        self.micro_batch_tokens = int(state.get("micro_batch_tokens", 0))  # absent before the plan was saved
-        self.micro_batches = int(state.get("micro_batches", 0))
-
-
-# Processes agree on the time budget every this many steps: agreeing is a collective and a host-device sync.
-AGREE_ON_TIME_EVERY = 10
-
-
-def out_of_time(accelerator: Accelerator, progress: TrainingProgress, max_minutes: float | None) -> bool:
-    """Whether the training loop has used up ``max_minutes``. One process reads its clock before every step; several
-    agree (all stop at the same step) every `AGREE_ON_TIME_EVERY` steps, so they may overrun by fewer steps than that."""
-    if max_minutes is None:
-        return False
-    late = progress.seconds >= 60 * max_minutes
-    if accelerator.num_processes == 1:
-        return late
-    if progress.step % AGREE_ON_TIME_EVERY != 0:
-        return False
-    return bool(accelerator.reduce(torch.tensor(float(late), device=accelerator.device), "max").item())
 
 
 @dataclass
@@ -520,10 +484,4 @@ def _compile_description(accelerator: Accelerator) -> str:
     )
 
 
-__all__ = [
-    "AGREE_ON_TIME_EVERY",
-    "StepResult",
-    "Trainer",
-    "TrainingProgress",
-    "out_of_time",
-]
+__all__ = ["StepResult", "Trainer"]

@@ -1,0 +1,49 @@
+"""Where training stands (`TrainingProgress`, saved in every checkpoint) and when its time is up (`out_of_time`)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+from accelerate import Accelerator
+
+
+@dataclass
+class TrainingProgress:
+    """Where training stands. Saved in every checkpoint, so that a resumed run continues at the same batch."""
+
+    step: int = 0  # optimizer steps taken
+    epoch: int = 0  # epoch of the next training batch
+    batch: int = 0  # index of this process's next training batch within its epoch
+    seconds: float = 0.0  # wall time of the training loop so far (for --max-train-minutes)
+    micro_batch_tokens: int = 0  # the micro-batch plan the batches were cut by (0: a checkpoint that predates it)
+    micro_batches: int = 0
+
+    def state_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+    def load_state_dict(self, state: dict[str, float]) -> None:
+        self.step, self.epoch, self.batch = state["step"], state["epoch"], state["batch"]
+        self.seconds = state.get("seconds", 0.0)  # absent in checkpoints of version 0.1
+        self.micro_batch_tokens = int(state.get("micro_batch_tokens", 0))  # absent before the plan was saved
+        self.micro_batches = int(state.get("micro_batches", 0))
+
+
+# Processes agree on the time budget every this many steps: agreeing is a collective and a host-device sync.
+AGREE_ON_TIME_EVERY = 10
+
+
+def out_of_time(accelerator: Accelerator, progress: TrainingProgress, max_minutes: float | None) -> bool:
+    """Whether the training loop has used up ``max_minutes``. One process reads its clock before every step; several
+    agree (all stop at the same step) every `AGREE_ON_TIME_EVERY` steps, so they may overrun by fewer steps than that."""
+    if max_minutes is None:
+        return False
+    late = progress.seconds >= 60 * max_minutes
+    if accelerator.num_processes == 1:
+        return late
+    if progress.step % AGREE_ON_TIME_EVERY != 0:
+        return False
+    return bool(accelerator.reduce(torch.tensor(float(late), device=accelerator.device), "max").item())
+
+
+__all__ = ["AGREE_ON_TIME_EVERY", "TrainingProgress", "out_of_time"]
