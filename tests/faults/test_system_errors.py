@@ -14,6 +14,15 @@ import pytest
 from fault_support import REPO
 
 
+def _at_a_terminal():
+    """Run in the child before it starts: Ctrl-C as a terminal delivers it, SIGINT's default action and not blocked.
+    A child inherits both from this test process, and `subprocess` restores neither: where a library that another
+    test ran in this worker left SIGINT ignored or blocked, the child would ignore the Ctrl-C and wait for its input
+    (in CI the test then timed out; with SIGINT ignored here it always does)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def _start(*argv, env=None):
     environment = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     return subprocess.Popen(
@@ -21,6 +30,7 @@ def _start(*argv, env=None):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=environment,
+        preexec_fn=_at_a_terminal,
     )
 
 
