@@ -111,10 +111,7 @@ class Trainer:
             model.set_attn_implementation(attention)
         self.memory_tokens = tokens_in_memory(accelerator, model, config.data.max_length)
         self.max_tokens, self.grad_accum = micro_batch_plan(config, accelerator.num_processes, self.memory_tokens)
-        self.sampler = TokenBatchSampler(
-            train_data.lengths, self.max_tokens, seed=optimization.seed, num_replicas=accelerator.num_processes,
-            rank=accelerator.process_index,
-        )  # fmt: skip
+        self.sampler = self.token_batches()
         optimizer = build_adam(model, optimization, accelerator.device.type)
         # Not `prepare`d: Accelerate would step the schedule once per process for every optimizer step.
         self.scheduler = noam_schedule(
@@ -182,7 +179,11 @@ class Trainer:
             main_process_only=True,
         )
         self.max_tokens, self.grad_accum = saved
-        self.sampler = TokenBatchSampler(
+        self.sampler = self.token_batches()
+
+    def token_batches(self) -> TokenBatchSampler:
+        """This process's share of the training batches, cut by the micro-batch plan (``max_tokens``)."""
+        return TokenBatchSampler(
             self.train_data.lengths, self.max_tokens, seed=self.config.optimization.seed,
             num_replicas=self.accelerator.num_processes, rank=self.accelerator.process_index,
         )  # fmt: skip
