@@ -50,7 +50,7 @@ class StepProfile:
                 "name": event.key,
                 "calls": event.count,
                 "self_host_ms": event.self_cpu_time_total / 1e3,
-                "self_device_ms": device_time(event) / 1e3,
+                "self_device_ms": event.self_device_time_total / 1e3,  # torch >= 2.4 (pyproject's least)
                 "on_device": event.device_type != torch.autograd.DeviceType.CPU,  # a kernel or a copy
             }
             for event in self.profiler.key_averages()
@@ -87,34 +87,18 @@ def python_functions(profile: cProfile.Profile, top: int) -> list[dict[str, Any]
     return sorted(rows, key=lambda row: -row["self_ms"])[:top]
 
 
-def device_time(event) -> float:
-    """An averaged event's own device microseconds (``self_device_time_total``; ``self_cuda_time_total`` in older
-    torch)."""
-    for name in ("self_device_time_total", "self_cuda_time_total"):
-        value = getattr(event, name, None)
-        if value is not None:
-            return float(value)
-    return 0.0
-
-
 def profile_lines(name: str, profile: dict[str, Any]) -> list[str]:
     """A contestant's profile in a few lines for the log."""
-    busy = profile["device_busy_share"]
-    lines = [
-        f"profile {name}: {profile['steps']} steps in {profile['wall_seconds']:.2f} s"
-        + (f", device busy {busy:.1%}" if busy is not None else "")
-        + (
-            f", {profile['kernel_launches_per_step']:,.0f} launches a step"
-            if profile["kernel_launches_per_step"]
-            else ""
-        )
+    busy, launches = profile["device_busy_share"], profile["kernel_launches_per_step"]
+    head = f"profile {name}: {profile['steps']} steps in {profile['wall_seconds']:.2f} s"
+    head += f", device busy {busy:.1%}" if busy is not None else ""
+    head += f", {launches:,.0f} launches a step" if launches else ""
+    lines = [head] + [
+        f"  {call}: {row['calls']:,} calls, {row['self_host_ms']:,.1f} ms host"
+        for call, row in profile["runtime_calls"].items()
     ]
-    for call, row in profile["runtime_calls"].items():
-        lines.append(f"  {call}: {row['calls']:,} calls, {row['self_host_ms']:,.1f} ms host")
-    for row in profile["top_host"][:6]:
-        lines.append(f"  host {row['self_host_ms']:9,.1f} ms  {row['calls']:6,}x  {row['name'][:70]}")
-    for row in profile["top_device"][:6]:
-        lines.append(f"  device {row['self_device_ms']:7,.1f} ms  {row['calls']:6,}x  {row['name'][:70]}")
-    for row in profile["top_python"][:6]:
-        lines.append(f"  python {row['self_ms']:7,.1f} ms  {row['calls']:6,}x  {row['function'][:70]}")
+    for side, width, key, named in (("host", 9, "self_host_ms", "name"), ("device", 7, "self_device_ms", "name"),
+                                    ("python", 7, "self_ms", "function")):  # fmt: skip
+        top = profile[f"top_{side}"][:6]
+        lines += [f"  {side} {row[key]:{width},.1f} ms  {row['calls']:6,}x  {row[named][:70]}" for row in top]
     return lines
