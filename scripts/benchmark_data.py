@@ -226,13 +226,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     options.check(args, {"--warm-runs": 1})
     if args.compare_checkout is not None and args.checkout is not None:
-        parser.error("--compare-checkout compares warm runs; --checkout runs cold only: pass one of them")
+        raise SystemExit("--compare-checkout compares warm runs; --checkout runs cold only: pass one of them")
     if args.multi30k is None:
-        parser.error(
-            f"pass --multi30k with the Multi30k files, or set {DATA_DIR_VARIABLE} to the folder holding multi30k/"
-        )
+        raise SystemExit(f"pass --multi30k, or set {DATA_DIR_VARIABLE} to the folder holding multi30k/")
     if not (args.multi30k / "train.en").is_file():
-        parser.error(f"--multi30k={args.multi30k} has no train.en")
+        raise SystemExit(f"--multi30k={args.multi30k} has no train.en")
     record = Record(__file__, argv)
     runs = run_all(args)
     result = summarize(args, runs)

@@ -114,10 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if any(count < 1 for count in args.average):
-        parser.error(f"--average takes counts of 1 or more, got {args.average}")
+        raise SystemExit(f"--average takes counts of 1 or more, got {args.average}")
     for run_dir in args.run:
         if not RunLayout(run_dir).settings.is_file() or not RunLayout(run_dir).model.is_dir():
-            parser.error(f"--run={run_dir} is not a finished run directory (training_config.json and model/)")
+            raise SystemExit(f"--run={run_dir} is not a finished run directory (training_config.json and model/)")
     record = Record(__file__, argv)
     torch.set_num_threads(args.threads)
     runs = {run_dir.name: sweep_run(run_dir, args.alphas, args.batch_size, args.average) for run_dir in args.run}

@@ -1,0 +1,32 @@
+"""The data benchmark and the length-penalty sweep refuse a bad option as the kit's checks do (`bench.options.check`):
+one line naming the option, exit 1 (not argparse's usage and exit 2), before any corpus is built or model loaded."""
+
+import importlib
+
+import pytest
+
+
+@pytest.mark.parametrize(
+    ("script", "argv", "says"),
+    [
+        ("benchmark_data", ["--pairs", "10", "--multi30k", "{tmp}", "--checkout", "a", "--compare-checkout", "b"],
+         "--compare-checkout compares warm runs; --checkout runs cold only: pass one of them"),
+        ("benchmark_data", ["--pairs", "10", "--multi30k", "{tmp}"], "--multi30k={tmp} has no train.en"),
+        ("sweep_length_penalty", ["--run", "{tmp}", "--average", "0"], "--average takes counts of 1 or more, got [0]"),
+        ("sweep_length_penalty", ["--run", "{tmp}"],
+         "--run={tmp} is not a finished run directory (training_config.json and model/)"),
+    ],
+)  # fmt: skip
+def test_a_bad_option_ends_the_command_in_one_line_naming_it(tmp_path, script, argv, says):
+    module = importlib.import_module(script)
+    with pytest.raises(SystemExit) as refused:
+        module.main([word.replace("{tmp}", str(tmp_path)) for word in argv])
+    assert str(refused.value) == says.replace("{tmp}", str(tmp_path))  # the message is the exit's: status 1
+
+
+def test_the_data_benchmark_without_multi30k_says_where_to_point_it(monkeypatch):
+    import benchmark_data
+
+    monkeypatch.setattr(benchmark_data.options, "MULTI30K", None)  # no $VANILLA_TRANSFORMER_DATA
+    with pytest.raises(SystemExit, match=r"^pass --multi30k, or set VANILLA_TRANSFORMER_DATA to the folder"):
+        benchmark_data.main(["--pairs", "10"])
