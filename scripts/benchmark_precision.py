@@ -87,47 +87,38 @@ def main(argv: list[str] | None = None) -> int:
         worker(args.worker, args.data)
         return 0
     record = Record(__file__, argv)
-    tokens = dict.fromkeys(CONTESTANTS, 0.0)
     with tempfile.TemporaryDirectory(prefix="benchmark-precision-") as folder:
         train_options = ["--preset", "multi30k", *(["--data-dir", args.data_dir] if args.data_dir else [])]
         config, corpus, _, _ = prepare_data(train_options, Path(folder))  # --data-dir, else $VANILLA_TRANSFORMER_DATA
         source_file, reference_file = split_files(corpus.spec, corpus.names["test"])
         sources = source_file.read_text(encoding="utf-8").splitlines()[: args.test_sentences]
         references = reference_file.read_text(encoding="utf-8").splitlines()[: args.test_sentences]
-        log = Path(folder)
         workers = {
-            name: Worker(__file__, ["--worker", name, "--data", folder], args.threads, log / f"{name}.log", name)
+            name: Worker(
+                __file__, ["--worker", name, "--data", folder], args.threads, Path(folder, f"{name}.log"), name
+            )
             for name in CONTESTANTS
         }
-        try:
-
-            def train_step(name: str):
-                def run(step: int) -> None:
-                    tokens[name] += workers[name].ask(command="step", seed=step)["tokens"]
-
-                return run
+        try:  # each step answers its tokens, which the timer keeps (`Timings.returned`)
+            steps = {
+                name: (lambda step, w=w: w.ask(command="step", seed=step)["tokens"]) for name, w in workers.items()
+            }
 
             def progress(step: int, timings) -> None:
                 if (step + 1) % 50 == 0:
-                    print(
-                        f"step {step + 1}: "
-                        + ", ".join(f"{n} {tokens[n] / timings.total(n):,.0f} tok/s" for n in workers)
-                    )
+                    speeds = (f"{n} {sum(timings.returned[n]) / timings.total(n):,.0f} tok/s" for n in workers)
+                    print(f"step {step + 1}: " + ", ".join(speeds))
 
             # No warm-up: every model trains exactly --steps steps, on which BLEU is then compared.
-            timings = interleave(
-                {name: train_step(name) for name in workers}, range(args.steps), warmup=0, progress=progress
-            )
-            translations = {
-                name: process.ask(command="translate", sources=sources) for name, process in workers.items()
-            }
+            timings = interleave(steps, range(args.steps), warmup=0, progress=progress)
             bleu = {
-                name: compute_bleu(answer["translations"], references)["score"]
-                for name, answer in translations.items()
+                name: compute_bleu(w.ask(command="translate", sources=sources)["translations"], references)["score"]
+                for name, w in workers.items()
             }
         finally:
             for process in workers.values():
                 process.stop()
+    tokens = {name: sum(timings.returned[name]) for name in CONTESTANTS}
     if len(set(tokens.values())) != 1:
         raise RuntimeError(f"the contestants trained on different batches: {tokens}")
     seconds = {name: timings.total(name) for name in CONTESTANTS}
