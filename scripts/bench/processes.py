@@ -17,7 +17,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -25,15 +25,8 @@ from .profiling import StepProfile, profile_lines
 from .timing import interleave, synchronize
 from .workloads import training_flops
 
-
-class Contestant(Protocol):
-    """What the coordinator reads of a contestant (`contestants.Spec` is one): its name, whether it is ``train``'s
-    default, and its settings by key."""
-
-    name: str
-    default: bool
-
-    def __getitem__(self, key: str) -> str | None: ...
+if TYPE_CHECKING:  # contestants imports this module
+    from .contestants import Spec
 
 
 class Channel:
@@ -190,7 +183,7 @@ def build_trainer(config, data: Path, model, cpu: bool = False):
     return Trainer(config, accelerator, model, tokenizer, TokenCorpus(data / "tokens"))
 
 
-def start_worker(script: str, index: int, spec: Contestant, args, data: Path, batch_size: int, plan=None) -> Worker:
+def start_worker(script: str, index: int, spec: Spec, args, data: Path, batch_size: int, plan=None) -> Worker:
     """A contestant's process (`Worker` of the benchmark `script`), its stderr in ``data/worker-INDEX.log``;
     `plan`: the micro-batches (tokens, count) of ``train``'s default, for plain PyTorch."""
     options = ["--worker", spec.name, "--data", str(data), "--model-size", args.model_size, "--seed", str(args.seed)]
@@ -202,7 +195,7 @@ def start_worker(script: str, index: int, spec: Contestant, args, data: Path, ba
     return Worker(script, options, args.threads, data / f"worker-{index}.log", spec.name)
 
 
-def run_contestants(script: str, args, specs: list[Contestant], data: Path, batch_size: int) -> tuple[dict, list]:
+def run_contestants(script: str, args, specs: list[Spec], data: Path, batch_size: int) -> tuple[dict, list]:
     """Start the workers, then the kit's interleaved timer: each warmed up alone, then the rounds; each one's
     figures (the seconds of each command by the timer, the rest as its worker counted them) and the order run."""
     workers: dict[str, Worker] = {}
