@@ -1,7 +1,8 @@
 """The floor any user can write: the paper's Transformer in plain PyTorch, `torch.nn.Transformer` (post-norm, as
 section 3), one embedding shared by both sides and the pre-softmax projection (section 3.4) scaled by sqrt(d_model),
-sinusoidal positions (section 3.5), padding masks, the label-smoothed loss (section 5.4) over a step's target
-tokens, and the package's Adam; bf16 autocast and ``torch.compile`` where asked. No Hugging Face, no Accelerate."""
+sinusoidal positions (section 3.5; the table is the package's `sinusoidal_table`, the formula written once), padding
+masks, the label-smoothed loss (section 5.4) over a step's target tokens, and the package's Adam; bf16 autocast and
+``torch.compile`` where asked. No Hugging Face model, no Accelerate."""
 
 from __future__ import annotations
 
@@ -14,15 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from vanilla_transformer.data import IGNORE_INDEX
-
-
-def sinusoids(length: int, d_model: int) -> torch.Tensor:
-    """Section 3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(the same)."""
-    position = torch.arange(length, dtype=torch.float32)[:, None]
-    rate = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
-    table = torch.zeros(length, d_model)
-    table[:, 0::2], table[:, 1::2] = torch.sin(position * rate), torch.cos(position * rate)
-    return table
+from vanilla_transformer.modeling_vanilla_transformer import sinusoidal_table
 
 
 class PlainTransformer(nn.Module):
@@ -39,7 +32,7 @@ class PlainTransformer(nn.Module):
             config.dropout, batch_first=True,
         )  # fmt: skip
         self.dropout = nn.Dropout(config.dropout)
-        self.register_buffer("positions", sinusoids(max_positions, d), persistent=False)
+        self.register_buffer("positions", sinusoidal_table(max_positions, d), persistent=False)
 
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
         return self.dropout(self.embedding(ids) * self.scale + self.positions[: ids.shape[1]])
