@@ -1,28 +1,23 @@
 """The benchmarks' only shared code (``scripts/bench``): one timer, one results record, the workloads, the figures'
-helpers, the MarianMT twin and the serving code the benchmarks call.
+helpers, the MarianMT twin, the training contestants and the serving code the benchmarks call.
 
 Every benchmark script (one module each) parses its options, declares its contestants, calls these, writes its
 results file with `Record` and names the figures it publishes in ``FIGURES`` (``scripts/render_figures.py`` collects
-them):
+them). Each module's docstring says more:
 
-* `interleave` runs contestants in turn on the same items, reversing their order every round, with warm-up and
-  device synchronisation as settings, so that a drift of the machine's load hits all alike; `matmul_rate` times
-  the device's dense matmul with it (the denominator of MFU);
-* `Record` notes the load and the clock when a benchmark starts, and `Record.write` adds the command, the wall time,
-  the load, the processor, the GPUs and the package versions (`vanilla_transformer.environment`) to its figures;
-* `environment_of` reads those back from any committed results file, whatever schema it was written in;
-* `workloads`: the model sizes (`model_config`), the corpora and their batches, the one FLOPs formula
-  (`forward_flops`, `training_flops`) and the one training step (`train_step`, with the package's Adam);
+* `timing`: `interleave` runs contestants in turn on the same items, reversing their order every round, so that a
+  drift of the machine's load hits all alike; `matmul_rate` times the device's dense matmul with it (MFU's
+  denominator);
+* `record`: `Record` writes a results file's figures with the command, the wall time, the load, the processor, the
+  GPUs and the package versions; `environment_of` reads those back from any committed results file;
+* `workloads`: the model sizes, the corpora and their batches, the one FLOPs formula and the one training step;
 * `figures`: reading a results folder and writing Markdown tables, for the benchmarks' figure functions;
 * `options`: the parser with ``--threads`` and ``--output``, Multi30k's test files, the checks of counts and files;
-* `marian_twin` is MarianMT of the same weights (`vanilla_transformer.export.marian.vanilla_to_marian`);
-* `contestants`: the training contestants several benchmarks share, written once: ours (``train``'s options, and
-  ``ours:default``, its default as-is), MarianMT in `Seq2SeqTrainer`, and plain PyTorch (`plain_torch`);
-* `processes`: contestants in worker processes of their own, the coordinator's side of them, and our `Trainer`
-  built from ``train`` options;
-* `serving`: the package's search, onnxruntime and CTranslate2 decoding, imported in one place; a model's
-  CTranslate2 exports loaded (`ct2_translators`); the tokens of each translation (`hypotheses`);
-* `StepProfile`: torch's profiler over a worker's steps, summarised (device busy share, runtime calls, top ops).
+* `twin`: `marian_twin`, MarianMT of the same weights;
+* `contestants` and `processes`: the training contestants several benchmarks share (ours from ``train``'s options,
+  MarianMT in `Seq2SeqTrainer`, plain PyTorch in `plain_torch`), each in a worker process of its own;
+* `serving`: the package's search, onnxruntime and CTranslate2 decoding, imported in one place;
+* `profiling`: `StepProfile`, torch's profiler over a worker's steps, summarised.
 """
 
 from .profiling import StepProfile, profile_lines
