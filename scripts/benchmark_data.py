@@ -159,9 +159,7 @@ def run_all(args: argparse.Namespace) -> dict[str, dict]:
         sides = {"this": env}
         if args.compare_checkout is not None:
             sides["compared"] = {**env, "PYTHONPATH": str(args.compare_checkout.resolve())}
-        plan = [("cold", "this")]
-        if args.checkout is None:
-            plan += [(f"warm-{side}-{i}", side) for i in range(args.warm_runs) for side in sides]
+        plan = [("cold", "this")] + [(f"warm-{side}-{i}", side) for i in range(warm_runs(args)) for side in sides]
         runs = {}
         for name, side in plan:
             run_dir = work / f"run-{name}"
@@ -174,11 +172,16 @@ def run_all(args: argparse.Namespace) -> dict[str, dict]:
     return runs
 
 
+def warm_runs(args: argparse.Namespace) -> int:
+    """The warm reruns of this checkout: ``--warm-runs``, none with ``--checkout`` (cold only)."""
+    return args.warm_runs if args.checkout is None else 0
+
+
 def summarize(args: argparse.Namespace, runs: dict[str, dict]) -> dict:
     """The results file's figures from the runs of `run_all`: the cold run, the median warm run, the comparison."""
-    figures = {"cold": runs["cold"]}
-    if args.checkout is None:
-        figures["warm"] = median_run([runs[f"warm-this-{i}"] for i in range(args.warm_runs)])
+    figures, warm = {"cold": runs["cold"]}, warm_runs(args)
+    if warm:
+        figures["warm"] = median_run([runs[f"warm-this-{i}"] for i in range(warm)])
     result = {
         "pairs": args.pairs,
         "prepare_s": round(figures["cold"]["seconds"], 1),
@@ -188,10 +191,8 @@ def summarize(args: argparse.Namespace, runs: dict[str, dict]) -> dict:
         "phases": {name: {key: run[key] for key in ("data_s", "compile_s")} for name, run in figures.items()},
         "runs": figures,
         "checkout": str(args.checkout) if args.checkout else None,
-        "warm_runs": args.warm_runs if args.checkout is None else 0,
-        "warm_starts_s": [round(runs[f"warm-this-{i}"]["seconds"], 2) for i in range(args.warm_runs)]
-        if args.checkout is None
-        else [],
+        "warm_runs": warm,
+        "warm_starts_s": [round(runs[f"warm-this-{i}"]["seconds"], 2) for i in range(warm)],
     }
     if args.compare_checkout is not None:
         compared = median_run([runs[f"warm-compared-{i}"] for i in range(args.warm_runs)])
