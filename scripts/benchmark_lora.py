@@ -72,6 +72,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     counts = [name for name, (default, _) in NUMBERS.items() if isinstance(default, int)]
     options.check(args, {f"--{name}": 0 if name == "warmup" else 1 for name in counts})
+    args.targets = [name.strip() for name in args.lora_target_modules.split(",")]
     return args
 
 
@@ -109,14 +110,14 @@ def summarize(seconds: Sequence[float]) -> dict[str, float]:
     }
 
 
-def benchmark_training(args: argparse.Namespace, base, tokenizer) -> tuple[dict[str, Any], dict[str, torch.nn.Module]]:
-    """Time per step of full and LoRA fine-tuning on the same batches; returns the figures and the two models."""
+def benchmark_training(args: argparse.Namespace, base, tokenizer, pairs) -> tuple[dict, dict[str, torch.nn.Module]]:
+    """Time per step of full and LoRA fine-tuning on the same batches of `pairs`; the figures and the two models."""
     full = copy.deepcopy(base)
-    targets = [name.strip() for name in args.lora_target_modules.split(",")]
-    lora = add_lora(copy.deepcopy(base), r=args.lora_r, alpha=args.lora_alpha, dropout=0.0, target_modules=targets)
+    lora = add_lora(
+        copy.deepcopy(base), r=args.lora_r, alpha=args.lora_alpha, dropout=0.0, target_modules=args.targets
+    )
     for model in (full, lora):
         model.to(args.device)
-    pairs = sentence_pairs((args.steps + args.warmup) * args.batch_size, seed=1)
     batches = training_batches(tokenizer, full, pairs, args.batch_size, args.device)
     losses: dict[str, list[float]] = {"full": [], "lora": []}
     rates = {"full": args.learning_rate, "lora": args.lora_learning_rate}
@@ -181,8 +182,7 @@ def benchmark_generate(args: argparse.Namespace, base, lora, tokenizer) -> dict[
     """generate() of the plain model, the adapter model, the merged model and the Marian twin with the same
     adapter, greedy and beam, interleaved."""
     merged = copy.deepcopy(lora).merge_and_unload().eval()
-    targets = [name.strip() for name in args.lora_target_modules.split(",")]
-    marian = marian_with_adapter(lora, targets, args.lora_r, args.lora_alpha).to(args.device)
+    marian = marian_with_adapter(lora, args.targets, args.lora_r, args.lora_alpha).to(args.device)
     models = {"plain": base.eval(), "adapter": lora.eval(), "merged": merged, "marian_adapter": marian}
     for model in models.values():  # transformers' search semantics for all: the paper's fields off
         # A peft model's generate() reads its base model's config, not the wrapper's attribute.
@@ -226,8 +226,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     base, tokenizer = load_model_dir(args.model, args.device)
-    training, tuned = benchmark_training(args, base, tokenizer)
-    pairs = sentence_pairs((args.steps + args.warmup) * args.batch_size, seed=1)
+    pairs = sentence_pairs((args.steps + args.warmup) * args.batch_size, seed=1)  # the fine-tuning pairs
+    training, tuned = benchmark_training(args, base, tokenizer, pairs)
     training["score"] = score_models(args, {"base": base, **tuned}, tokenizer, pairs)
     generation = benchmark_generate(args, base, tuned["lora"], tokenizer)
     results = {
