@@ -304,7 +304,9 @@ def contestants_table(run: dict) -> str:
 
 
 def training_summary(results: Path) -> str:
-    """The training benchmark's findings: the ratio, padding, the step per padded token, the levers."""
+    """The training benchmark's findings: the ratio, padding, the step per padded token, the levers, and what the
+    ``multi30k`` preset's own choices gave (`PRESET_CONTESTANT`) against the Trainer's best and the whole model
+    compiled at once (`WHOLE_CONTESTANT`)."""
     run = read_json(results, "training_vs_trainer.json")
     contestants = run["contestants"]
     ours, trainer = contestants[run["ours_best"]], contestants[run["trainer_best"]]
@@ -324,28 +326,16 @@ def training_summary(results: Path) -> str:
     compiled = ", ".join(f"{figures['vs_baseline']:.2f}x" for figures in levers["compiled"])
     fused = ", ".join(f"{figures['vs_baseline']:.2f}x" for figures in levers["fused"])
     data_share = ours["data_seconds"] / ours["seconds"]
+    preset, whole = contestants[PRESET_CONTESTANT], contestants[WHOLE_CONTESTANT]  # the committed run has both
     return (
         f"ours {run['ratio']:.2f}x the Trainer's best in real tokens/s; padding {padding(ours):.1%} of our padded "
         f"tokens and {padding(trainer):.1%} of the Trainer's; per padded token, ours "
         f"{per_padded(ours) / per_padded(trainer):.2f}x; compiled against eager in fp32: {compiled} (ours, the "
-        f"Trainer); fused Adam against the default: {fused}; building our batches: {data_share:.1%} of the step time"
-        + preset_summary(contestants)
+        f"Trainer); fused Adam against the default: {fused}; building our batches: {data_share:.1%} of the step "
+        f"time; the multi30k preset's choices (bf16, eager attention, compiled layer by layer): "
+        f"{preset['tokens_per_second']:,.0f} tokens/s, {preset['vs_trainer_best']:.2f}x the Trainer's best, "
+        f"{preset['tokens_per_second'] / whole['tokens_per_second']:.2f}x the whole model compiled at once"
     )
-
-
-def preset_summary(contestants: dict) -> str:
-    """What the ``multi30k`` preset's own choices gave (`PRESET_CONTESTANT`), against the Trainer's best and against
-    compiling the whole model; nothing where the run left them out (emulated bf16)."""
-    preset, whole = contestants.get(PRESET_CONTESTANT), contestants.get(WHOLE_CONTESTANT)
-    if preset is None:
-        return ""
-    text = (
-        f"; the multi30k preset's choices (bf16, eager attention, compiled layer by layer): "
-        f"{preset['tokens_per_second']:,.0f} tokens/s, {preset['vs_trainer_best']:.2f}x the Trainer's best"
-    )
-    if whole is not None:
-        text += f", {preset['tokens_per_second'] / whole['tokens_per_second']:.2f}x the whole model compiled at once"
-    return text
 
 
 def training_environment(results: Path) -> str:
