@@ -68,18 +68,13 @@ def numbers_table(results: Path) -> str:
     return table(["measure", "value"], ["l", "l"], rows)
 
 
-def processor(environment: dict) -> str:
-    """The processor as a run recorded it: its name and the features that decide CPU figures (AVX-512, native bf16)."""
-    name = environment.get("processor") or "processor not recorded"
-    features = environment.get("processor_features")
-    return name if features is None else f"{name} ({', '.join(features) or 'no AVX2'})"
-
-
 def numbers_environment(results: Path) -> str:
-    """Where the default job's figures were measured, as the run recorded it."""
+    """Where the default job's figures were measured, as the run recorded it: the processor with the features that
+    decide CPU figures (AVX-512, native bf16)."""
     environment = run_json(results, "numbers")["environment"]
+    processor = f"{environment['processor']} ({', '.join(environment['processor_features']) or 'no AVX2'})"
     return (
-        f"`{environment['command']}`, {processor(environment)}, "
+        f"`{environment['command']}`, {processor}, "
         f"{environment['machine']}, {versions(environment, 'transformers', 'torch')}, 1-minute load {environment['load_average_start'][0]:.1f} before and "
         f"{environment['load_average_end'][0]:.1f} after"
     )
