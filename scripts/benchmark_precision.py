@@ -35,7 +35,6 @@ from bench import Record, interleave, options
 from bench.figures import read_json
 from bench.processes import Channel, Worker, build_trainer, prepare_data
 
-from vanilla_transformer.data import split_files
 from vanilla_transformer.metrics import compute_bleu
 from vanilla_transformer.training import parse_args
 
@@ -82,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker", choices=list(CONTESTANTS), help=argparse.SUPPRESS)  # internal: one contestant
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)  # internal: the coordinator's data folder
     args = parser.parse_args(argv)
+    options.check(args, {"--steps": 1, "--test-sentences": 1, "--threads": 1})
     if args.worker:
         torch.set_num_threads(args.threads)
         worker(args.worker, args.data)
@@ -90,9 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="benchmark-precision-") as folder:
         train_options = ["--preset", "multi30k", *(["--data-dir", args.data_dir] if args.data_dir else [])]
         config, corpus, _, _ = prepare_data(train_options, Path(folder))  # --data-dir, else $VANILLA_TRANSFORMER_DATA
-        source_file, reference_file = split_files(corpus.spec, corpus.names["test"])
-        sources = source_file.read_text(encoding="utf-8").splitlines()[: args.test_sentences]
-        references = reference_file.read_text(encoding="utf-8").splitlines()[: args.test_sentences]
+        sources, references = map(list, zip(*corpus.load("test")[: args.test_sentences], strict=True))
         workers = {
             name: Worker(
                 __file__, ["--worker", name, "--data", folder], args.threads, Path(folder, f"{name}.log"), name

@@ -1,5 +1,6 @@
-"""The data benchmark and the length-penalty sweep refuse a bad option as the kit's checks do (`bench.options.check`):
-one line naming the option, exit 1 (not argparse's usage and exit 2), before any corpus is built or model loaded."""
+"""The data and precision benchmarks and the length-penalty sweep refuse a bad option as the kit's checks do
+(`bench.options.check`): one line naming the option, exit 1 (not argparse's usage and exit 2, nor a failure once the
+corpus is built), before any corpus is built or model loaded."""
 
 import importlib
 
@@ -13,6 +14,8 @@ import pytest
          "--compare-checkout compares warm runs; --checkout runs cold only: pass one of them"),
         ("benchmark_data", ["--pairs", "10", "--multi30k", "{tmp}"], "--multi30k={tmp} has no train.en"),
         ("sweep_length_penalty", ["--run", "{tmp}", "--average", "0"], "--average takes counts of 1 or more, got [0]"),
+        ("benchmark_precision", ["--steps", "0"], "--steps must be at least 1, got 0"),
+        ("benchmark_precision", ["--test-sentences", "0"], "--test-sentences must be at least 1, got 0"),
         ("sweep_length_penalty", ["--run", "{tmp}"],
          "--run={tmp} is not a finished run directory (training_config.json and model/)"),
     ],

@@ -61,10 +61,9 @@ def load_corpus(vocab_size: int, data_dir: str | None = None, max_pairs: int = 1
         tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
         description = f"Multi30k en-de train, first {len(pairs)} pairs, byte-level BPE of {len(tokenizer)} tokens"
     else:
-        count = max_pairs
-        pairs = synthetic_pairs(count, vocab_size, MULTI30K_LENGTHS, longest=200, seed=seed)
+        pairs = synthetic_pairs(max_pairs, vocab_size, MULTI30K_LENGTHS, longest=200, seed=seed)
         tokens = ["<pad>", "<unk>", "<s>", "</s>"]
-        description = f"{count} synthetic pairs, log-normal lengths fitted to Multi30k, random ids"
+        description = f"{max_pairs} synthetic pairs, log-normal lengths fitted to Multi30k, random ids"
     tokens = tokens + [f"<unused{i}>" for i in range(len(tokens), vocab_size)]
     return Corpus(pairs=pairs, tokens=tokens, description=description)
 
