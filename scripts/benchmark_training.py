@@ -79,12 +79,12 @@ SYNTHETIC_LENGTHS = ((3.200, 0.511), (3.117, 0.525))
 words times 1.35, a 37k BPE's typical tokens per word, plus ``</s>``): means of 28 and 26 tokens."""
 
 
-def build_data(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+def build_data(args: argparse.Namespace, folder: Path) -> tuple[dict[str, Any], list[dict]]:
     """The tokenizer and token cache of Multi30k's training pairs as `train` builds them (`bench.prepare_data`: a
     BPE of ``--vocab-size``), and the same ids for the Trainer (``folder/examples.json``). With ``--synthetic-pairs``,
     that many pairs of random ids with WMT14's lengths (`SYNTHETIC_LENGTHS`) instead, for a machine without the
     corpus (a GPU machine): a step's speed depends on the lengths, not on the words; the tokenizer then serves for
-    padding only."""
+    padding only. Returns what was built, for the results file, and the examples."""
     from vanilla_transformer.data.cache import save_token_cache
     from vanilla_transformer.tokenization import train_tokenizer
 
@@ -100,8 +100,10 @@ def build_data(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         train_options += ["--data-dir", args.data_dir] if args.data_dir else []  # else $VANILLA_TRANSFORMER_DATA
         config, _, tokenizer, examples = prepare_data(train_options, folder, args.max_pairs)
         built = {"max_length": config.data.max_length}
+    if len(tokenizer) > args.vocab_size:
+        raise SystemExit(f"--vocab-size={args.vocab_size} is below the tokenizer's {len(tokenizer)} tokens")
     (folder / "examples.json").write_text(json.dumps(examples), encoding="utf-8")
-    return {"pairs": len(examples), "tokenizer_size": len(tokenizer), **built}
+    return {"pairs": len(examples), "tokenizer_size": len(tokenizer), **built}, examples
 
 
 def trainer_batch_size(lengths: list[tuple[int, int]], max_tokens: int, seed: int) -> dict[str, Any]:
@@ -166,12 +168,7 @@ def coordinator_main(args: argparse.Namespace) -> int:
         print(f"skipped {name}: {reason}", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="benchmark-training-") as folder:
         data = Path(folder)
-        built = build_data(args, data)
-        if built["tokenizer_size"] > args.vocab_size:
-            raise ValueError(
-                f"the tokenizer has {built['tokenizer_size']} tokens, over --vocab-size={args.vocab_size}"
-            )
-        examples = json.loads((data / "examples.json").read_text(encoding="utf-8"))
+        built, examples = build_data(args, data)
         batching = trainer_batch_size(example_lengths(examples), args.max_tokens, args.seed)
         print(f"data: {built['pairs']:,} pairs; Trainer batch size {batching['batch_size']}", file=sys.stderr)
         figures, order = run_contestants(__file__, args, specs, data, batching["batch_size"])

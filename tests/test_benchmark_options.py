@@ -1,6 +1,6 @@
-"""The data and precision benchmarks and the length-penalty sweep refuse a bad option as the kit's checks do
-(`bench.options.check`): one line naming the option, exit 1 (not argparse's usage and exit 2, nor a failure once the
-corpus is built), before any corpus is built or model loaded."""
+"""The data, precision and training benchmarks and the length-penalty sweep refuse a bad option as the kit's
+checks do (`bench.options.check`): one line naming the option, exit 1; not argparse's usage and exit 2, nor a
+traceback once the corpus is built."""
 
 import importlib
 
@@ -16,6 +16,8 @@ import pytest
         ("sweep_length_penalty", ["--run", "{tmp}", "--average", "0"], "--average takes counts of 1 or more, got [0]"),
         ("benchmark_precision", ["--steps", "0"], "--steps must be at least 1, got 0"),
         ("benchmark_precision", ["--test-sentences", "0"], "--test-sentences must be at least 1, got 0"),
+        ("benchmark_training", ["--synthetic-pairs", "10", "--vocab-size", "100", "--model-size", "tiny"],
+         "--vocab-size=100 is below the tokenizer's 263 tokens"),
         ("sweep_length_penalty", ["--run", "{tmp}"],
          "--run={tmp} is not a finished run directory (training_config.json and model/)"),
     ],
