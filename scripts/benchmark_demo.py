@@ -40,8 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     options.check(args, {"--sentences": 1, "--repeats": 1}, files=("--source",))
     record = Record(__file__, argv)
     torch.set_num_threads(args.threads)
-    sources = [line for line in read_lines(args.source) if line.strip()]
-    sources = sources[: args.sentences]
+    sources = [line for line in read_lines(args.source) if line.strip()][: args.sentences]
     started = time.perf_counter()
     model, tokenizer = load_model_dir(args.model)
     load_seconds = time.perf_counter() - started

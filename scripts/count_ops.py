@@ -54,21 +54,18 @@ def no_kernel(operator: torch._ops.OpOverload) -> bool:
     return operator.is_view or name in ALLOCATIONS or name.startswith("sym_")
 
 
-class _Counting(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.counts = Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.counts[func] += 1
-        return func(*args, **(kwargs or {}))
-
-
 def operators(function) -> Counter:
     """The operators `function` hands to the backend, by name (``aten::addmm``), each call counted."""
-    with _Counting() as counting:
+    counts = Counter()
+
+    class Counting(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            counts[func] += 1
+            return func(*args, **(kwargs or {}))
+
+    with Counting():
         function()
-    return counting.counts
+    return counts
 
 
 def summary(counts: Counter, steps: int = 1) -> dict[str, Any]:
