@@ -115,18 +115,16 @@ def trainer_batch_size(lengths: list[tuple[int, int]], max_tokens: int, seed: in
     from vanilla_transformer.data import TokenBatchSampler
 
     source, target = (np.array(side) for side in zip(*lengths, strict=True))
-    ours = [
-        len(batch) * (source[batch].max() + target[batch].max())
-        for batch in TokenBatchSampler(lengths, max_tokens, seed=seed).epoch_batches(0)
-    ]
-    ours_mean = float(np.mean(ours))
+
+    def padded(batches) -> float:  # the mean padded source + target tokens of batches of example indices
+        return float(np.mean([len(batch) * (source[batch].max() + target[batch].max()) for batch in batches]))
 
     def trainer_mean(batch_size: int) -> float:
         generator = torch.Generator().manual_seed(seed)
         order = np.array(get_length_grouped_indices(source.tolist(), batch_size, generator=generator))
-        batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
-        return float(np.mean([len(b) * (source[b].max() + target[b].max()) for b in batches]))
+        return padded(order[start : start + batch_size] for start in range(0, len(order), batch_size))
 
+    ours_mean = padded(TokenBatchSampler(lengths, max_tokens, seed=seed).epoch_batches(0))
     guess = max(1, round(ours_mean / float(np.mean(source + target))))
     candidates = range(max(1, guess // 2), guess + 1)
     chosen = min(candidates, key=lambda size: abs(trainer_mean(size) - ours_mean))
