@@ -36,7 +36,7 @@ from bench.figures import read_json, table, versions
 from bench.serving import translate
 from transformers import DataCollatorForSeq2Seq, GenerationConfig
 
-from vanilla_transformer.data import make_numbers_task
+from vanilla_transformer.data import make_numbers_task, tokenize_pairs
 from vanilla_transformer.export.marian import marian_permutation, vanilla_to_marian
 from vanilla_transformer.extras import import_optional
 from vanilla_transformer.metrics import exact_match
@@ -82,17 +82,13 @@ def sentence_pairs(count: int, seed: int) -> list[tuple[str, str]]:
 
 
 def training_batches(tokenizer, model, pairs: Sequence[tuple[str, str]], batch_size: int, device) -> list[dict]:
-    """Padded batches with labels and the decoder inputs the Trainer's collator makes."""
-    collator = DataCollatorForSeq2Seq(tokenizer, model=model)
-    batches = []
-    for start in range(0, len(pairs) - batch_size + 1, batch_size):
-        chunk = pairs[start : start + batch_size]
-        features = [
-            {"input_ids": tokenizer(source)["input_ids"], "labels": tokenizer(text_target=target)["input_ids"]}
-            for source, target in chunk
-        ]
-        batches.append({key: value.to(device) for key, value in collator(features).items()})
-    return batches
+    """Padded batches of `pairs` tokenized as training tokenizes them (`tokenize_pairs`), with labels and the decoder
+    inputs the Trainer's collator makes; the last pairs short of a whole batch are left out."""
+    collator, examples = DataCollatorForSeq2Seq(tokenizer, model=model), tokenize_pairs(pairs, tokenizer)
+    return [
+        {key: value.to(device) for key, value in collator(examples[start : start + batch_size]).items()}
+        for start in range(0, len(examples) - batch_size + 1, batch_size)
+    ]
 
 
 def trainable_parameters(model: torch.nn.Module) -> dict[str, int]:
