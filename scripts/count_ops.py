@@ -35,13 +35,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from bench import Record, adam, marian_twin, model_config, options, train_step
+from bench import Record, adam, collate, marian_twin, model_config, options, train_step
 from bench.figures import read_json, table, versions
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from vanilla_transformer.decoder_vanilla_transformer import IncrementalDecoder
 from vanilla_transformer.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
-from vanilla_transformer.tokenization import EOS_ID, PAD_ID
+from vanilla_transformer.tokenization import EOS_ID
 
 ALLOCATIONS = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "lift_fresh"})
 """Operators that only allocate (no kernel)."""
@@ -87,13 +87,11 @@ def random_batch(vocab_size: int, batch_size: int, seed: int) -> dict[str, torch
     generator = torch.Generator().manual_seed(seed)
     source_lengths = torch.randint(8, 25, (batch_size,), generator=generator)
     target_lengths = torch.randint(8, 27, (batch_size,), generator=generator)
-    input_ids = torch.full((batch_size, int(source_lengths.max())), PAD_ID)
-    labels = torch.full((batch_size, int(target_lengths.max())), -100)
-    for row, (source, target) in enumerate(zip(source_lengths.tolist(), target_lengths.tolist(), strict=True)):
-        input_ids[row, :source] = torch.randint(4, vocab_size, (source,), generator=generator)
-        labels[row, :target] = torch.randint(4, vocab_size, (target,), generator=generator)
-        input_ids[row, source - 1] = labels[row, target - 1] = EOS_ID
-    return {"input_ids": input_ids, "attention_mask": (input_ids != PAD_ID).long(), "labels": labels}
+    pairs = [  # each side drawn at its whole length, its last token then made </s>
+        [torch.randint(4, vocab_size, (length,), generator=generator)[:-1].tolist() + [EOS_ID] for length in pair]
+        for pair in zip(source_lengths.tolist(), target_lengths.tolist(), strict=True)
+    ]
+    return collate(pairs)  # the kit's padding: `TranslationCollator`'s
 
 
 def training_step(model, batch: dict[str, torch.Tensor]) -> Counter:
