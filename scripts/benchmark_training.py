@@ -262,9 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     args = resolve(build_parser().parse_args(argv))
     counts = ("--rounds", "--steps-per-round", "--warmup-steps", "--threads", "--max-tokens", "--grad-accum")
     options.check(args, dict.fromkeys(counts, 1))
-    if args.worker:
-        return worker_main(args)
-    return coordinator_main(args)
+    return worker_main(args) if args.worker else coordinator_main(args)
 
 
 # Figures: name -> function of the results folder that returns the Markdown between a page's markers

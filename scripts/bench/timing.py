@@ -109,8 +109,7 @@ def matmul(device: torch.device, dtype: torch.dtype) -> tuple[Callable[[Any], No
     """A square matmul in `dtype` on `device`, as a contestant (a function of one ignored item), and its FLOPs."""
     n = 8192 if device.type == "cuda" else 2048 if dtype == torch.float32 else 1024  # (CPUs emulate bf16/fp16)
     calls = 20 if device.type == "cuda" else 1
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
+    a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
 
     def run(_=None) -> None:
         for _ in range(calls):
