@@ -113,8 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         help="score the average of each run's last N checkpoints, for each N, instead of its final model",
     )
     args = parser.parse_args(argv)
-    if any(count < 1 for count in args.average):
-        raise SystemExit(f"--average takes counts of 1 or more, got {args.average}")
+    options.check(args, {"--average": 1, "--batch-size": 1, "--threads": 1})
     for run_dir in args.run:
         if not RunLayout(run_dir).settings.is_file() or not RunLayout(run_dir).model.is_dir():
             raise SystemExit(f"--run={run_dir} is not a finished run directory (training_config.json and model/)")

@@ -13,7 +13,7 @@ import pytest
         ("benchmark_data", ["--pairs", "10", "--multi30k", "{tmp}", "--checkout", "a", "--compare-checkout", "b"],
          "--compare-checkout compares warm runs; --checkout runs cold only: pass one of them"),
         ("benchmark_data", ["--pairs", "10", "--multi30k", "{tmp}"], "--multi30k={tmp} has no train.en"),
-        ("sweep_length_penalty", ["--run", "{tmp}", "--average", "0"], "--average takes counts of 1 or more, got [0]"),
+        ("sweep_length_penalty", ["--run", "{tmp}", "--average", "2", "0"], "--average must be at least 1, got [2, 0]"),
         ("benchmark_precision", ["--steps", "0"], "--steps must be at least 1, got 0"),
         ("benchmark_precision", ["--test-sentences", "0"], "--test-sentences must be at least 1, got 0"),
         ("benchmark_training", ["--synthetic-pairs", "10", "--vocab-size", "100", "--model-size", "tiny"],

@@ -28,11 +28,12 @@ def multi30k_test() -> tuple[Path | None, Path | None]:
 
 
 def check(args: argparse.Namespace, least: dict[str, int] | None = None, files: tuple[str, ...] = ()) -> None:
-    """Each option of `least` (``--rounds``: 1) at least its number, and each of `files` an existing file (None:
-    where the default, Multi30k's, comes from); else one line naming the option, and exit 1."""
+    """Each option of `least` (``--rounds``: 1) at least its number (every number of a list option), and each of
+    `files` an existing file (None: where the default, Multi30k's, comes from); else one line naming the option, and
+    exit 1."""
     value = lambda flag: getattr(args, flag.lstrip("-").replace("-", "_"))  # noqa: E731
     for flag, minimum in (least or {}).items():
-        if value(flag) < minimum:
+        if (min(value(flag), default=minimum) if isinstance(value(flag), list) else value(flag)) < minimum:
             raise SystemExit(f"{flag} must be at least {minimum}, got {value(flag)}")
     for flag in files:
         if value(flag) is None:
