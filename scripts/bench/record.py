@@ -70,10 +70,9 @@ def environment_of(result: dict[str, Any]) -> dict[str, Any]:
     ``load_average_before``/``load_average_after`` (or only the latter), put torch's and transformers'
     versions at the top, or the whole environment under ``environment``."""
     result = {**result.get("environment", {}), **result} if isinstance(result.get("environment"), dict) else result
-    start = next(
-        (result[k] for k in ("load_average_start", "loadavg_start", "load_average_before") if k in result), None
-    )
-    end = next((result[k] for k in ("load_average_end", "loadavg_end", "load_average_after") if k in result), None)
+    first = lambda *keys: next((result[key] for key in keys if key in result), None)  # noqa: E731
+    start = first("load_average_start", "loadavg_start", "load_average_before")
+    end = first("load_average_end", "loadavg_end", "load_average_after")
     versions = dict(result.get("versions") or {})
     for name in ("torch", "transformers"):
         if name not in versions and isinstance(result.get(name), str):
