@@ -33,6 +33,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import torch
 from bench import Record, adam, collate, marian_twin, model_config, options, train_step
@@ -115,14 +116,9 @@ def decoding_step(model, batch: dict[str, torch.Tensor], num_beams: int, steps: 
             raise RuntimeError(f"decoding stopped before {new_tokens} tokens: </s> was reachable")
 
     generate(steps)  # (weights prepared once, as in any later call)
-    fast_steps = []
-    step = IncrementalDecoder.step
-    IncrementalDecoder.step = lambda decoder, tokens: fast_steps.append(1) or step(decoder, tokens)
-    try:
+    with mock.patch.object(IncrementalDecoder, "step", autospec=True, side_effect=IncrementalDecoder.step) as fast:
         shorter, longer = operators(lambda: generate(steps)), operators(lambda: generate(2 * steps))
-    finally:
-        IncrementalDecoder.step = step
-    if isinstance(model, VanillaTransformerForConditionalGeneration) and len(fast_steps) != 3 * steps:
+    if isinstance(model, VanillaTransformerForConditionalGeneration) and fast.call_count != 3 * steps:
         raise RuntimeError("our generate() did not run on the fast decoder")
     return summary(longer - shorter, steps)
 
