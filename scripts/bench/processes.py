@@ -17,16 +17,13 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from .profiling import StepProfile, profile_lines
 from .timing import interleave, synchronize
 from .workloads import training_flops
-
-if TYPE_CHECKING:  # contestants imports this module
-    from .contestants import Spec
 
 
 class Channel:
@@ -183,8 +180,9 @@ def build_trainer(config, data: Path, model, cpu: bool = False):
     return Trainer(config, accelerator, model, tokenizer, TokenCorpus(data / "tokens"))
 
 
-def start_worker(script: str, index: int, spec: Spec, args, data: Path, batch_size: int, plan=None) -> Worker:
-    """A contestant's process (`Worker` of the benchmark `script`), its stderr in ``data/worker-INDEX.log``;
+def start_worker(script: str, index: int, spec, args, data: Path, batch_size: int, plan=None) -> Worker:
+    """The process of contestant `spec` (a `contestants.Spec`: its name, whether it is ``train``'s default, its
+    settings by key), a `Worker` of the benchmark `script`, its stderr in ``data/worker-INDEX.log``;
     `plan`: the micro-batches (tokens, count) of ``train``'s default, for plain PyTorch."""
     options = ["--worker", spec.name, "--data", str(data), "--model-size", args.model_size, "--seed", str(args.seed)]
     options += ["--vocab-size", str(args.vocab_size), "--max-tokens", str(args.max_tokens)]
@@ -195,8 +193,8 @@ def start_worker(script: str, index: int, spec: Spec, args, data: Path, batch_si
     return Worker(script, options, args.threads, data / f"worker-{index}.log", spec.name)
 
 
-def run_contestants(script: str, args, specs: list[Spec], data: Path, batch_size: int) -> tuple[dict, list]:
-    """Start the workers, then the kit's interleaved timer: each warmed up alone, then the rounds; each one's
+def run_contestants(script: str, args, specs: list, data: Path, batch_size: int) -> tuple[dict, list]:
+    """Start the workers of `specs` (`start_worker`), then the kit's interleaved timer: each warmed up alone, then the rounds; each one's
     figures (the seconds of each command by the timer, the rest as its worker counted them) and the order run."""
     workers: dict[str, Worker] = {}
     results: dict[str, Any] = {}
