@@ -31,18 +31,16 @@ from .timing import Timings, interleave, matmul_rate, synchronize
 from .twin import marian_twin
 from .workloads import (
     SIZES,
-    Corpus,
     adam,
     collate,
     forward_flops,
-    load_corpus,
     model_config,
-    random_batches,
+    source_sentences,
     synthetic_pairs,
     train_step,
     training_flops,
 )
 
-__all__ = ["SIZES", "Corpus", "Record", "StepProfile", "Timings", "adam", "collate", "environment_of", "forward_flops",
-    "interleave", "load_corpus", "marian_twin", "matmul_rate", "model_config", "profile_lines", "random_batches",
+__all__ = ["SIZES", "Record", "StepProfile", "Timings", "adam", "collate", "environment_of", "forward_flops",
+    "interleave", "marian_twin", "matmul_rate", "model_config", "profile_lines", "source_sentences",
     "synchronize", "synthetic_pairs", "train_step", "training_flops", "write_json"]  # fmt: skip
