@@ -80,15 +80,16 @@ if (( tiny )); then  # the same steps on the CPU, fp32, at a tiny size, nothing 
     base=(--device cpu --preset numbers --synthetic-pairs 300 --model-size tiny --vocab-size 400 --max-tokens 512
           --grad-accum 2 --threads 1 --rounds 2 --steps-per-round 2 --warmup-steps 1)
     big=("${base[@]}")
-    decoding=(--device cpu --dtype fp32 --size tiny --vocab-size 200 --data-dir "$out/no-corpus" --threads 1
-              --num-batches 1 --repeats 1 --warmup 1 --max-new-tokens 5)
+    decoding=(--device cpu --contestants generate marian torch --sizes tiny --vocab-size 300
+              --data-dir "$out/no-corpus" --threads 1 --batches 1 --rounds 1 --warmup 1)
     batches=(4 8)
 else
     p=bf16 c=inductor limits=(40 120 80 35)  # the CUDA tests, training at base and at big, each decoding batch
     # wmt14-base: the base model, a 37,000 vocabulary, 4 micro-batches of 12,500 padded tokens a step.
     base=(--device cuda --preset wmt14-base --synthetic-pairs 20000 --rounds 3 --steps-per-round 3 --warmup-steps 3)
     big=(--device cuda --preset wmt14-big --synthetic-pairs 20000 --rounds 2 --steps-per-round 2 --warmup-steps 3)
-    decoding=(--device cuda --dtype bf16 --size base --vocab-size 37000 --num-batches 3 --repeats 5 --warmup 2)
+    decoding=(--device cuda --contestants generate_bf16 marian_bf16 torch_bf16 --sizes base --vocab-size 37000
+              --threads 1 --batches 3 --rounds 5 --warmup 2)
     batches=(16 128)
 fi
 step cuda_tests "${limits[0]}" "$python" -m pytest -q -p no:xdist -rfEsp "${whole[@]}" "${tests[@]}"
@@ -97,8 +98,8 @@ training training_base "${limits[1]}" "ours:default ours:default,micro=fixed tor
     "${base[@]}" --profile-steps 2
 training training_big "${limits[2]}" "ours:default torch:precision=$p,compile=$c" "${big[@]}"
 for batch in "${batches[@]}"; do
-    step "decoding_batch$batch" "${limits[3]}" "$python" scripts/benchmark.py --sections generate --no-ctranslate2 \
-        --gen-batch-size "$batch" --json "$out/decoding_batch$batch.json" "${decoding[@]}"
+    step "decoding_batch$batch" "${limits[3]}" "$python" scripts/benchmark_decoding.py --batch-size "$batch" \
+        --output "$out/decoding_batch$batch.json" "${decoding[@]}"
 done
 # Last, in the time left: the Trainer compiled (minutes of inductor on the base model), against train's default.
 training training_trainer_compiled 600 "ours:default ${trainer/compile=no/compile=$c}" "${base[@]}"

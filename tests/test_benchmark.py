@@ -1,22 +1,23 @@
-"""Our model against MarianMT, an independent implementation, on the same weights; and scripts/benchmark.py at tiny
-size."""
-
-import json
+"""Our model against MarianMT, an independent implementation, on the same weights (`bench.marian_twin`, the decoding
+benchmark's MarianMT contestant); and the benchmarks' model sizes."""
 
 import bench as kit
-import benchmark
 import pytest
 import torch
 from copy_task import sentences
 
 from vanilla_transformer.export.marian import marian_permutation, marian_table, permute_state_dict
+from vanilla_transformer.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 PAD, BOS, EOS = 0, 2, 3
 
 
 def tiny_pair(impl="sdpa", dropout=0.0, seed=0):
+    torch.manual_seed(seed)
     config = kit.model_config("tiny", vocab_size=60, dropout=dropout, max_position_embeddings=64)
-    return benchmark.build_pair(config, benchmark.Settings(size="tiny", attn_implementation=impl), seed=seed)
+    config._attn_implementation = impl
+    ours = VanillaTransformerForConditionalGeneration(config)
+    return ours, kit.marian_twin(ours)
 
 
 def random_labelled_batch(seed=1, vocab=60):
@@ -100,39 +101,6 @@ def test_same_generated_tokens_as_marian(num_beams, copy_model):
     assert len({tuple(row) for row in ours_out.tolist()}) > 6  # varied, non-degenerate outputs
 
 
-def test_benchmark_runs_at_tiny_size(tmp_path, capsys):
-    argv = [
-        "--size",
-        "tiny",
-        "--threads",
-        "1",
-        "--vocab-size",
-        "200",
-        "--data-dir",
-        str(tmp_path / "absent"),
-        "--num-batches",
-        "1",
-        "--repeats",
-        "1",
-        "--gen-batch-size",
-        "4",
-        "--max-new-tokens",
-        "5",
-        "--no-ctranslate2",
-        "--json",
-        str(tmp_path / "r.json"),
-    ]
-    assert benchmark.main(argv) == 0
-    out = capsys.readouterr().out
-    assert out.startswith("# tiny model on CPU") and "  generate: " in out  # the progress
-    printed = json.loads(out[out.index("\n{") :])  # then the report, as written
-    report = json.loads((tmp_path / "r.json").read_text())
-    assert printed["generate"] == report["generate"] and printed["settings"]["size"] == "tiny"
-    assert not {"train", "memory", "scaling"} & report.keys()  # training: benchmark_training.py's; the rest removed
-    assert report["generate"]["greedy"]["outputs_equal_marian"] and report["generate"]["beam4"]["outputs_equal_marian"]
-    assert report["versions"]["torch"] and report["load_average_start"]  # the record's environment
-
-
 def test_benchmark_sizes_are_the_configuration_presets():
     """The sizes the benchmark reports: ``base`` is the paper's base model (Table 3), ``small`` N=3, d_model=256,
     h=4, d_ff=1024; each with the paper's dropout unless overridden."""
@@ -147,13 +115,3 @@ def test_benchmark_sizes_are_the_configuration_presets():
         "base": (512, 6, 6, 8, 2048, 0.1),
     }
     assert kit.model_config("tiny", vocab_size=100, dropout=0.0).dropout == 0.0
-
-
-def test_settings_are_checked():
-    with pytest.raises(ValueError, match="size='huge'"):
-        benchmark.Settings(size="huge")
-    with pytest.raises(ValueError, match="repeats must be at least 1"):
-        benchmark.Settings(repeats=0)
-    for removed in ("speed", "train", "memory", "scaling"):  # train: one way of timing training, benchmark_training.py
-        with pytest.raises(ValueError, match="unknown sections"):
-            benchmark.run(benchmark.Settings(size="tiny"), [removed])

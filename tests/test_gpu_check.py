@@ -92,10 +92,11 @@ def test_the_gpu_check_runs_at_tiny_size_and_writes_every_results_file(tmp_path)
 
     for batch in (4, 8):
         decoding = json.loads((out / f"decoding_batch{batch}.json").read_text())
-        assert decoding["settings"]["warmup"] == 1 and decoding["generate"]["ctranslate2"] is None
+        assert decoding["warmup"] == 1 and decoding["batch_size"] == batch
+        assert decoding["contestants"] == ["generate", "marian", "torch"]
         for search in ("greedy", "beam4"):
-            row = decoding["generate"][search]
-            assert row["batch_size"] == batch and row["outputs_equal_marian"]
+            row = decoding["sizes"]["tiny"][search]
+            assert row["generate_batches_equal_marian"] == "1/1" and row["generate_vs_marian"] > 0
 
 
 @pytest.mark.skipif(not (MULTI30K / "train.en").is_file(), reason="needs the Multi30k files")

@@ -10,7 +10,7 @@ them). Each module's docstring says more:
   denominator);
 * `record`: `Record` writes a results file's figures with the command, the wall time, the load, the processor, the
   GPUs and the package versions; `environment_of` reads those back from any committed results file;
-* `workloads`: the model sizes, the corpora and their batches, the one FLOPs formula and the one training step;
+* `workloads`: the model sizes, the decoding benchmark's sentences, the one FLOPs formula and the one training step;
 * `figures`: reading a results folder and writing Markdown tables, for the benchmarks' figure functions;
 * `options`: the parser with ``--threads`` and ``--output``, Multi30k's test files, the checks of counts and files;
 * `twin`: `marian_twin`, MarianMT of the same weights;
@@ -26,18 +26,16 @@ from .timing import Timings, interleave, matmul_rate, synchronize
 from .twin import marian_twin
 from .workloads import (
     SIZES,
-    Corpus,
     adam,
     collate,
     forward_flops,
-    load_corpus,
     model_config,
-    random_batches,
+    source_sentences,
     synthetic_pairs,
     train_step,
     training_flops,
 )
 
-__all__ = ["SIZES", "Corpus", "Record", "StepProfile", "Timings", "adam", "collate", "environment_of", "forward_flops",
-    "interleave", "load_corpus", "marian_twin", "matmul_rate", "model_config", "profile_lines", "random_batches",
+__all__ = ["SIZES", "Record", "StepProfile", "Timings", "adam", "collate", "environment_of", "forward_flops",
+    "interleave", "marian_twin", "matmul_rate", "model_config", "profile_lines", "source_sentences",
     "synchronize", "synthetic_pairs", "train_step", "training_flops", "write_json"]  # fmt: skip

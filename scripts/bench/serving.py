@@ -300,22 +300,15 @@ def bench_stop_rule(args: argparse.Namespace) -> dict[str, Any]:
 
 
 CT2_STOP_RULE = "ct2_stop_rule.json"
-STOP_RULE_COMMAND = (
-    "CT2_USE_MKL=1 python scripts/benchmark_onnx.py --threads 1 2 --rounds 3 --trained NAME MODEL SOURCE REFERENCE"
-)
 
 
 def ct2_stop_rule_table(results: Path) -> str:
     """The paper's stop rule on CTranslate2 against CTranslate2's own (``--trained``), each at its best thread count."""
-    if not (results / CT2_STOP_RULE).is_file():
-        return f"Not measured yet: `{STOP_RULE_COMMAND} --output docs/results/{CT2_STOP_RULE}`, run alone."
     return table(STOP_RULE_HEADER, ["l", "l", "l", *"rrrrrrrrrr"], stop_rule_rows(read_json(results, CT2_STOP_RULE)))
 
 
 def ct2_stop_rule_environment(results: Path) -> str:
     """Where and how the ``--trained`` run ran."""
-    if not (results / CT2_STOP_RULE).is_file():
-        return "not measured yet"
     run = read_json(results, CT2_STOP_RULE)
     return (f"{processor(run)}, threads {', '.join(map(str, run['threads']))} (Nt: the best, at N), at least {run['rounds']} interleaved rounds of the whole file (more for a short one); load average "
             f"{environment_load(run)}, {minutes(run['wall_seconds'])}; {versions(run, 'ctranslate2')} "

@@ -1,4 +1,4 @@
-"""What the benchmarks run: the model sizes, the corpora and their batches, the one FLOPs formula, and the one
+"""What the benchmarks run: the model sizes, the decoding benchmark's sentences, the one FLOPs formula, and the one
 training step (the package's own Adam, `vanilla_transformer.training.step.build_adam`, with the paper's settings)."""
 
 from __future__ import annotations
@@ -22,50 +22,28 @@ SIZES = ("tiny", "small", "base")
 """Model sizes, presets of `VanillaTransformerConfig.from_preset`: ``base`` is the paper's base model; ``small`` a
 3+3-layer d_model=256 model; ``tiny`` for tests."""
 
-MULTI30K_LENGTHS = ((2.685, 0.295), (2.709, 0.329))
-"""Log-normal fits (log-mean, log-std) of Multi30k's training lengths in tokens of an 8k byte-level BPE (``</s>``
-included), source and target."""
-
 
 def model_config(size: str, vocab_size: int, **overrides) -> VanillaTransformerConfig:
     """A configuration of one of :data:`SIZES` (or any preset), with the paper's dropout 0.1 unless overridden."""
     return VanillaTransformerConfig.from_preset(size, **{"vocab_size": vocab_size, "dropout": 0.1, **overrides})
 
 
-# Data: realistic sentence lengths, random and token-bucketed batches
+# Data: realistic sentence lengths
 
 
-@dataclasses.dataclass
-class Corpus:
-    """Tokenized sentence pairs, each side ending in ``</s>``; `tokens` names every id (for CTranslate2)."""
-
-    pairs: list[tuple[list[int], list[int]]]
-    tokens: list[str]
-    description: str
-
-
-def load_corpus(vocab_size: int, data_dir: str | None = None, max_pairs: int = 12000, seed: int = 0) -> Corpus:
-    """Multi30k pairs in a BPE vocabulary of `vocab_size` trained on them, or synthetic pairs if the data are absent."""
+def source_sentences(data_dir: str | None, count: int, seed: int = 0) -> tuple[list[str], str]:
+    """`count` English sentences and their description: Multi30k's training sources where `data_dir` holds them,
+    else synthetic words of log-normal lengths (a decoding step's speed depends on the lengths, not the words)."""
     data = Path(data_dir) if data_dir else None
-    if data is not None and (data / "train.en").is_file() and (data / "train.de").is_file():
-        from vanilla_transformer.data import CorpusSpec
-        from vanilla_transformer.data import load_corpus as read_corpus
-        from vanilla_transformer.tokenization import train_tokenizer
+    if data is not None and (data / "train.en").is_file():
+        from vanilla_transformer.data import CorpusSpec, load_corpus
 
-        english, german = map(
-            list, zip(*read_corpus(CorpusSpec("text", data_dir=str(data)), "train")[:max_pairs], strict=True)
-        )
-        tokenizer = train_tokenizer(english + german, vocab_size)
-        encoded = tokenizer(english, text_target=german)
-        pairs = list(zip(encoded["input_ids"], encoded["labels"], strict=True))
-        tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
-        description = f"Multi30k en-de train, first {len(pairs)} pairs, byte-level BPE of {len(tokenizer)} tokens"
-    else:
-        pairs = synthetic_pairs(max_pairs, vocab_size, MULTI30K_LENGTHS, longest=200, seed=seed)
-        tokens = ["<pad>", "<unk>", "<s>", "</s>"]
-        description = f"{max_pairs} synthetic pairs, log-normal lengths fitted to Multi30k, random ids"
-    tokens = tokens + [f"<unused{i}>" for i in range(len(tokens), vocab_size)]
-    return Corpus(pairs=pairs, tokens=tokens, description=description)
+        pairs = load_corpus(CorpusSpec("text", data_dir=str(data)), "train")[:count]
+        return [source for source, _ in pairs], f"Multi30k en-de train, first {len(pairs)} pairs"
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(3000)]
+    lengths = np.clip(np.rint(rng.lognormal(2.6, 0.3, count)), 2, 60).astype(int)
+    return [" ".join(rng.choice(words, n)) for n in lengths], "synthetic sentences of log-normal lengths"
 
 
 def synthetic_pairs(
@@ -84,15 +62,6 @@ def synthetic_pairs(
 def collate(pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> dict[str, torch.Tensor]:
     """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` (-100 at padding): `TranslationCollator`'s."""
     return TranslationCollator(PAD_ID)([{"input_ids": source, "labels": target} for source, target in pairs])
-
-
-def random_batches(corpus: Corpus, batch_size: int, count: int, seed: int = 0) -> list[dict[str, torch.Tensor]]:
-    """`count` batches of `batch_size` pairs drawn at random: unsorted, so padded as a user's shuffled batches."""
-    rng = np.random.default_rng(seed)
-    return [
-        collate([corpus.pairs[i] for i in rng.choice(len(corpus.pairs), batch_size, replace=False)])
-        for _ in range(count)
-    ]
 
 
 # FLOPs

@@ -337,7 +337,7 @@ def proof_lengths(
     bisection (every answer is proven at its limit; each probe is one call per length, batched): the steps that
     `search_ctranslate2` would take if it knew every sentence's length in advance, the least any search that
     predicts lengths and cannot resume can take (past it the proof holds at every length: the best live log P only
-    falls, the best finished score only rises). A profile of the search (``scripts/benchmark_onnx.py --trained``),
+    falls, the best finished score only rises). A profile of the search (``scripts/benchmark_decoding.py --trained``),
     not a way to translate: finding them takes several searches."""
     limits = [int(limit) for limit in max_lengths]
     unproven, proven = [0] * len(sources), list(limits)
