@@ -404,8 +404,8 @@ def onnx_serving_environment(results: Path, name: str = DECODING_CPU) -> str:
     """Where and how a speed run (its results file `name`) ran."""
     run = read_json(results, name)
     quality = run.get("quality")
-    model = (f"; quality on `{Path(quality['model']).name}`, {quality['sentences']:,} sentences of "
-             f"`{Path(quality['source']).name}`, {quality['threads']} threads" if quality else "")  # fmt: skip
+    model = (f"; quality on `{quality['model']}`, {quality['sentences']:,} sentences of "
+             f"`{Path(quality['source']).name}` at {quality['threads']} thread(s)" if quality else "")  # fmt: skip
     return (
         f"{processor(run)}, each engine at the best of {', '.join(map(str, run['threads']))} threads (Nt: at N), "
         f"batches of {run['batch_size']} sentences ({run['batches']} batches, {run['rounds']} interleaved rounds; "
