@@ -65,9 +65,7 @@ def sweep_run(run_dir: Path, alphas: list[float], batch_size: int, averages: lis
         return run | {"scores": score_alphas(model, tokenizer, sources, references, alphas, config, batch_size)}
     checkpoints = list_checkpoints(layout.checkpoints)
     run["averages"] = {}
-    for count in averages:
-        if count > len(checkpoints):
-            raise SystemExit(f"--average {count}: {layout.checkpoints} holds only {len(checkpoints)} checkpoints")
+    for count in averages:  # main checked that the run holds as many
         load_weights(model, average_checkpoints(checkpoints[-count:]))
         run["averages"][str(count)] = {
             "checkpoints": [path.name for path in checkpoints[-count:]],
@@ -114,9 +112,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     options.check(args, {"--average": 1, "--batch-size": 1, "--threads": 1})
-    for run_dir in args.run:
-        if not RunLayout(run_dir).settings.is_file() or not RunLayout(run_dir).model.is_dir():
+    for run_dir in args.run:  # every run checked before any is scored
+        layout = RunLayout(run_dir)
+        if not layout.settings.is_file() or not layout.model.is_dir():
             raise SystemExit(f"--run={run_dir} is not a finished run directory (training_config.json and model/)")
+        held = len(list_checkpoints(layout.checkpoints)) if args.average else 0
+        if args.average and max(args.average) > held:
+            raise SystemExit(f"--average {max(args.average)}: {layout.checkpoints} holds only {held} checkpoints")
     record = Record(__file__, argv)
     torch.set_num_threads(args.threads)
     runs = {run_dir.name: sweep_run(run_dir, args.alphas, args.batch_size, args.average) for run_dir in args.run}

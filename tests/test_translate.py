@@ -637,8 +637,11 @@ def test_length_penalty_sweep_averages_the_last_checkpoints_as_the_average_comma
         chrf[count] = json.loads(results.read_text())["chrf"]
         assert averages[str(count)]["scores"]["0.0"]["chrf"] == pytest.approx(chrf[count])
         assert sweep["mean_bleu_by_average"][str(count)]["0.0"] == averages[str(count)]["scores"]["0.0"]["bleu"]
-    with pytest.raises(SystemExit, match="--average 3"):
-        sweep_length_penalty.main([*common, "--average", "3"])
+    scored = []  # refused before any model is scored, also where a smaller N comes first
+    monkeypatch.setattr(sweep_length_penalty, "score_alphas", lambda *args: scored.append(args))
+    with pytest.raises(SystemExit, match=r"^--average 3: .* holds only 2 checkpoints$"):
+        sweep_length_penalty.main([*common, "--average", "1", "3"])
+    assert scored == []
 
 
 def test_translate_script_decodes_in_the_dtype_asked_for(confident_copy_model, tmp_path, monkeypatch):
