@@ -48,6 +48,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -346,10 +347,6 @@ def decoding_cpu_table(results: Path) -> str:
     return table(header, ["l", "l", "r", "r", "r", "r", "r", "r"], rows)
 
 
-def decoding_cpu_versions(results: Path) -> str:
-    return versions(read_json(results, DECODING_CPU), "transformers", "torch")
-
-
 def onnx_serving_table(results: Path) -> str:
     """Tokens per second of each engine on the CPU, each at its best thread count ("(2t)")."""
     engines = ["torch", "ort_fp32", "ort_int8", "ct2_fp32", "ct2_int8"]
@@ -441,23 +438,29 @@ def onnx_search_ceiling(results: Path) -> str:
 
 def decoding_gpu_table(results: Path, names=("decoding_benchmark_cuda_bf16.json",
                                               "decoding_benchmark_cuda_bf16_batch128.json")) -> str:  # fmt: skip
-    """generate() against MarianMT on a GPU, batches of 16 and 128: the files of the GPU runs of 2026-11-25 and
-    2026-11-27, written by this benchmark's predecessor (one report per size, ``generate`` per search)."""
-    reports = [report for name in names for file in [read_json(results, name)]
-               for report in (file if isinstance(file, list) else [file])]  # fmt: skip
-    rows = [[report["settings"]["size"], str(row["batch_size"]), label, f"**{row['speedup']:.2f}x**",
-             f"{row['ours_tokens_per_s']:,.0f}", f"{row['marian_tokens_per_s']:,.0f}", yes(row["outputs_equal_marian"])]
-            for report in reports for key, label in (("greedy", "greedy"), ("beam4", "beam 4"))
-            for row in [report["generate"][key]]]  # fmt: skip
+    """generate() against MarianMT on a GPU, a row per file, size and search (`gpu_rows`)."""
+    files = [read_json(results, name) for name in names]  # each a report, or a list of one per size
+    rows = [row for f in files for report in ([f] if isinstance(f, dict) else f) for row in gpu_rows(report)]
     header = ["size", "batch", "search", "ours / MarianMT", "ours, tokens/s", "MarianMT, tokens/s",
-              "same tokens as MarianMT"]  # fmt: skip
+              "= MarianMT's tokens"]  # fmt: skip
     return table(header, ["l", "r", "l", "r", "r", "r", "l"], rows)
 
 
-def decoding_h200_table(results: Path) -> str:
-    """generate() against MarianMT on the H200 of 2026-11-27 (scripts/gpu_check.sh), base, bf16."""
-    return decoding_gpu_table(results, ("gpu/2026-11-27-h200/decoding_batch16.json",
-                                        "gpu/2026-11-27-h200/decoding_batch128.json"))  # fmt: skip
+H200 = ("gpu/2026-11-27-h200/decoding_batch16.json", "gpu/2026-11-27-h200/decoding_batch128.json")
+
+
+def gpu_rows(report: dict[str, Any]) -> list[list[str]]:
+    """A GPU run's rows: this benchmark's (``sizes``; generate() and MarianMT in bf16 where they ran so), or its
+    predecessor's of the runs of 2026-11-25 and 2026-11-27 (a report per size, ``generate`` per search)."""
+    searches = (("greedy", "greedy"), ("beam4", "beam 4"))
+    if "sizes" in report:
+        a, b = ("generate_bf16", "marian_bf16") if "generate_bf16" in report["contestants"] else ("generate", "marian")
+        return [[size, str(report["batch_size"]), label, f"**{row[f'{a}_vs_{b}']:.2f}x**",
+                 f"{row[f'{a}_tokens_per_s']:,.0f}", f"{row[f'{b}_tokens_per_s']:,.0f}", row[f"{a}_batches_equal_{b}"]]
+                for size, figures in report["sizes"].items() for key, label in searches for row in [figures[key]]]  # fmt: skip
+    return [[report["settings"]["size"], str(row["batch_size"]), label, f"**{row['speedup']:.2f}x**",
+             f"{row['ours_tokens_per_s']:,.0f}", f"{row['marian_tokens_per_s']:,.0f}", yes(row["outputs_equal_marian"])]
+            for key, label in searches for row in [report["generate"][key]]]  # fmt: skip
 
 
 def gpu_device(results: Path) -> str:
@@ -476,7 +479,7 @@ def gpu_training(results: Path) -> str:
 
 FIGURES = {
     "decoding-cpu-table": decoding_cpu_table,
-    "decoding-cpu-versions": decoding_cpu_versions,
+    "decoding-cpu-versions": lambda results: versions(read_json(results, DECODING_CPU), "transformers", "torch"),
     "decoding-dtype": decoding_dtype,
     "onnx-serving-table": onnx_serving_table,
     "onnx-serving-quality": onnx_serving_quality,
@@ -485,7 +488,7 @@ FIGURES = {
     "onnx-search-profile-environment": lambda results: onnx_serving_environment(results, ONNX_PROFILE),
     "onnx-search-ceiling": onnx_search_ceiling,
     "decoding-gpu-table": decoding_gpu_table,
-    "decoding-h200-table": decoding_h200_table,
+    "decoding-h200-table": partial(decoding_gpu_table, names=H200),  # the H200 of 2026-11-27, base, bf16
     "gpu-device": gpu_device,
     "gpu-training": gpu_training,
     "ct2-stop-rule-table": ct2_stop_rule_table,

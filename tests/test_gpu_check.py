@@ -10,6 +10,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+import benchmark_decoding
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,6 +98,10 @@ def test_the_gpu_check_runs_at_tiny_size_and_writes_every_results_file(tmp_path)
         for search in ("greedy", "beam4"):
             row = decoding["sizes"]["tiny"][search]
             assert row["generate_batches_equal_marian"] == "1/1" and row["generate_vs_marian"] > 0
+    # The decoding figure renders these files (this benchmark's layout) as it renders the older runs' layout.
+    figure = benchmark_decoding.decoding_gpu_table(out, ("decoding_batch4.json", "decoding_batch8.json"))
+    row = json.loads((out / "decoding_batch8.json").read_text())["sizes"]["tiny"]["beam4"]
+    assert f"| tiny | 8 | beam 4 | **{row['generate_vs_marian']:.2f}x** |" in figure and figure.count("| tiny |") == 4
 
 
 @pytest.mark.skipif(not (MULTI30K / "train.en").is_file(), reason="needs the Multi30k files")
