@@ -116,8 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         layout = RunLayout(run_dir)
         if not layout.settings.is_file() or not layout.model.is_dir():
             raise SystemExit(f"--run={run_dir} is not a finished run directory (training_config.json and model/)")
-        held = len(list_checkpoints(layout.checkpoints)) if args.average else 0
-        if args.average and max(args.average) > held:
+        if args.average and max(args.average) > (held := len(list_checkpoints(layout.checkpoints))):
             raise SystemExit(f"--average {max(args.average)}: {layout.checkpoints} holds only {held} checkpoints")
     record = Record(__file__, argv)
     torch.set_num_threads(args.threads)
