@@ -130,3 +130,53 @@ def test_a_full_disk_while_writing_weights_is_one_line_naming_the_folder(full_di
     lines = [line for line in err.splitlines() if "error" in line]
     assert len(lines) == 1 and f"--output={output} cannot be written: No space left on device" in lines[0], err
     assert sorted(path.name for path in disk.iterdir()) == ["filler", "old.de"]
+
+
+def _interrupt_at_checkpoint(process, checkpoints, timeout=240):
+    """Wait until the run in `process` has written a checkpoint into the folder `checkpoints` (a glob's matches),
+    then send it Ctrl-C; its exit status and standard error."""
+    deadline = time.monotonic() + timeout
+    while not checkpoints() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert checkpoints(), "no checkpoint written before the run ended"
+    time.sleep(0.3)  # a few steps past the checkpoint
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    return process.returncode, err.decode()
+
+
+def _as_typed(command: str) -> list[str]:
+    """The command an interrupt's line names, run with this interpreter and this checkout."""
+    import shlex
+
+    words = shlex.split(command)
+    assert words[0] == "vanilla-transformer", command
+    return [sys.executable, "-m", "vanilla_transformer", *words[1:]]
+
+
+def test_ctrl_c_during_train_names_the_step_the_checkpoint_and_the_command_that_continues(tmp_path):
+    """Issue 67: the interrupt's one line gives the exact command to continue (before, only 'train: interrupted'),
+    and that command resumes from the checkpoint it names."""
+    from tiny_model import TINY
+
+    run = tmp_path / "run"
+    options = [*TINY, "--max-steps", "5000", "--save-every", "20", "--eval-every", "1000", "--log-every", "1000"]
+    process = _start("train", *options, "--output-dir", run)
+    status, err = _interrupt_at_checkpoint(process, lambda: list((run / "checkpoints").glob("checkpoint-*")))
+    last = err.strip().splitlines()[-1]
+    assert status == 130, err
+    prefix = "vanilla-transformer train: interrupted at step "
+    assert last.startswith(prefix), err
+    continued = f"; continue with: vanilla-transformer train --resume --output-dir {run}"
+    assert last.endswith(continued), last
+    step = int(last[len(prefix) :].split(";")[0])
+    kept = sorted(path.name for path in (run / "checkpoints").glob("checkpoint-*"))[-1]
+    lost = step - int(kept.removeprefix("checkpoint-"))
+    assert f"; {kept} kept, " in last and (f"the {lost} step" in last if lost else "at that step" in last), last
+    environment = {**os.environ, "PYTHONPATH": str(REPO)}
+    resumed = subprocess.run(
+        [*_as_typed(last.split("continue with: ")[1]), "--max-steps", str(step + 2)],
+        capture_output=True, text=True, env=environment, timeout=300,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resumed from {run / 'checkpoints' / kept}" in resumed.stderr, resumed.stderr
