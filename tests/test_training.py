@@ -1,6 +1,7 @@
 """Training: the schedule, loss normalisation, presets, resuming, bad input, and two processes."""
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -759,3 +760,13 @@ def test_a_log_window_restarted_after_a_checkpoint_times_only_the_steps_that_fol
     step(50)  # a window without a restart: all its tokens over all its time
     assert window.log(accelerator, step=5, learning_rate=1e-3, epoch=0)["tokens_per_second"] == pytest.approx(50)
     assert window.train_tokens / window.train_seconds == pytest.approx(650 / 3)  # results.json's figure
+
+
+def test_a_one_process_run_logs_each_fact_once_and_without_a_rank_prefix(tmp_path, caplog):
+    """Issue 67: with one process, Accelerate's ``[RANK 0]`` prefixed every line, and a run that built its token
+    cache logged its cleaning twice (the cache's line and the run's)."""
+    caplog.set_level(logging.INFO, logger="vanilla_transformer")
+    train(tiny_run(tmp_path / "run", "--max-steps", "2", "--data-cache-dir", str(tmp_path / "cache")))
+    messages = [record.getMessage() for record in caplog.records if record.name.startswith("vanilla_transformer")]
+    assert messages and not [message for message in messages if "[RANK" in message]
+    assert sum("kept 160 of 160 pairs" in message for message in messages) == 1, messages

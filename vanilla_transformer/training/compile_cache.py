@@ -37,12 +37,12 @@ from pathlib import Path, PurePosixPath
 
 import torch
 from accelerate import Accelerator
-from accelerate.logging import get_logger
 
 from ..atomic import write_file
 from ..configuration_vanilla_transformer import VanillaTransformerConfig
 from ..data.cache import cache_key, default_cache_dir
 from .config import TrainingConfig
+from .logs import get_logger
 
 logger = get_logger(__name__)
 

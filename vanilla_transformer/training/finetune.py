@@ -51,6 +51,7 @@ from transformers import (
     TrainerCallback,
 )
 from transformers.integrations import get_available_reporting_integrations
+from transformers.trainer_utils import get_last_checkpoint
 
 from ..atomic import check_output_dir, follow_umask, write_directory, write_file
 from ..constants import AUTO_METRIC, FINETUNE_SETTINGS, SEARCH_DEFAULTS
@@ -61,6 +62,8 @@ from ..model_dir import is_peft_model, is_saved_model_dir, lora_settings, save_m
 from ..model_summary import build_summary
 from ..serving.search import check_search_settings
 from .evaluation import translate_and_score
+from .interrupt import StopAtInterrupt, checkpoint_on_interrupt
+from .progress import Interrupted
 
 logger = logging.getLogger(__name__)
 
@@ -313,6 +316,8 @@ def finetune(
     Raises:
         ValueError: If `merge` is set for a model without an adapter, or `description` has a value of the wrong type.
         TypeError: If `description` has a key that is not a summary field.
+        Interrupted: On Ctrl-C: the Trainer saved a checkpoint at the end of its step (a second Ctrl-C stops at
+            once, keeping the last one written); ``resume_from_checkpoint=True`` continues from it.
     """
     description = build_summary(**(description or {}))  # before training, not after it
     if merge and not is_peft_model(model):
@@ -329,7 +334,15 @@ def finetune(
     )
     if resume_from_checkpoint is None:
         resume_from_checkpoint = args.resume_from_checkpoint
-    train_output = trainer.train(resume_from_checkpoint=resume_from_checkpoint)
+    stop = StopAtInterrupt()
+    trainer.add_callback(stop)
+    try:
+        with checkpoint_on_interrupt(stop):  # Ctrl-C: a checkpoint at the end of the step, then Interrupted
+            train_output = trainer.train(resume_from_checkpoint=resume_from_checkpoint)
+    except KeyboardInterrupt as interrupt:
+        raise _interrupted(trainer, output_dir) from interrupt
+    if stop.requested:
+        raise _interrupted(trainer, output_dir)
     try:
         evaluation = trainer.evaluate()  # of the best checkpoint, loaded by load_best_model_at_end
         metrics = {key.removeprefix("eval_"): value for key, value in evaluation.items()}
@@ -347,6 +360,13 @@ def finetune(
     metric = args.metric_for_best_model.removeprefix("eval_")
     logger.info("saved the model with eval %s %.4g to %s", metric, metrics.get(metric, float("nan")), output_dir)
     return FinetuneResult(output_dir, metrics, summary, trainer.state.log_history, merged_dir)
+
+
+def _interrupted(trainer: Seq2SeqTrainer, output_dir: Path) -> Interrupted:
+    """Where a fine-tuning interrupted with Ctrl-C stopped: its step and its last checkpoint."""
+    last = get_last_checkpoint(output_dir) if output_dir.is_dir() else None
+    step = int(Path(last).name.rpartition("-")[2]) if last else None
+    return Interrupted(trainer.state.global_step, Path(last).name if last else None, step)
 
 
 def _save(

@@ -29,7 +29,6 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator, PartialState
-from accelerate.logging import get_logger
 from accelerate.utils import set_seed
 
 from ..atomic import write_directory
@@ -37,6 +36,7 @@ from ..environment import cpu_flags, run_environment
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from .checkpoints import checkpoint_step, list_checkpoints
 from .config import OptimizationConfig, TrainingConfig
+from .logs import get_logger
 from .preflight import auto_dynamo_backend, auto_precision, launch_mismatch, slow_bf16
 from .progress import Interrupted
 from .results import write_results
