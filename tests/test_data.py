@@ -537,3 +537,13 @@ def test_corpus_spec_from_options_is_each_commands_corpus(tmp_path):
         CorpusSpec.from_options()
     with pytest.raises(FileNotFoundError, match=r"no such file: .*b.tsv \(the eval split\)"):
         CorpusSpec.from_options(files={"eval": [tmp_path / "b.tsv"]}).check(["eval"])
+
+
+def test_a_language_code_the_folder_lacks_names_the_codes_it_holds(tmp_path):
+    """Issue 67: ``--src-lang fr`` on a folder of train.en and train.de named only the missing file."""
+    for name in ("train.en", "train.de"):
+        (tmp_path / name).write_text("one\n", encoding="utf-8")
+    with pytest.raises(
+        FileNotFoundError, match=r"has no train.fr: .* holds train.<lang> for de, en: pass --src-lang and --tgt-lang"
+    ):
+        load_corpus(CorpusSpec("text", data_dir=str(tmp_path), src_lang="fr"), "train")
