@@ -399,6 +399,12 @@ def _save(
         logger.info("saved the merged model to %s", merged_dir)
 
 
+def _warmup(warmup_steps: float) -> dict[str, float]:
+    """The warmup under its own name: below 1 the Trainer reads ``warmup_steps`` as a fraction of all steps, which
+    the card names ``warmup_ratio``; from 1 on, a step count, ``warmup_steps``."""
+    return {"warmup_ratio": warmup_steps} if 0 < warmup_steps < 1 else {"warmup_steps": int(warmup_steps)}
+
+
 def _summary(
     trainer: Seq2SeqTrainer, train_metrics: Mapping[str, float], metrics: Mapping[str, float], description: Mapping
 ) -> dict[str, Any]:
@@ -421,7 +427,7 @@ def _summary(
             "optimizer": f"{args.optim.value}, betas ({args.adam_beta1}, {args.adam_beta2}), eps {args.adam_epsilon}",
             "learning_rate": args.learning_rate,
             "lr_scheduler": args.lr_scheduler_type.value,
-            "warmup_steps": args.warmup_steps,
+            **_warmup(args.warmup_steps),
             "label_smoothing": args.label_smoothing_factor,
             "sentences_per_step": args.train_batch_size * args.gradient_accumulation_steps * args.world_size,
             "gradient_accumulation_steps": args.gradient_accumulation_steps,
