@@ -13,6 +13,7 @@ from num2words import num2words
 from torch.utils.data import DataLoader
 
 from vanilla_transformer.data import (
+    DATA_DIR_VARIABLE,
     CleaningStats,
     CorpusSpec,
     TokenBatchSampler,
@@ -34,7 +35,7 @@ from vanilla_transformer.data import (
 from vanilla_transformer.data.numbers import english_number, exact_match_by_magnitude
 from vanilla_transformer.tokenization import EOS_ID, train_tokenizer
 
-SHARED_DATA = Path(os.environ.get("SHARED_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data"))
+SHARED_DATA = Path(os.environ.get(DATA_DIR_VARIABLE) or Path(__file__).resolve().parents[2] / "shared" / "data")
 MULTI30K = SHARED_DATA / "multi30k"
 
 
@@ -435,7 +436,7 @@ def test_padding_on_the_numbers_task_is_under_ten_percent(numbers_task, numbers_
 @pytest.fixture(scope="module")
 def multi30k_train():
     if not (MULTI30K / "train.de").is_file():
-        pytest.skip(f"Multi30k not found in {MULTI30K} (set SHARED_DATA_DIR)")
+        pytest.skip(f"Multi30k not found in {MULTI30K} (set {DATA_DIR_VARIABLE})")
     return read_parallel_text(MULTI30K / "train.en", MULTI30K / "train.de")
 
 
