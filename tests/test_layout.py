@@ -45,6 +45,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "tokenization": {"data"},
     "model_summary": {"atomic"},
     "model_checks": {"environment"},
+    "progress_bars": set(),
     "visualization": {"atomic", "constants", "extras"},
     "model_dir": {
         "atomic",
@@ -53,6 +54,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "library_errors",
         "model_checks",
         "model_summary",
+        "progress_bars",
         "tokenization",
     },
     # what runs a model or an exported folder, then what writes one
