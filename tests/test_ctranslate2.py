@@ -25,7 +25,7 @@ from copy_task import sentences  # noqa: E402
 from tiny_model import load_script  # noqa: E402
 
 from vanilla_transformer import sinusoidal_table  # noqa: E402
-from vanilla_transformer.export.ctranslate2 import export_ctranslate2, model_spec  # noqa: E402
+from vanilla_transformer.export.ctranslate2 import ONEDNN_INT8_WARNING, export_ctranslate2, model_spec  # noqa: E402
 from vanilla_transformer.serving import with_ctranslate2  # noqa: E402
 from vanilla_transformer.serving.search import translate, translate_ids  # noqa: E402
 from vanilla_transformer.serving.with_ctranslate2 import (  # noqa: E402
@@ -478,3 +478,18 @@ def test_proof_lengths_are_the_shortest_at_which_the_answer_is_proven(make_peake
     search_ctranslate2(translator, tokens, limits, **search, batch_size=8, report=predicted)
     assert predicted.beam_steps >= sum(lengths) > 0
     assert len(set(lengths)) > 1  # sentences proven at different lengths
+
+
+def test_the_commands_warning_is_one_clean_line(monkeypatch, tiny_model_dir, tmp_path):
+    """Issue 67: ``export-ctranslate2 --quantization int8`` printed a raw UserWarning with the package's file path
+    and source line; a command prints it as one line of its own."""
+    monkeypatch.setenv("CT2_USE_MKL", "0")
+    completed = subprocess.run(
+        [sys.executable, "-m", "vanilla_transformer", "export-ctranslate2", str(tiny_model_dir), str(tmp_path / "ct2"),
+         "--quantization", "int8"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "CT2_USE_MKL": "0"},
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    warned = [line for line in completed.stderr.splitlines() if "CT2_USE_MKL=1" in line]
+    assert warned == [f"vanilla-transformer export-ctranslate2: warning: {ONEDNN_INT8_WARNING}"], completed.stderr
+    assert "UserWarning" not in completed.stderr and ".py:" not in completed.stderr

@@ -14,7 +14,8 @@ as one line, ``vanilla-transformer <command>: error: <message>``, with exit stat
 name the file or option and the fix. ``VANILLA_TRANSFORMER_TRACEBACK=1`` shows the traceback instead. So do errors of
 the system (no space left, no permission, a read-only file system; also when a library reports one in its own
 exception, as safetensors does), named with the file where it was being written (`vanilla_transformer.atomic`), and
-a command interrupted with Ctrl-C prints one line and exits with status 130, as shells expect (train and finetune
+the package's own warnings are one line each, ``vanilla-transformer <command>: warning: <message>``, without a source
+path; a command interrupted with Ctrl-C prints one line and exits with status 130, as shells expect (train and finetune
 say there where they stopped and the command that continues).
 
 Multi-process training goes through Accelerate's launcher, with the module form of the command::
@@ -29,7 +30,9 @@ import importlib
 import logging
 import os
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from ..atomic import os_error
 from ..extras import MissingExtraError, require
@@ -134,7 +137,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.argv[0] = f"{PROG} {command}"  # argparse's prog, in --help and error messages
     try:  # the import too: Ctrl-C while torch loads is an interrupt like any other
         module = importlib.import_module(f"{__name__}.{module_name}")
-        return getattr(module, function or "main")(rest)
+        with warnings.catch_warnings():  # the showwarning below, for this command only
+            warnings.showwarning = one_line_warnings(command, warnings.showwarning)
+            return getattr(module, function or "main")(rest)
     except (*USER_ERRORS, KeyboardInterrupt, MemoryError, Exception) as error:
         status, message = user_error(error)
         if status is None or os.environ.get("VANILLA_TRANSFORMER_TRACEBACK") == "1":
@@ -142,6 +147,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         close_progress_bars()
         print(f"{PROG} {command}: {message}", file=sys.stderr)
         return status
+
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+
+def one_line_warnings(command: str, show: Callable[..., None]) -> Callable[..., None]:
+    """A `warnings.showwarning` that prints the package's own warnings, which are meant for the user, as one line,
+    ``vanilla-transformer <command>: warning: <message>``, without Python's source path and line; other packages'
+    warnings go to `show` as before."""
+
+    def showwarning(message, category, filename, lineno, file=None, line=None) -> None:
+        try:
+            ours = Path(filename).resolve().is_relative_to(PACKAGE_DIR)
+        except (OSError, ValueError):
+            ours = False
+        if not ours:
+            return show(message, category, filename, lineno, file, line)
+        first = " ".join(str(message).split())
+        print(f"{PROG} {command}: warning: {first}", file=file or sys.stderr, flush=True)
+        return None
+
+    return showwarning
 
 
 def close_progress_bars() -> None:
