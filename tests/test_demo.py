@@ -274,3 +274,40 @@ def test_attention_maps_are_large_with_a_colour_scale(translation):
     page = attention_html(translation.attention, 1, 1)
     assert "width: 32px" in page and f'data-low="{shade(0)}" data-high="{shade(1)}"' in page
     assert f"linear-gradient(to right, {shade(0)}" in page and page.count('class="vt-scale"') == 1
+
+
+def _sigint_at_default():
+    """In the child: SIGINT's default action, unblocked, as at a terminal (this worker may have it ignored)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def test_the_demo_command_says_where_it_serves_in_its_own_words_and_ctrl_c_exits_130(tiny_model_dir):
+    """Issue 67: ``demo`` printed gradio's launch lines (``set share=True in launch()``, which a command-line user
+    cannot do) and httpx INFO lines, and exited 0 on Ctrl-C where the docs say 130."""
+    import os
+    import signal
+
+    pytest.importorskip("gradio", reason="the demo extra (gradio) is not installed")
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "vanilla_transformer", "demo", str(tiny_model_dir), "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_at_default,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )  # fmt: skip
+    try:
+        first = process.stdout.readline()  # printed once the server answers
+        assert first == f"serving {tiny_model_dir} at http://127.0.0.1:{port}/ (Ctrl-C stops it)\n", first
+        assert (
+            "vanilla-transformer demo"
+            in urllib.request.urlopen(first.split(" at ")[1].split()[0], timeout=60).read().decode()
+        )
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 130, err[-3000:]
+    assert err.strip().splitlines()[-1] == "vanilla-transformer demo: interrupted", err[-3000:]
+    assert "share=True" not in first + out + err and "httpx" not in err and "Running on" not in out, out + err

@@ -5,13 +5,14 @@ Examples:
     vanilla-transformer demo my-org/transformer-base-en-de --port 8000
 
 The app (Gradio, the 'demo' extra) runs offline on this machine: no share link, no fonts or scripts from the
-internet. A model that does not load still gets a page, which says why. Stop it with Ctrl+C.
+internet. A model that does not load still gets a page, which says why. Stop it with Ctrl+C (exit status 130).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import time
 from collections.abc import Sequence
 
 from vanilla_transformer.cli import configure_logging
@@ -30,14 +31,22 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     configure_logging()
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # gradio's requests to its own server, one line each
     args = parse_args(argv)
     from vanilla_transformer.demo import build_app, launch_settings  # gradio and torch: not for --help
 
     demo = build_app(args.model)
     if demo.vt_session.load_error is not None:
         logger.error("%s (the page says so too)", demo.vt_session.load_error)
-    demo.launch(**launch_settings(args.port, args.host))
-    return 0
+    # quiet: the launch lines are this command's own (gradio's advise share=True, which a command line cannot set);
+    # not gradio's thread lock, which takes Ctrl-C as a normal end (status 0): here it is an interrupt (130)
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, **launch_settings(args.port, args.host))
+    print(f"serving {args.model} at {url} (Ctrl-C stops it)", flush=True)
+    try:
+        while True:
+            time.sleep(1)
+    finally:
+        demo.close()
 
 
 if __name__ == "__main__":
