@@ -251,20 +251,24 @@ def finished_run(config: TrainingConfig) -> str | None:
     ``results.json`` (the run then resumes and writes it again). Reads only.
 
     Raises:
-        ValueError: If a name the run writes is a link out of the run directory (`check_run_dir_links`).
+        ValueError: If a name the run writes is a link out of the run directory (`check_run_dir_links`), or a setting
+            that must not change on resume differs from the run's (`TrainingConfig.check_resumable_from`).
     """
     checkpointing = config.checkpointing
     if not checkpointing.resume or checkpointing.finish_again:
         return None
     layout = RunLayout(checkpointing.output_dir)
+    if not layout.settings.is_file():
+        return None
     check_run_dir_links(layout.root, layout.outputs(config.data))  # nothing read through a link out of the run
+    config.check_resumable_from(load_saved_config(layout.settings))  # a setting that must not change: refused first
     checkpoints = list_checkpoints(layout.checkpoints)
     try:
         results = json.loads(layout.results.read_text(encoding="utf-8"))
         step, minutes = int(results["step"]), float(results.get("train_minutes") or 0.0)
     except (OSError, ValueError, TypeError, KeyError):
         return None
-    if not layout.settings.is_file() or not checkpoints or checkpoint_step(checkpoints[-1]) != step:
+    if not checkpoints or checkpoint_step(checkpoints[-1]) != step:
         return None
     optimization = config.optimization
     budget = optimization.max_train_minutes
