@@ -207,7 +207,7 @@ def python_blocks() -> list[str]:
 
 def test_the_readme_python_runs_on_a_trained_model(tiny_model_dir, tmp_path, monkeypatch):
     """Each Python block of the README, run as shown, on the tests' tiny model of the numbers task in place of
-    runs/numbers/model, and with a fine-tune of 2 steps on the README's example sentences instead of 2,000."""
+    runs/numbers/model, and with a fine-tune of 2 steps on 64 number-word pairs instead of 300 on 2,000."""
     monkeypatch.chdir(tmp_path)
     for name, text in examples().items():
         if name.endswith((".en", ".de")):
@@ -227,11 +227,12 @@ def test_the_readme_python_runs_on_a_trained_model(tiny_model_dir, tmp_path, mon
     assert isinstance(output[0]["translation_text"], str)
     exec(compile(building, "README.md", "exec"), {})
     assert (tmp_path / "my-transformer" / "config.json").is_file()
-    assert "max_steps=2000, eval_steps=200" in finetuning
+    assert "max_steps=300, eval_steps=100" in finetuning and "make_numbers_task(2000, 200, 0" in finetuning
+    shortened = finetuning.replace("max_steps=300, eval_steps=100", "max_steps=2, eval_steps=1")
     scope = {}
     exec(
         compile(
-            finetuning.replace("max_steps=2000, eval_steps=200", "max_steps=2, eval_steps=1"), "README.md", "exec"
+            shortened.replace("make_numbers_task(2000, 200, 0", "make_numbers_task(64, 8, 0"), "README.md", "exec"
         ),
         scope,
     )
