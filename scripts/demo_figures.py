@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.figures import read_json, table
+from bench.options import check
 from bench.pictures import Picture
 from bench.record import Record
 
@@ -48,17 +49,15 @@ CELL = 0.26
 """Inches per attention cell, so that a token label fits its row and column."""
 
 
-def record(model: str, sentence: str, layer: int, head: int, positions: int = 100) -> dict[str, Any]:
-    """What the demo shows for `sentence` on `model`: its hypotheses, its beam search step by step, its attention
-    (weights to 4 decimals, as the page's tables carry them) and the model's size."""
-    from vanilla_transformer.demo import Session, hypotheses, translate_with_attention
+def record(session, sentence: str, layer: int, head: int, positions: int = 100) -> dict[str, Any]:
+    """What the demo shows for `sentence` with the model of `session` (a loaded `demo.Session`): its hypotheses, its
+    beam search step by step, its attention (weights to 4 decimals, as the page's tables carry them) and the model's
+    size."""
+    from vanilla_transformer.demo import translate_with_attention
     from vanilla_transformer.demo.render import beam_verdict
     from vanilla_transformer.generation_vanilla_transformer import gnmt_length_penalty
     from vanilla_transformer.visualization import display_tokens
 
-    session = Session.load(model)
-    if session.load_error is not None:
-        raise SystemExit(session.load_error)
     config, tokenizer = session.model.config, session.tokenizer
     translation = translate_with_attention(session.model, tokenizer, sentence)
     alpha = translation.length_penalty
@@ -80,19 +79,19 @@ def record(model: str, sentence: str, layer: int, head: int, positions: int = 10
     attention = translation.attention
     return {
         "model": {
-            "path": model,
+            "path": session.name,
             "dataset": session.summary.get("dataset_name"),
             "encoder_layers": config.encoder_layers,
             "decoder_layers": config.decoder_layers,
             "heads": config.encoder_attention_heads,
             "d_model": config.d_model,
             "max_position_embeddings": config.max_position_embeddings,
-        },  # fmt: skip
+        },
         "sentence": translation.source,
         "translation": translation.text,
         "num_beams": len(translation.hypotheses),
         "length_penalty": alpha,
-        "hypotheses": [vars(hypothesis) for hypothesis in hypotheses(translation.trace, tokenizer, 4)],
+        "hypotheses": [vars(hypothesis) for hypothesis in translation.hypotheses],
         "verdict": beam_verdict(translation.trace, tokenizer, alpha),
         "steps": steps,
         "shown": {"layer": layer, "head": head, "positions": min(positions, config.max_position_embeddings)},
@@ -313,13 +312,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--head", type=int, default=1, help="the head of the one-head picture (default: 1)")
     parser.add_argument("--output", type=Path, default=RESULTS / RECORD, help="the record (default: %(default)s)")
     args = parser.parse_args(argv)
+    check(args, least={"--layer": 1, "--head": 1})
     clock = Record(__file__, sys.argv[1:] if argv is None else argv)
-    demo = record(args.model, args.sentence, args.layer, args.head)
-    layers = min(demo["model"]["encoder_layers"], demo["model"]["decoder_layers"])
-    if not (1 <= args.layer <= layers and 1 <= args.head <= demo["model"]["heads"]):
-        parser.error(
-            f"--layer {args.layer} --head {args.head}: the model has {layers} layers of {demo['model']['heads']} heads"
-        )
+    from vanilla_transformer.demo import Session
+
+    session = Session.load(args.model)
+    if session.load_error is not None:
+        raise SystemExit(f"--model={args.model}: {session.load_error}")
+    config = session.model.config
+    layers, heads = min(config.encoder_layers, config.decoder_layers), config.encoder_attention_heads
+    if args.layer > layers or args.head > heads:
+        raise SystemExit(f"--layer {args.layer} --head {args.head}: the model has {layers} layers of {heads} heads")
+    demo = record(session, args.sentence, args.layer, args.head)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     metrics = RunLayout(Path(args.model).parent).metrics  # the run that trained the model, if it is beside it
     demo["model"]["training_fingerprint"] = training_fingerprint(metrics) if metrics.is_file() else None

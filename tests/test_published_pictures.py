@@ -189,3 +189,33 @@ def test_the_positions_picture_has_axes_ticks_and_colour_bars():
     np.testing.assert_allclose(encoding.images[0].get_array(), table)
     assert len(encoding.get_xticks()) > 2 and len(encoding.get_yticks()) > 2
     assert sum(ax.get_label() == "<colorbar>" for ax in figure.axes) == 2
+
+
+def test_the_recorder_writes_what_the_model_computes_and_the_pictures_draw_from_it(tiny_model_dir, tmp_path):
+    """scripts/demo_figures.py on a tiny model: the record's translation is `translate()`'s, its weights the model's
+    own ``output_attentions`` (to 4 decimals), and the renderer's pictures draw from such a record."""
+    import torch
+
+    from vanilla_transformer.model_dir import load_model_dir
+    from vanilla_transformer.serving.search import translate
+
+    sentence = "four hundred and seventy-nine"
+    output = tmp_path / "results" / demo_figures.RECORD
+    argv = ["--model", str(tiny_model_dir), "--sentence", sentence, "--layer", "2", "--head", "1"]
+    assert demo_figures.main([*argv, "--output", str(output)]) == 0
+    demo = json.loads(output.read_text(encoding="utf-8"))
+    model, tokenizer = load_model_dir(tiny_model_dir)
+    assert demo["translation"] == translate(model, tokenizer, [sentence])[0]
+    assert demo["command"].startswith("python scripts/demo_figures.py --model") and demo["shown"]["layer"] == 2
+    model.set_attn_implementation("eager")
+    source = tokenizer(sentence, return_tensors="pt")
+    labels = tokenizer(text_target=demo["translation"], return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        outputs = model(**source, labels=labels, output_attentions=True)
+    np.testing.assert_allclose(demo["attention"]["cross"], torch.stack(outputs.cross_attentions)[:, 0], atol=6e-5)
+    pictures = [make(tmp_path / "results") for make in demo_figures.PICTURES.values()]
+    assert all(picture.draw(picture.data).axes for picture in pictures)
+    with pytest.raises(SystemExit, match=r"^--layer 9 --head 1: the model has 2 layers of \d+ heads$"):
+        demo_figures.main(["--model", str(tiny_model_dir), "--sentence", sentence, "--layer", "9"])
+    with pytest.raises(SystemExit, match=r"^--head must be at least 1, got 0$"):
+        demo_figures.main(["--model", str(tiny_model_dir), "--sentence", sentence, "--head", "0"])
