@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from vanilla_transformer.atomic import replace_file
+from vanilla_transformer.extras import import_optional
 
 KEY = "vt-picture"
 """The PNG text chunk that holds a picture's fingerprint."""
@@ -56,12 +57,12 @@ class Picture:
         """SHA-256 of the data (canonical JSON: sorted keys, no spaces) and of the drawing functions' source."""
         digest = hashlib.sha256(json.dumps(self.data, sort_keys=True, separators=(",", ":"), allow_nan=False).encode())
         for function in (self.draw, *self.code):
-            digest.update(b"\0" + inspect.getsource(function).encode())
+            digest.update(b"\0" + inspect.getsource(function).replace("\r\n", "\n").encode())
         return digest.hexdigest()
 
     def save(self, path: Path) -> None:
         """Draw the picture in matplotlib's default style and write it to `path` (atomically), fingerprinted."""
-        import matplotlib
+        matplotlib = import_optional("matplotlib", "plots", "drawing the docs' pictures")
         from matplotlib import style
         from matplotlib.backends.backend_agg import FigureCanvasAgg
 
