@@ -35,7 +35,7 @@ RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
 RECORD = "demo/numbers.json"
 """The recorded translation, under docs/results."""
 
-TITLES = {  # kind: the title of its maps, as the demo's captions
+TITLES = {  # kind: the title of its maps, as the demo's captions (the pictures' data, so fingerprinted)
     "encoder_self": "Encoder self-attention (source × source)",
     "decoder_self": "Decoder masked self-attention (target × decoder input)",
     "cross": "Encoder–decoder attention (target × source)",
@@ -133,13 +133,13 @@ def draw_map(ax, panel: dict, *, title: str, labels: bool = True):
 
 def draw_one_head(data: dict):
     """The three kinds of attention of one layer and head, side by side, with the colour scale."""
-    panels = data["panels"]
-    width = CELL * sum(len(panel["keys"]) for panel in panels) + 1.8 * len(panels) + 1.2
-    figure = new_figure(width, CELL * max(len(panel["queries"]) for panel in panels) + 2.3)
+    panels, cell = data["panels"], data["cell"]
+    width = cell * sum(len(panel["keys"]) for panel in panels) + 1.8 * len(panels) + 1.2
+    figure = new_figure(width, cell * max(len(panel["queries"]) for panel in panels) + 2.3)
     ratios = [len(panel["keys"]) for panel in panels]  # cells of one size
     axes = figure.subplots(1, len(panels), width_ratios=ratios)
     for ax, panel in zip(axes, panels, strict=True):
-        image = draw_map(ax, panel, title=TITLES[panel["kind"]].replace(" (", "\n("))
+        image = draw_map(ax, panel, title=data["titles"][panel["kind"]].replace(" (", "\n("))
     figure.colorbar(image, ax=list(axes), shrink=0.6, label="attention weight")
     figure.suptitle(f"“{data['sentence']}”: layer {data['layer']}, head {data['head']}")
     return figure
@@ -147,10 +147,10 @@ def draw_one_head(data: dict):
 
 def draw_all_heads(data: dict):
     """Every head of every layer of each kind: one block per kind, a row per layer, a column per head."""
-    blocks = data["blocks"]
-    heights = [len(rows) * (CELL * len(rows[0][0]["queries"]) + 1.4) + 0.5 for rows in blocks]
+    blocks, cell = data["blocks"], data["cell"]
+    heights = [len(rows) * (cell * len(rows[0][0]["queries"]) + 1.4) + 0.5 for rows in blocks]
     columns = len(blocks[0][0])
-    width = columns * (CELL * max(len(rows[0][0]["keys"]) for rows in blocks) + 1.6) + 1.2
+    width = columns * (cell * max(len(rows[0][0]["keys"]) for rows in blocks) + 1.6) + 1.2
     figure = new_figure(width, sum(heights) + 0.5)
     for subfigure, rows in zip(figure.subfigures(len(blocks), 1, height_ratios=heights), blocks, strict=True):
         axes = subfigure.subplots(len(rows), columns, squeeze=False)
@@ -162,7 +162,7 @@ def draw_all_heads(data: dict):
         x_label, y_label = AXIS_LABELS[rows[0][0]["kind"]]
         subfigure.supxlabel(x_label, fontsize=9)
         subfigure.supylabel(y_label, fontsize=9)
-        subfigure.suptitle(TITLES[rows[0][0]["kind"]], fontweight="bold")
+        subfigure.suptitle(data["titles"][rows[0][0]["kind"]], fontweight="bold")
         subfigure.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label="attention weight")
     figure.suptitle(f"“{data['sentence']}”: every layer and head", fontsize=13)
     return figure
@@ -196,24 +196,26 @@ def one_head_picture(results: Path) -> Picture:
     demo = read_json(results, RECORD)
     layer, head = demo["shown"]["layer"], demo["shown"]["head"]
     panels = [attention_map(demo, kind, layer, head) for kind in TOKENS]
-    data = {"sentence": demo["sentence"], "layer": layer, "head": head, "panels": panels}
+    data = {
+        "sentence": demo["sentence"],
+        "layer": layer,
+        "head": head,
+        "panels": panels,
+        "titles": TITLES,
+        "cell": CELL,
+    }
     return Picture(data, draw_one_head, code=(draw_map, draw_attention_map, new_figure))
 
 
 def all_heads_picture(results: Path) -> Picture:
     demo = read_json(results, RECORD)
-    blocks = [
-        [
-            [attention_map(demo, kind, layer, head) for head in range(1, len(layers[0]) + 1)]
-            for layer, _ in enumerate(layers, start=1)
-        ]
-        for kind, layers in ((kind, demo["attention"][kind]) for kind in TOKENS)
+    heads = range(1, demo["model"]["heads"] + 1)
+    blocks = [  # per kind, per layer, per head
+        [[attention_map(demo, kind, layer, head) for head in heads] for layer in range(1, len(weights) + 1)]
+        for kind, weights in ((kind, demo["attention"][kind]) for kind in TOKENS)
     ]
-    return Picture(
-        {"sentence": demo["sentence"], "blocks": blocks},
-        draw_all_heads,
-        code=(draw_map, draw_attention_map, new_figure),
-    )
+    data = {"sentence": demo["sentence"], "blocks": blocks, "titles": TITLES, "cell": CELL}
+    return Picture(data, draw_all_heads, code=(draw_map, draw_attention_map, new_figure))
 
 
 def positions_picture(results: Path) -> Picture:

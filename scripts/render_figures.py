@@ -141,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     drifted = render(args.root, args.check)
     for line in drifted:
-        print(f"{line} {'differs from its results file' if args.check else 'rendered'}", file=sys.stderr)
+        drift = "was drawn from other data or code" if line.endswith(": picture") else "differs from its results file"
+        print(f"{line} {drift if args.check else 'rendered'}", file=sys.stderr)
     return 1 if drifted and args.check else 0
 
 
