@@ -261,13 +261,21 @@ def verdict(results: Path) -> str:
 
 
 def model_line(results: Path) -> str:
-    """The model and the sentence of the record, and where it was recorded."""
+    """The model and the sentence of the record, where it was recorded, and whether the model is the committed
+    default job's: whether its run logged the same metrics as docs/results/numbers, timings aside."""
     demo = read_json(results, RECORD)
     model = demo["model"]
+    committed = training_fingerprint(RunLayout(results / "numbers").metrics)
+    run = (
+        "the model of the default job's committed run (its training logged the same metrics, timings aside, as the "
+        "run of [the results page](results.md))"
+        if model["training_fingerprint"] == committed
+        else "a model of another run than the default job's committed one"
+    )
     return (
         f"`{model['path']}` ({model['encoder_layers']}+{model['decoder_layers']} layers, d_model {model['d_model']}, "
-        f"{model['heads']} heads) on “{demo['sentence']}”, recorded by `{demo['command']}` ({demo['processor']}, "
-        f"torch {demo['versions']['torch']})"
+        f"{model['heads']} heads), {run}, on “{demo['sentence']}”, recorded by `{demo['command']}` "
+        f"({demo['processor']}, torch {demo['versions']['torch']})"
     )
 
 
