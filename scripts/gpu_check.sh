@@ -53,7 +53,9 @@ wheels="${GPU_WHEELS:-gpu-wheels}"
 if compgen -G "$wheels/*.whl" > /dev/null; then
     step install 60 "$python" -m pip install --no-index --find-links "$wheels" "transformers>=5.23,<5.25" num2words
 fi
-step environment 30 "$python" -c "
+# 30 s on the GPU machine; at --tiny, on a loaded 2-core machine, importing torch and transformers alone took 10 s
+# (and past 30 s at load 7): the test's machine gets 180.
+step environment "$(( tiny ? 180 : 30 ))" "$python" -c "
 import json, platform, sys
 sys.path.insert(0, 'scripts')
 import torch

@@ -208,7 +208,15 @@ def load_compile_cache(path: Path) -> bool:
 def save_compile_cache(path: Path) -> bool:
     """Write what this process compiled so far to `path`, whole, with mode 0600, and record it
     (`record_compile_cache`); whether there was anything to write."""
-    saved = torch.compiler.save_cache_artifacts()
+    save = getattr(torch.compiler, "save_cache_artifacts", None)
+    if not callable(save) or _artifact_manager() is None:  # a torch that keeps no cache the loader can check
+        logger.warning(
+            f"torch {torch.__version__} keeps its compile cache in a form this program does not know: "
+            f"{path} is not written, and the next run compiles anew",
+            main_process_only=True,
+        )
+        return False
+    saved = save()
     if saved is None or not saved[0]:
         return False
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -294,11 +294,13 @@ def compile_layers_only(model: torch.nn.Module) -> int:
                 kept += 1
                 continue
             original = getattr(child, "_orig_mod", None)  # where torch.compile keeps the module (private)
-            if not isinstance(original, torch.nn.Module):
-                raise RuntimeError(
-                    f"torch {torch.__version__} keeps no _orig_mod in a compiled module, which compiled training "
-                    "reads; train with --dynamo-backend no, or with a torch version that pyproject.toml allows"
+            if not isinstance(original, torch.nn.Module):  # an unknown torch: every region stays compiled
+                logger.warning(
+                    f"torch {torch.__version__} keeps no _orig_mod in a compiled module: every region Accelerate "
+                    "compiled stays compiled (the same results, a longer compile phase)",
+                    main_process_only=True,
                 )
+                return sum(isinstance(module, compiled) for module in model.modules())
             setattr(parent, name, original)
     return kept
 
@@ -318,11 +320,13 @@ def specialized_floats(accelerator: Accelerator) -> AbstractContextManager:
     if not compiling(accelerator):
         return nullcontext()
     config = torch._dynamo.config
-    if not hasattr(config, "specialize_float"):
-        raise RuntimeError(
-            f"torch {torch.__version__} has no torch._dynamo.config.specialize_float, which compiled training sets; "
-            "train with --dynamo-backend no, or with a torch version that pyproject.toml allows"
+    if not hasattr(config, "specialize_float"):  # an unknown torch: the second trace is its cost, the results the same
+        logger.warning(
+            f"torch {torch.__version__} has no torch._dynamo.config.specialize_float: compiling traces each region "
+            "twice (the same results, a longer compile phase)",
+            main_process_only=True,
         )
+        return nullcontext()
     return config.patch(specialize_float=True)
 
 
