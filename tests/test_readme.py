@@ -6,7 +6,6 @@ import importlib.util
 import json
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from vanilla_transformer.cli import COMMANDS
-from vanilla_transformer.model_dir import add_pipeline_support
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -198,43 +196,6 @@ def test_the_documentation_site_builds_strictly(tmp_path):
 def test_json_examples_are_json():
     for line in examples()["mydata/train.jsonl"].splitlines():
         json.loads(line)
-
-
-def python_blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", README, re.DOTALL)
-
-
-def test_the_readme_python_runs_on_a_trained_model(tiny_model_dir, tmp_path, monkeypatch):
-    """Each Python block of the README, run as shown, on the tests' tiny model of the numbers task in place of
-    runs/numbers/model, and with a fine-tune of 2 steps on the README's example sentences instead of 2,000."""
-    monkeypatch.chdir(tmp_path)
-    for name, text in examples().items():
-        if name.endswith((".en", ".de")):
-            for split in ("train", "dev"):
-                path = tmp_path / "data" / f"{split}{Path(name).suffix}"
-                path.parent.mkdir(exist_ok=True)
-                path.write_text(text, encoding="utf-8")
-    model_dir = tmp_path / "model"  # as save_model_dir writes a run's model: with the pipeline code
-    shutil.copytree(tiny_model_dir, model_dir)
-    add_pipeline_support(model_dir)
-    blocks = python_blocks()
-    assert len(blocks) == 3
-    loading, building, finetuning = (block.replace("runs/numbers/model", str(model_dir)) for block in blocks)
-    scope: dict = {}
-    exec(compile(loading, "README.md", "exec"), scope)
-    output = scope["translator"]("seventy-one thousand, four hundred and fifty-six")
-    assert isinstance(output[0]["translation_text"], str)
-    exec(compile(building, "README.md", "exec"), {})
-    assert (tmp_path / "my-transformer" / "config.json").is_file()
-    assert "max_steps=2000, eval_steps=200" in finetuning
-    scope = {}
-    exec(
-        compile(
-            finetuning.replace("max_steps=2000, eval_steps=200", "max_steps=2, eval_steps=1"), "README.md", "exec"
-        ),
-        scope,
-    )
-    assert Path(scope["result"].output_dir).is_dir() and "exact_match" in scope["result"].metrics
 
 
 def test_the_install_lines_name_what_pip_can_install_and_every_extra():
