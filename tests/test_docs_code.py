@@ -172,7 +172,7 @@ def docs_folder(tiny_model_dir, tmp_path_factory) -> Path:
 
 def run_block(code: str, folder: Path, home: Path) -> subprocess.CompletedProcess:
     """Run `code` as a script in a fresh interpreter in `folder`: offline, with this checkout's package first on
-    the path, a Hugging Face home of its own, no standard input (a question on it fails) and no display."""
+    the path, a Hugging Face home of its own, no standard input (a question on it fails), no display, one thread."""
     (folder / "block.py").write_text(code, encoding="utf-8")
     env = {
         **os.environ,
@@ -183,6 +183,7 @@ def run_block(code: str, folder: Path, home: Path) -> subprocess.CompletedProces
         "TRANSFORMERS_OFFLINE": "1",
         "MPLBACKEND": "Agg",
         "TOKENIZERS_PARALLELISM": "false",
+        "OMP_NUM_THREADS": "1",  # tiny models run fastest on one thread (conftest.py), and the blocks share the CPU
     }
     return subprocess.run(
         [sys.executable, "block.py"],
