@@ -8,7 +8,8 @@ A block that cannot run here says so in the page, on the line before it, in an H
     <!-- docs-test: replace "OLD" with "NEW" (REASON) -->     run with OLD replaced by NEW (a long run made short)
 
 A marker without a reason, or not followed by a Python block, fails the test, as does a replace marker whose OLD is
-not in its block. The model card is a Jinja template: its blocks are taken from the card as `push` renders it."""
+not in its block. The model card and the adapter card are Jinja templates: their blocks are taken from the cards as
+`push` renders them."""
 
 from __future__ import annotations
 
@@ -24,9 +25,18 @@ import pytest
 from test_readme import examples
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = ("README.md", "model_card.md", *sorted(f"docs/{path.name}" for path in (ROOT / "docs").glob("*.md")))
+ADAPTER_CARD = "ADAPTER_CARD"
+"""The page name of the adapter's model card (`vanilla_transformer.export.hub.ADAPTER_CARD`, a template in code)."""
+PAGES = (
+    "README.md",
+    "model_card.md",
+    ADAPTER_CARD,
+    *sorted(f"docs/{path.name}" for path in (ROOT / "docs").glob("*.md")),
+)
 CARD_REPO_ID = "my-org/transformer-en-de"
 """The Hub repository the model card is rendered for in this test, and that the pages' Hub examples name."""
+ADAPTER_REPO_ID = "my-org/transformer-lora"
+"""The Hub repository of the adapter card, whose base is `CARD_REPO_ID`, as the pages name it."""
 
 FENCE = re.compile(r"^```python\n(?P<code>.*?)^```", re.DOTALL | re.MULTILINE)
 MARKER = re.compile(r"<!--\s*docs-test:(?P<body>.*?)-->", re.DOTALL)
@@ -86,17 +96,19 @@ def blocks_of(text: str, page: str) -> list[Block]:
     return blocks
 
 
-def rendered_card() -> str:
-    """The model card as ``push`` renders `model_card.md` for `CARD_REPO_ID` (a tiny random model, no figures)."""
+def page_text(page: str) -> str:
+    """The page's text; for the cards, as ``push`` renders them for `CARD_REPO_ID` and `ADAPTER_REPO_ID` (a tiny
+    random model, no figures)."""
+    if page not in ("model_card.md", ADAPTER_CARD):
+        return (ROOT / page).read_text(encoding="utf-8")
     from tiny_model import new_tiny_model
 
-    from vanilla_transformer.export.hub import build_model_card
+    from vanilla_transformer.export.hub import build_adapter_card, build_model_card
+    from vanilla_transformer.training.lora import add_lora
 
+    if page == ADAPTER_CARD:
+        return str(build_adapter_card(add_lora(new_tiny_model()), {}, ADAPTER_REPO_ID, base_model=CARD_REPO_ID))
     return str(build_model_card(new_tiny_model(), {}, CARD_REPO_ID, ROOT / "model_card.md"))
-
-
-def page_text(page: str) -> str:
-    return rendered_card() if page == "model_card.md" else (ROOT / page).read_text(encoding="utf-8")
 
 
 def all_blocks() -> list[Block]:
@@ -142,7 +154,7 @@ def _hub_repositories(root: Path) -> None:
     numbers = root / "runs" / "numbers" / "model"
     prepare_upload_folder(numbers, root / CARD_REPO_ID, repo_id=CARD_REPO_ID)
     model, tokenizer = load_model_dir(numbers)
-    save_adapter_dir(add_lora(model), tokenizer, root / "my-org" / "transformer-lora", base_model=CARD_REPO_ID)
+    save_adapter_dir(add_lora(model), tokenizer, root / ADAPTER_REPO_ID, base_model=CARD_REPO_ID)
     export_marian(numbers, root / "Helsinki-NLP" / "opus-mt-en-de")
 
 
@@ -202,8 +214,10 @@ def run_block(code: str, folder: Path, home: Path) -> subprocess.CompletedProces
 def test_every_page_with_python_is_read():
     """The pages' blocks are found: the README's three, the model card's, serving.md's five, ..."""
     counts = {page: sum(block.page == page for block in BLOCKS) for page in PAGES}
-    assert counts["README.md"] == 3 and counts["model_card.md"] == 1 and counts["docs/serving.md"] == 5, counts
-    assert "{{" not in "".join(block.code for block in BLOCKS if block.page == "model_card.md")
+    assert counts["README.md"] == 3 and counts["docs/serving.md"] == 5, counts
+    assert counts["model_card.md"] == counts[ADAPTER_CARD] == 1, counts
+    cards = "".join(block.code for block in BLOCKS if block.page in ("model_card.md", ADAPTER_CARD))
+    assert "{{" not in cards and f'"{CARD_REPO_ID}"' in cards and f'"{ADAPTER_REPO_ID}"' in cards
 
 
 @pytest.mark.parametrize(
