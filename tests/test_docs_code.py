@@ -212,7 +212,10 @@ def run_block(code: str, folder: Path, home: Path) -> subprocess.CompletedProces
 
 
 def test_every_page_with_python_is_read():
-    """The pages' blocks are found: the README's three, the model card's, serving.md's five, ..."""
+    """The pages' blocks are found: the README's three, the cards' one each, serving.md's five, ...; and no page has
+    Python in a fence this test would not read (another name for the language, or indented in a list)."""
+    unread = re.compile(r"^```(?:py|python3|pycon|ipython)\b|^[ \t]+```", re.MULTILINE)
+    assert not [page for page in PAGES if unread.search(page_text(page))]
     counts = {page: sum(block.page == page for block in BLOCKS) for page in PAGES}
     assert counts["README.md"] == 3 and counts["docs/serving.md"] == 5, counts
     assert counts["model_card.md"] == counts[ADAPTER_CARD] == 1, counts
