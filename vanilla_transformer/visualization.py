@@ -74,6 +74,22 @@ class AttentionFigure:
     """Width and height of the image, in pixels."""
 
 
+def target_labels(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, target: str) -> torch.Tensor:
+    """`target`'s token ids with the end token, ``[1, T]``, T at most the model's positions. A translation that ran to
+    the position limit without an end token (a search stopped there) fits once the end token the tokenizer adds is
+    dropped; a longer target is refused, as the decoder cannot read it."""
+    labels = tokenizer(text_target=target, return_tensors="pt")["input_ids"].to(model.device)
+    limit = model.config.max_position_embeddings
+    if labels.shape[1] == limit + 1 and labels[0, -1].item() == tokenizer.eos_token_id:
+        labels = labels[:, :limit]
+    if labels.shape[1] > limit:
+        raise ValueError(
+            f"target is {labels.shape[1]} tokens with its end token, more than the model's "
+            f"{limit} positions (max_position_embeddings)"
+        )
+    return labels
+
+
 def compute_attention(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -105,7 +121,7 @@ def compute_attention(
                 generated = model.generate(**inputs, num_beams=1, do_sample=False, max_new_tokens=max_new_tokens)
                 labels = generated[:, 1:]  # without the decoder start token
             else:
-                labels = tokenizer(text_target=target, return_tensors="pt")["input_ids"].to(model.device)
+                labels = target_labels(model, tokenizer, target)
             decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels)
             outputs = model(**inputs, decoder_input_ids=decoder_input_ids, output_attentions=True)
     finally:
