@@ -12,8 +12,9 @@
 # summary.txt and the steps' logs packed in logs.tgz go into FOLDER: 8 files, at most what the device tool brings back.
 #
 # Choosing train's CUDA default from training_compiled.json: the contestant of the highest tokens_per_second wins if
-# it beats ours:default (eager, SDPA without cuDNN) by more than 6% (noise) with torch_logs.recompiles and
-# compilations_measured 0 (no recompilation once warm: real batches vary in shape more than these); a compiled winner
+# it beats ours:default (eager, SDPA without cuDNN) by more than 6% (noise) with compilations_measured 0 (no
+# recompilation in the timed rounds: real batches vary in shape more than these; torch_logs counts those of the
+# warm-up and the profiled steps too, and the step's log names their guards and any graph break); a compiled winner
 # becomes auto_dynamo_backend's answer on CUDA (training/preflight.py) with its attention for --attn-implementation
 # auto, in the same commit as the results files; else the eager default stays.
 #
@@ -63,7 +64,8 @@ wheels="${GPU_WHEELS:-gpu-wheels}"
 if compgen -G "$wheels/*.whl" > /dev/null; then
     step install 60 "$python" -m pip install --no-index --find-links "$wheels" "transformers>=5.23,<5.25" num2words
 fi
-step environment 30 "$python" -c "
+# (at --tiny, 2 minutes: importing torch on a busy CPU took over 30 s)
+step environment "$(( tiny ? 120 : 30 ))" "$python" -c "
 import json, platform, sys
 sys.path.insert(0, 'scripts')
 import torch

@@ -140,3 +140,16 @@ def test_evaluate_reports_both_bleus_and_names_the_recipe(tmp_path, capsys):
     assert f"BLEU = {scores['bleu']:.2f}" in output and scores["bleu"] != scores["bleu_compound_split"]
     assert evaluate.main([*arguments, "--results", str(results)]) == 0  # without the option, sacreBLEU alone
     assert "bleu_compound_split" not in json.loads(results.read_text())
+
+
+def test_without_sacremoses_only_the_papers_bleu_is_refused(monkeypatch):
+    """Training and the benchmarks import the module; a machine without sacremoses (a GPU image) still trains and
+    scores sacreBLEU, and the paper's BLEU names the extra that brings it."""
+    import sys
+
+    from vanilla_transformer.metrics import compound_split
+
+    monkeypatch.setitem(sys.modules, "sacremoses", None)
+    monkeypatch.setattr(compound_split, "_moses", compound_split._moses.__wrapped__)
+    with pytest.raises(ModuleNotFoundError, match=r"needs sacremoses, from the 'train' extra"):
+        compute_compound_split_bleu(["Ein Test."], ["Ein Test."])
