@@ -22,6 +22,8 @@ from typing import Any
 
 from sacrebleu.metrics import BLEU
 
+from . import bleu_figures
+
 COMPOUND_SPLIT = (re.compile(rb"(\S)-(\S)"), rb"\1 ##AT##-##AT## \2")
 """The split of ``get_ende_bleu.sh``, on bytes as Perl's ``-p`` reads them: ``\\S`` is the ASCII non-space there
 (a hyphen next to a no-break space is split as Perl splits it), and matches do not overlap ("a-b-c" splits once)."""
@@ -84,16 +86,7 @@ def compute_compound_split_bleu(
     hyp_tokens = [paper_tokens(line, lang) for line in hypotheses]
     ref_tokens = [paper_tokens(line, lang) for line in references]
     result = BLEU(tokenize="none", smooth_method="none", force=True).corpus_score(hyp_tokens, [ref_tokens])
-    return {
-        "score": result.score,
-        "recipe": recipe(lang),
-        "counts": result.counts,
-        "totals": result.totals,
-        "precisions": result.precisions,
-        "bp": result.bp,
-        "sys_len": result.sys_len,
-        "ref_len": result.ref_len,
-    }
+    return {"score": result.score, "recipe": recipe(lang), **bleu_figures(result)}
 
 
 __all__ = [
