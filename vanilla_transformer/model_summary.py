@@ -58,6 +58,10 @@ SUMMARY_FIELDS: dict[str, SummaryField] = {
     "tokens_per_step": SummaryField((int,), "padded source + target tokens per optimizer step, over all processes"),
     "bleu": SummaryField(_NUMBER, "sacreBLEU BLEU (0-100) on eval_split"),
     "signature": SummaryField((str,), "the signature of that BLEU"),
+    "bleu_compound_split": SummaryField(
+        _NUMBER, "the paper's BLEU (0-100) on eval_split: Moses-tokenized and compound-split, as get_ende_bleu.sh"
+    ),
+    "bleu_compound_split_recipe": SummaryField((str,), "how that BLEU was computed, with the versions"),
     "chrf": SummaryField(_NUMBER, "sacreBLEU chrF (0-100) on eval_split"),
     "chrf_signature": SummaryField((str,), "the signature of that chrF"),
     "exact_match": SummaryField(_NUMBER, "percentage of translations identical to their reference"),

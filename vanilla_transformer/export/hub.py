@@ -55,7 +55,12 @@ checks that the two are equal)."""
 # --------------------------------------------------------------------------- model card
 
 _TAGS = ["translation", "transformer", "attention-is-all-you-need", "vanilla-transformer"]
-_METRICS = {"bleu": "BLEU (sacreBLEU)", "chrf": "chrF (sacreBLEU)", "exact_match": "Exact match (%)"}
+_METRICS = {
+    "bleu": "BLEU (sacreBLEU)",
+    "bleu_compound_split": "BLEU (tokenized, compound-split)",
+    "chrf": "chrF (sacreBLEU)",
+    "exact_match": "Exact match (%)",
+}
 
 
 def is_hub_id(name: str) -> bool:

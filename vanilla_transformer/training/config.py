@@ -21,7 +21,7 @@ from ..atomic import write_file
 from ..constants import LENGTH_PENALTY, MAX_LENGTH_OFFSET, NUM_BEAMS
 from ..data.spec import DATA_DIR_VARIABLE, shared_data_dir
 from ..data.spec import KINDS as DATASET_KINDS
-from .presets import PRESET_DATA_FOLDERS, TRAINING_PRESETS
+from .presets import FILE_DATASETS, PRESET_DATA_FOLDERS, PRESET_FILE_SETTINGS, TRAINING_PRESETS
 
 ADAM_IMPLEMENTATIONS = ("auto", "fused", "foreach", "for-loop")
 """The choices of ``--adam-implementation`` (`step.build_adam`)."""
@@ -307,6 +307,12 @@ class DecodingConfig:
     )
     translate_batch_size: int = _option(64, "sentences per beam-search batch", may_change_on_resume=True)
     num_samples: int = _option(5, "sample test translations to print at the end", may_change_on_resume=True)
+    compound_split_bleu: bool = _option(
+        False,
+        "also score the test set with the paper's BLEU beside sacreBLEU: Moses-tokenized, compound-split "
+        "(tensor2tensor's get_ende_bleu.sh; needs sacremoses)",
+        may_change_on_resume=True,
+    )
 
     def __post_init__(self) -> None:
         from ..serving.search import check_generation_settings  # torch: when a run is configured, not for --help
@@ -426,8 +432,13 @@ class TrainingConfig:
     def from_preset(cls, name: str, **overrides: Any) -> TrainingConfig:
         """The settings of preset `name` (see `TRAINING_PRESETS`), with any option overridden by keyword. A preset
         that reads a named corpus (`PRESET_DATA_FOLDERS`) finds it in ``$VANILLA_TRANSFORMER_DATA`` unless
-        ``data_dir`` is given; with neither, its ``data_dir`` stays unset and the run stops naming both."""
-        return cls.from_options(**{"preset": name, **cls.preset_settings(name), **overrides})
+        ``data_dir`` is given; with neither, its ``data_dir`` stays unset and the run stops naming both. A preset of a
+        Hugging Face corpus given as files instead (``dataset`` one of `FILE_DATASETS`) takes its split names there
+        (`PRESET_FILE_SETTINGS`: WMT14's ``newstest2013`` and ``newstest2014``)."""
+        settings = cls.preset_settings(name)
+        if overrides.get("dataset", settings.get("dataset")) in FILE_DATASETS:
+            settings.update(PRESET_FILE_SETTINGS.get(name, {}))
+        return cls.from_options(**{"preset": name, **settings, **overrides})
 
     @staticmethod
     def preset_settings(name: str) -> dict[str, Any]:
