@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..atomic import check_links_inside
 from ..generation_vanilla_transformer import gnmt_length_penalty
+from ..reading import check_links_inside, note_read
+from .ctranslate2_file import check_model_bin
 from .search import (
     LENGTH_PENALTY,
     MAX_LENGTH_OFFSET,
@@ -73,10 +74,15 @@ def load_translator(
     model_dir: str | os.PathLike, *, device: str = "cpu", compute_type: str = "default", threads: int = 0
 ):
     """A `ctranslate2.Translator`; ``threads`` sets its intra-op threads (0: CTranslate2's default), at most this
-    machine's CPUs (`check_threads`). A folder holding a link out of itself is refused (`check_links_inside`)."""
+    machine's CPUs (`check_threads`). A folder holding a link out of itself is refused (`check_links_inside`), and
+    so is a damaged ``model.bin`` (`check_model_bin`), before CTranslate2 reads anything."""
     check_threads(threads)
     check_links_inside(model_dir, "CTranslate2 folder")
     ct2 = import_ctranslate2()
+    from ctranslate2.specs.model_spec import CURRENT_BINARY_VERSION
+
+    note_read(model_dir, f"the CTranslate2 folder {model_dir}")  # an output must not replace it (`reading`)
+    check_model_bin(model_dir, CURRENT_BINARY_VERSION)
     return ct2.Translator(str(model_dir), device=device, compute_type=compute_type, intra_threads=threads)
 
 
