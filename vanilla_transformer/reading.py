@@ -44,10 +44,14 @@ def _identity(status: os.stat_result) -> tuple[int, int]:
     return status.st_dev, status.st_ino
 
 
+FOLDER_DEPTH = 3
+"""How deep `note_read` notes the files of a folder: a model directory's (``onnx/``, ``js/``) are within it."""
+
+
 def note_read(path: str | os.PathLike[str] | None, what: str) -> None:
     """Note that the command reads `path` (named by `what`, ``"--input=x.en"``): a regular file, or every regular file
-    of a folder (at any depth, links not followed). ``-`` notes standard input when it is a regular file; a stream, a
-    path that does not exist (a Hub id) or None notes nothing."""
+    of a folder (to `FOLDER_DEPTH` folders deep, links not followed). ``-`` notes standard input when it is a regular
+    file; a stream, a path that does not exist (a Hub id) or None notes nothing."""
     if path is None:
         return
     if str(path) == "-":
@@ -61,7 +65,9 @@ def note_read(path: str | os.PathLike[str] | None, what: str) -> None:
     if stat.S_ISREG(status.st_mode):
         _READ.setdefault(_identity(status), (what, str(root)))
     elif stat.S_ISDIR(status.st_mode):
-        for directory, _, files in os.walk(root):
+        for directory, folders, files in os.walk(root):
+            if len(Path(directory).relative_to(root).parts) >= FOLDER_DEPTH:
+                folders.clear()  # a model folder is shallow: a folder given by mistake (~) is not walked whole
             for name in files:
                 file = Path(directory, name)
                 try:
