@@ -15,7 +15,6 @@ up to the floating-point rounding of CTranslate2's kernels (and int8's weights) 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import statistics
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..generation_vanilla_transformer import gnmt_length_penalty
-from ..reading import check_links_inside, note_read
+from ..reading import check_links_inside, note_read, read_json
 from .ctranslate2_file import check_model_bin
 from .search import (
     LENGTH_PENALTY,
@@ -108,8 +107,8 @@ def check_tokenizer(model_dir: str | os.PathLike, tokenizer: PreTrainedTokenizer
     if path is None:
         raise ValueError(f"{folder} holds no {' or '.join(VOCABULARY_FILES)}: not a CTranslate2 export")
     try:
-        exported = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        exported = read_json(path, "CTranslate2 vocabulary", inside=folder, note=True)
+    except (OSError, ValueError) as error:
         raise ValueError(f"{path} cannot be read as a JSON list of tokens: {error}") from error
     size = len(tokenizer)
     if not isinstance(exported, list) or len(exported) < size:
