@@ -189,6 +189,7 @@ def open_checked(
     if inside is not None:
         check_inside(path, inside, what)
     flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | (0 if links else getattr(os, "O_NOFOLLOW", 0))
+    flags |= getattr(os, "O_NONBLOCK", 0)  # a FIFO is refused below, not waited on for a writer
     try:
         descriptor = os.open(path, flags)
     except FileNotFoundError:
@@ -196,8 +197,10 @@ def open_checked(
     except OSError as error:
         reason = "it is a symbolic link" if error.errno == errno.ELOOP else f"it cannot be read ({error.strerror})"
         raise FileRefused(f"{path}: {reason}", reason) from None
-    stream = os.fdopen(descriptor, "rb")
     status = os.fstat(descriptor)
+    if stat.S_ISREG(status.st_mode) and hasattr(os, "set_blocking"):
+        os.set_blocking(descriptor, True)
+    stream = os.fdopen(descriptor, "rb")
     reason = None
     if not stat.S_ISREG(status.st_mode):
         reason = "it is not a regular file (a folder, a device or a pipe)"
