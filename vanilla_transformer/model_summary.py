@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .atomic import write_file
+from .reading import read_json
 
 logger = logging.getLogger(__name__)
 
@@ -127,10 +128,7 @@ def read_training_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
         ValueError: If the file is not a JSON object or a key has the wrong type.
     """
     path = Path(path)
-    try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not valid JSON: {error}") from error
+    summary = read_json(path, "training summary")  # size, text and JSON judged: one line naming the file
     if not isinstance(summary, dict):
         raise ValueError(f"{path} must hold a JSON object, found {type(summary).__name__}")
     return check_summary(summary, path)

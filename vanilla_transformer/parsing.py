@@ -22,6 +22,7 @@ import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 _NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+(e[-+]?\d+)?$")
 
@@ -127,13 +128,34 @@ def summary(doc: str | None) -> str:
     return " ".join((doc or "").strip().split("\n\n", 1)[0].split())
 
 
+def check_input_path(path: str | os.PathLike[str] | None, option: str) -> None:
+    """Refuse an input file that is missing or a folder, naming `option` (``--input=x.en: no such file``). None and
+    ``-`` (standard input) pass."""
+    if path is None or str(path) == "-":
+        return
+    name, file = f"{option}={path}", Path(path)
+    if not file.exists():
+        raise FileNotFoundError(f"{name}: no such file")
+    if file.is_dir():
+        raise IsADirectoryError(f"{name} is a directory, not a file of lines")
+
+
 class CommandParser(argparse.ArgumentParser):
     """`argparse.ArgumentParser` without abbreviations, naming an unknown option before anything else; a command line
-    that parses turns off transformers' remote-code prompt (`refuse_remote_code_prompts`)."""
+    that parses turns off transformers' remote-code prompt (`refuse_remote_code_prompts`). The input files declared
+    with `add_input_argument` are checked first (`check_input_path`), before torch loads: a mistyped name is named
+    at once, not after seconds."""
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs["allow_abbrev"] = False
         super().__init__(*args, **kwargs)
+        self._inputs: list[argparse.Action] = []
+
+    def add_input_argument(self, *args, **kwargs) -> argparse.Action:
+        """`add_argument` for a file the command reads (``-``: standard input), checked as the line is parsed."""
+        action = self.add_argument(*args, **kwargs)
+        self._inputs.append(action)
+        return action
 
     def parse_args(self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None):
         args = list(sys.argv[1:] if args is None else args)
@@ -142,6 +164,9 @@ class CommandParser(argparse.ArgumentParser):
             self.error(f"unrecognized option {unknown}")
         parsed = super().parse_args(args, namespace)
         check_ranges(self, parsed)
+        for action in self._inputs:
+            option = action.option_strings[0] if action.option_strings else (action.metavar or action.dest)
+            check_input_path(getattr(parsed, action.dest, None), str(option))
         refuse_remote_code_prompts()  # the command runs from here on
         return parsed
 
@@ -150,6 +175,7 @@ __all__ = [
     "CommandParser",
     "SEED_RANGE",
     "Range",
+    "check_input_path",
     "check_ranges",
     "refuse_remote_code_prompts",
     "summary",

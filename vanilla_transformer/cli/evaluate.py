@@ -36,10 +36,12 @@ from vanilla_transformer.parsing import CommandParser
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = CommandParser(description="Score translations: BLEU, chrF and exact match.")
     inputs = "a file, a pipe such as <(head -n 5 file), or - for standard input"
-    parser.add_argument("--reference", required=True, help=f"reference translations, one per line: {inputs}")
-    parser.add_argument("--hypotheses", help=f"translations to score (instead of --model and --source): {inputs}")
+    parser.add_input_argument("--reference", required=True, help=f"reference translations, one per line: {inputs}")
+    parser.add_input_argument(
+        "--hypotheses", help=f"translations to score (instead of --model and --source): {inputs}"
+    )
     parser.add_argument("--model", help="Hugging Face model directory to translate --source with")
-    parser.add_argument("--source", help=f"source sentences, one per line: {inputs}")
+    parser.add_input_argument("--source", help=f"source sentences, one per line: {inputs}")
     parser.add_argument("--output", help="with --model: also write the translations to this file")
     parser.add_argument("--results", help="also write the scores to this file, as JSON")
     parser.add_argument(
@@ -62,9 +64,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     check_decoding_arguments(args)
     check_output_file(args.output, "--output")
     check_output_file(args.results, "--results")
-    inputs = {f"--{name}": getattr(args, name) for name in ("reference", "hypotheses", "source")}
+    inputs = {f"--{name}": getattr(args, name) for name in ("reference", "hypotheses", "source", "model")}
     check_not_an_input(args.output, "--output", inputs)
-    check_not_an_input(args.results, "--results", {**inputs, "--output": args.output})
+    check_not_an_input(args.results, "--results", inputs, outputs={"--output": args.output})
     return args
 
 

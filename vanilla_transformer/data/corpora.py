@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import os
 from collections.abc import Iterable, Iterator
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from ..extras import import_optional
+from ..reading import parse_json
 
 if TYPE_CHECKING:
     import datasets
@@ -162,10 +162,7 @@ def read_jsonl(path: str | os.PathLike[str], src_key: str, tgt_key: str) -> list
     for number, line in enumerate(read_lines(path), start=1):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path}:{number}: invalid JSON: {error}") from error
+        record = parse_json(line, str(path), number)  # one line naming the line: a lone surrogate, deep nesting too
         if not isinstance(record, dict):
             raise ValueError(f"{path}:{number}: expected a JSON object, found {type(record).__name__}")
         fields = record["translation"] if isinstance(record.get("translation"), dict) else record

@@ -385,7 +385,7 @@ def save_tokenizer_for_any_transformers(tokenizer, directory: Path) -> None:
     tools install it) knows as well as 5, where ``TokenizersBackend``, the name 5 writes, does not exist in 4."""
     tokenizer.save_pretrained(directory)
     path = directory / "tokenizer_config.json"
-    settings = json.loads(path.read_text(encoding="utf-8"))
+    settings = json.loads(path.read_text(encoding="utf-8"))  # written just now, by save_pretrained
     if settings.get("tokenizer_class") == "TokenizersBackend":
         settings["tokenizer_class"] = "PreTrainedTokenizerFast"
         path.write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -21,6 +21,7 @@ from ..atomic import write_file
 from ..constants import LENGTH_PENALTY, MAX_LENGTH_OFFSET, NUM_BEAMS
 from ..data.spec import DATA_DIR_VARIABLE, shared_data_dir
 from ..data.spec import KINDS as DATASET_KINDS
+from ..reading import read_json
 from .presets import FILE_DATASETS, PRESET_DATA_FOLDERS, PRESET_FILE_SETTINGS, TRAINING_PRESETS
 
 ADAM_IMPLEMENTATIONS = ("auto", "fused", "foreach", "for-loop")
@@ -462,9 +463,11 @@ class TrainingConfig:
             raise ValueError(f"{path} is a symbolic link: a run's settings are read from its folder itself; put the "
                              "file in its place")  # fmt: skip
         try:
-            settings = json.loads(path.read_text(encoding="utf-8"))
+            settings = read_json(path, "run's settings file")  # size, text and JSON judged: one line naming the line
         except ValueError as error:
             raise ValueError(f"{path} is damaged ({error}): restore it, or start a new run elsewhere") from error
+        if not isinstance(settings, dict):
+            raise ValueError(f"{path} is damaged (not a JSON object): restore it, or start a new run elsewhere")
         return cls.from_options(**settings)
 
     def save(self, path: str | Path) -> None:
