@@ -33,6 +33,7 @@ from accelerate.logging import get_logger
 from accelerate.utils import set_seed
 
 from ..atomic import write_directory
+from ..data.numbers import check_numbers_task
 from ..environment import cpu_flags, run_environment
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from .checkpoints import checkpoint_step
@@ -41,6 +42,7 @@ from .preflight import auto_dynamo_backend, auto_precision, launch_mismatch, slo
 from .results import write_results
 from .run_dir import RunLayout, inspect_run_dir, lock_run_dir, mark_run_started, prepare_run_dir
 from .setup import RunCorpus, build_model_config, prepare_data
+from .step import check_step_memory, micro_batch_plan, plan_source
 from .tracking import JsonlTracker
 from .trainer import Trainer
 
@@ -98,6 +100,12 @@ def start_run(config: TrainingConfig) -> tuple[Trainer, RunCorpus]:
     trainer, resume it from the last checkpoint if there is one, and mark the run started."""
     resume_from = inspect_run_dir(config)
     accelerator = start_accelerator(config, checkpoint_step(resume_from) if resume_from else 0)
+    plan = micro_batch_plan(config, accelerator.num_processes)  # a step memory cannot hold: refused before any work
+    check_step_memory(*plan, accelerator.device, plan_source(config))
+    if config.data.numbers_task:  # as many pairs as memory holds, before they are made
+        sizes = {f"--num-{split}": getattr(config.data, f"num_{split}") for split in ("train", "valid", "test")}
+        largest = max(sizes, key=sizes.__getitem__)
+        check_numbers_task(largest, sizes[largest], sum(sizes.values()))
     model_config = build_model_config(config.model)
     corpus = RunCorpus.of(config.data, config.preset)  # every process: a corpus named wrongly stops them all at once
     checkpointing = config.checkpointing
