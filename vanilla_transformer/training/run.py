@@ -83,6 +83,7 @@ def start_accelerator(config: TrainingConfig, start_step: int = 0) -> Accelerato
     accelerator = Accelerator(
         log_with=[jsonl, *extra_trackers], project_dir=str(layout.root), **accelerator_options(config.optimization)
     )
+    train_fp16_on_cpu(accelerator)
     set_seed(optimization.seed, device_specific=True)  # dropout differs between processes; DDP copies rank 0's weights
     slow = slow_bf16(accelerator.device.type, accelerator.mixed_precision, cpu_flags())
     for problem in (
@@ -92,6 +93,22 @@ def start_accelerator(config: TrainingConfig, start_step: int = 0) -> Accelerato
         if problem:
             logger.warning(problem, main_process_only=True)
     return accelerator
+
+
+def train_fp16_on_cpu(accelerator: Accelerator) -> None:
+    """fp16 on a CPU as Accelerate sets it up on CUDA: fp16 autocast and torch's loss scaler (``GradScaler("cpu")``),
+    both of which torch has on a CPU. Accelerate gives fp16 them on accelerator devices only, and on a CPU trained in
+    fp32 while the log and results.json said fp16. Set before `Accelerator.prepare`, which wraps the model's forward
+    in the autocast and hands the optimizer the scaler. Where this Accelerate lacks those attributes, fp16 on a CPU is
+    refused naming the option, never trained in fp32 under its name."""
+    if accelerator.mixed_precision != "fp16" or accelerator.device.type != "cpu" or accelerator.scaler is not None:
+        return
+    if getattr(accelerator, "native_amp", None) is not False:
+        raise ValueError(
+            "--mixed-precision fp16 (or accelerate launch --mixed_precision fp16) on a CPU: this Accelerate version "
+            "sets up mixed precision in a way this package does not know; pass --mixed-precision bf16 or no"
+        )
+    accelerator.scaler, accelerator.native_amp = torch.amp.GradScaler("cpu"), True
 
 
 def start_run(config: TrainingConfig) -> tuple[Trainer, RunCorpus]:
