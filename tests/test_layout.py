@@ -30,7 +30,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     # the bottom: the remote-code files, and modules of the standard library alone (or torch, transformers)
     REMOTE_CODE: set(),
     "atomic": set(),
-    "constants": set(),
+    "constants": {"parsing"},  # the ranges of finetune's settings (FINETUNE_RANGES) are parsing's Range
     "extras": set(),
     "folder_kinds": set(),
     "lazy_exports": set(),
@@ -41,7 +41,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "environment": {REMOTE_CODE},
     "__init__": {REMOTE_CODE},  # the package's own face: registration and the model classes
     # what reads and writes corpora and model folders
-    "data": {"environment", "extras", "lazy_exports"},
+    "data": {"environment", "extras", "lazy_exports", "parsing"},  # parsing: a number from the environment, checked
     "tokenization": {"data"},
     "model_summary": {"atomic"},
     "model_checks": {"environment"},
