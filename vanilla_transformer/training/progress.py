@@ -34,10 +34,14 @@ class TrainingProgress:
     def load_state_dict(self, state: dict[str, float]) -> None:
         """Restore a saved progress, each field checked against its range (`RANGES`): a ValueError names the field.
         ``seconds`` is absent in checkpoints of version 0.1, the micro-batch plan in those that predate it (0)."""
-        for field in fields(self):
-            value = state[field.name] if field.name in ("step", "epoch", "batch") else state.get(field.name, 0)
-            RANGES[field.name].check(f"progress {field.name}", value)
-            setattr(self, field.name, value)
+        values = {
+            f.name: state[f.name] if f.name in ("step", "epoch", "batch") else state.get(f.name, f.default)
+            for f in fields(self)
+        }
+        for name, value in values.items():
+            RANGES[name].check(f"progress {name}", value)
+        for name, value in values.items():  # all checked: a progress restored whole or not at all
+            setattr(self, name, value)
 
 
 # Processes agree on the time budget every this many steps: agreeing is a collective and a host-device sync.
