@@ -289,3 +289,10 @@ def test_every_way_a_value_enters_meets_the_one_check(tmp_path, monkeypatch, cap
     for name in own_rules:
         with pytest.raises(ValueError, match=re.escape(f"{name} must be")):
             VanillaTransformerConfig(**{name: -1})
+    # train's model options take the values the configuration takes (the remote-code file cannot import the ranges)
+    model_fields = {"vocab_size": "vocab_size", "d_model": "d_model", "layers": "encoder_layers",
+                    "heads": "encoder_attention_heads", "ffn_dim": "encoder_ffn_dim", "dropout": "dropout"}  # fmt: skip
+    for option, name in model_fields.items():
+        kind, low, high = FIELD_RANGES[name]
+        declared = RANGES[option]
+        assert (declared.kind, declared.low, declared.high, declared.high_open) == (kind, low, high, high is not None)
