@@ -31,7 +31,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     REMOTE_CODE: set(),
     "reading": set(),
     "atomic": {"reading"},
-    "constants": set(),
+    "constants": {"parsing"},  # the ranges of finetune's settings (FINETUNE_RANGES) are parsing's Range
     "extras": set(),
     "folder_kinds": set(),
     "lazy_exports": set(),
@@ -42,7 +42,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "environment": {REMOTE_CODE},
     "__init__": {REMOTE_CODE},  # the package's own face: registration and the model classes
     # what reads and writes corpora and model folders
-    "data": {"environment", "extras", "lazy_exports", "reading"},
+    "data": {"environment", "extras", "lazy_exports", "parsing", "reading"},  # parsing: a number from the environment
     "tokenization": {"data"},
     "model_summary": {"atomic", "reading"},
     "model_checks": {"environment", "reading"},

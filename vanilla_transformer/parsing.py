@@ -84,7 +84,12 @@ class Range:
         return f"finite and {text}" if self.kind is float else text
 
     def check(self, option: str, value: float) -> None:
-        """Raise the ValueError naming `option` if `value` is out of this range."""
+        """Raise the ValueError naming `option` if `value` is out of this range, or not a number of its kind (an int
+        for an int range; a bool is not a number): a value from a file or the environment is checked as typed."""
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or (self.kind is int and not isinstance(value, int)):
+            kind = "an integer" if self.kind is int else "a number"
+            raise ValueError(f"{option} must be {kind}, got {option}={value!r}")
         inside = math.isfinite(value) and (
             (self.low is None or (value > self.low if self.low_open else value >= self.low))
             and (self.high is None or (value < self.high if self.high_open else value <= self.high))
@@ -101,6 +106,21 @@ def thread_range() -> Range:
     """``--num-threads``: 1 to the processors of this machine (more threads than processors never run faster, and a
     million of them made CTranslate2 crash)."""
     return Range(int, 1, os.cpu_count() or 1)
+
+
+def environment_number(variable: str, declared: Range) -> int | float | None:
+    """The number environment variable `variable` sets, checked against its range `declared` as an option's is;
+    None where it is unset or empty. A value that is not a number of its kind, or out of range, is a ValueError
+    naming the variable (``VANILLA_TRANSFORMER_MAX_INPUT_BYTES must be an integer, got ...='abc'``)."""
+    text = os.environ.get(variable, "").strip()
+    if not text:
+        return None
+    try:
+        value = declared(text)
+    except ValueError:
+        value = text  # refused by the check below, as typed
+    declared.check(variable, value)
+    return value
 
 
 def check_ranges(parser: argparse.ArgumentParser, namespace: argparse.Namespace) -> None:
@@ -177,6 +197,7 @@ __all__ = [
     "Range",
     "check_input_path",
     "check_ranges",
+    "environment_number",
     "refuse_remote_code_prompts",
     "summary",
     "thread_range",

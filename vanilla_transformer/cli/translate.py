@@ -72,7 +72,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "long to search; a sentence whose answer CTranslate2's scores cannot prove there is searched again. At beam 4 "
         "on one thread it ran at 0.9 times the speed of CTranslate2's own stop rule on the default job's model and "
         "at 0.3 times on a Multi30k model, where the exact stop needs 1.5 times CTranslate2's own decoder steps and "
-        "even a search told every sentence's length in advance reached only 0.6 times (docs/serving.md)",
+        "even a search told every sentence's length in advance reached only 0.6 times (docs/serving.md). --dtype bf16 "
+        "and fp16 decode in CTranslate2's bfloat16 and float16 where the device computes them (a GPU), fp32 in the "
+        "export's own type",
     )
     add_decoding_arguments(parser)
     args = parser.parse_args(argv)
@@ -112,15 +114,23 @@ def _translate_ctranslate2(args: argparse.Namespace, sentences: Sequence[str]) -
 
     from vanilla_transformer.model_dir import check_model_dir
     from vanilla_transformer.serving.search import encode_sources
-    from vanilla_transformer.serving.with_ctranslate2 import check_tokenizer, load_translator, translate_ctranslate2
+    from vanilla_transformer.serving.with_ctranslate2 import (
+        check_tokenizer,
+        compute_type_of,
+        load_translator,
+        translate_ctranslate2,
+    )
 
     check_model_dir(args.model)
     resolve_engine(args)
+    compute_type = compute_type_of(args.dtype, args.device)  # --dtype bf16 or fp16: CTranslate2's, or refused
     tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=False)
     saved = Path(args.model, GENERATION_CONFIG_NAME).is_file()
     resolve_search_arguments(args, GenerationConfig.from_pretrained(args.model) if saved else None)
     check_tokenizer(args.ctranslate2, tokenizer)  # the export's own tokenizer, before any work
-    translator = load_translator(args.ctranslate2, device=args.device, threads=args.num_threads or 0)
+    translator = load_translator(
+        args.ctranslate2, device=args.device, compute_type=compute_type, threads=args.num_threads or 0
+    )
     settings = dict(
         beam_size=args.num_beams,
         length_penalty=args.length_penalty,

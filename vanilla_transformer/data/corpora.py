@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from ..extras import import_optional
+from ..parsing import Range, environment_number
 from ..reading import parse_json
 
 if TYPE_CHECKING:
@@ -315,8 +316,9 @@ _LINE_OVERHEAD = 64
 def input_limit() -> int:
     """The most bytes (text plus `_LINE_OVERHEAD` per line) an input of lines may hold: a quarter of the memory this
     machine has available (`environment.available_memory`), or `INPUT_LIMIT_ENV`."""
-    if os.environ.get(INPUT_LIMIT_ENV):
-        return int(os.environ[INPUT_LIMIT_ENV])
+    limit = environment_number(INPUT_LIMIT_ENV, Range(int, 1))
+    if limit is not None:
+        return limit
     from ..environment import available_memory  # torch: not for a command's --help
 
     return max(available_memory() // 4, 64 << 20)

@@ -69,6 +69,27 @@ def import_ctranslate2():
     return ctranslate2
 
 
+COMPUTE_TYPES = {"fp32": "default", "bf16": "bfloat16", "fp16": "float16"}
+"""CTranslate2's compute type for each ``--dtype``: bf16 and fp16 are its bfloat16 and float16; fp32, the default,
+keeps the export's own type (float32, or the int8 an ``export-ctranslate2 --quantization int8`` stored)."""
+
+
+def compute_type_of(dtype: str, device: str) -> str:
+    """CTranslate2's compute type for ``--dtype`` `dtype` on `device` (`COMPUTE_TYPES`), or a ValueError naming the
+    option where CTranslate2 does not compute that type there (bfloat16 and float16 need a GPU: on a CPU it computes
+    float32, int16 and int8), before any model is read."""
+    compute_type = COMPUTE_TYPES[dtype]
+    if compute_type == "default":
+        return compute_type
+    supported = import_ctranslate2().get_supported_compute_types(device)
+    if compute_type not in supported:
+        raise ValueError(
+            f"--dtype {dtype}: CTranslate2 does not compute {compute_type} on {device} here (it computes "
+            f"{', '.join(sorted(supported))}); pass --dtype fp32, which decodes in the export's own type"
+        )
+    return compute_type
+
+
 def load_translator(
     model_dir: str | os.PathLike, *, device: str = "cpu", compute_type: str = "default", threads: int = 0
 ):
@@ -455,6 +476,7 @@ def settle(result, length: int, limit: int, alpha: float, end_token: str) -> tup
 
 
 __all__ = [
+    "COMPUTE_TYPES",
     "SAMPLE_SIZE",
     "VOCABULARY_FILES",
     "cpu_backend",
@@ -464,6 +486,7 @@ __all__ = [
     "check_num_beams",
     "check_threads",
     "check_tokenizer",
+    "compute_type_of",
     "exhaustive_search",
     "predict_length",
     "proof_lengths",

@@ -309,8 +309,8 @@ def load_checkpoint(
         load_state_dict(state)
     except WeightsMismatch as error:
         raise CheckpointError(f"{path / _WEIGHTS_NAME} does not fit this run: {error}") from error
-    except (KeyError, ValueError, TypeError) as error:
-        raise CheckpointError(f"{path} does not fit this run: {error}") from error
+    except (KeyError, ValueError, TypeError) as error:  # the optimizer's, the schedule's, the progress's
+        raise CheckpointError(f"{path / _STATE_NAME} does not fit this run: {error}") from error
     set_rng_state(load_state(path / _rng_name(accelerator.process_index)))
 
 

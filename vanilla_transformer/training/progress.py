@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 import torch
 from accelerate import Accelerator
+
+from ..parsing import Range
+
+RANGES = {
+    **dict.fromkeys(("step", "epoch", "batch", "micro_batch_tokens", "micro_batches"), Range(int, 0)),
+    "seconds": Range(float, 0),
+}
+"""The range of each field of `TrainingProgress`, checked as a checkpoint's progress is restored: a count of
+Infinity or -1 is a damaged checkpoint, not a place to resume from."""
 
 
 @dataclass
@@ -23,10 +32,16 @@ class TrainingProgress:
         return asdict(self)
 
     def load_state_dict(self, state: dict[str, float]) -> None:
-        self.step, self.epoch, self.batch = state["step"], state["epoch"], state["batch"]
-        self.seconds = state.get("seconds", 0.0)  # absent in checkpoints of version 0.1
-        self.micro_batch_tokens = int(state.get("micro_batch_tokens", 0))  # absent before the plan was saved
-        self.micro_batches = int(state.get("micro_batches", 0))
+        """Restore a saved progress, each field checked against its range (`RANGES`): a ValueError names the field.
+        ``seconds`` is absent in checkpoints of version 0.1, the micro-batch plan in those that predate it (0)."""
+        values = {
+            f.name: state[f.name] if f.name in ("step", "epoch", "batch") else state.get(f.name, f.default)
+            for f in fields(self)
+        }
+        for name, value in values.items():
+            RANGES[name].check(f"progress {name}", value)
+        for name, value in values.items():  # all checked: a progress restored whole or not at all
+            setattr(self, name, value)
 
 
 # Processes agree on the time budget every this many steps: agreeing is a collective and a host-device sync.
@@ -46,4 +61,4 @@ def out_of_time(accelerator: Accelerator, progress: TrainingProgress, max_minute
     return bool(accelerator.reduce(torch.tensor(float(late), device=accelerator.device), "max").item())
 
 
-__all__ = ["AGREE_ON_TIME_EVERY", "TrainingProgress", "out_of_time"]
+__all__ = ["AGREE_ON_TIME_EVERY", "RANGES", "TrainingProgress", "out_of_time"]
