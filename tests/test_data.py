@@ -13,6 +13,7 @@ from num2words import num2words
 from torch.utils.data import DataLoader
 
 from vanilla_transformer.data import (
+    DATA_DIR_VARIABLE,
     CleaningStats,
     CorpusSpec,
     TokenBatchSampler,
@@ -34,7 +35,7 @@ from vanilla_transformer.data import (
 from vanilla_transformer.data.numbers import english_number, exact_match_by_magnitude
 from vanilla_transformer.tokenization import EOS_ID, train_tokenizer
 
-SHARED_DATA = Path(os.environ.get("SHARED_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data"))
+SHARED_DATA = Path(os.environ.get(DATA_DIR_VARIABLE) or Path(__file__).resolve().parents[2] / "shared" / "data")
 MULTI30K = SHARED_DATA / "multi30k"
 
 
@@ -435,7 +436,7 @@ def test_padding_on_the_numbers_task_is_under_ten_percent(numbers_task, numbers_
 @pytest.fixture(scope="module")
 def multi30k_train():
     if not (MULTI30K / "train.de").is_file():
-        pytest.skip(f"Multi30k not found in {MULTI30K} (set SHARED_DATA_DIR)")
+        pytest.skip(f"Multi30k not found in {MULTI30K} (set {DATA_DIR_VARIABLE})")
     return read_parallel_text(MULTI30K / "train.en", MULTI30K / "train.de")
 
 
@@ -537,3 +538,13 @@ def test_corpus_spec_from_options_is_each_commands_corpus(tmp_path):
         CorpusSpec.from_options()
     with pytest.raises(FileNotFoundError, match=r"no such file: .*b.tsv \(the eval split\)"):
         CorpusSpec.from_options(files={"eval": [tmp_path / "b.tsv"]}).check(["eval"])
+
+
+def test_a_language_code_the_folder_lacks_names_the_codes_it_holds(tmp_path):
+    """Issue 67: ``--src-lang fr`` on a folder of train.en and train.de named only the missing file."""
+    for name in ("train.en", "train.de"):
+        (tmp_path / name).write_text("one\n", encoding="utf-8")
+    with pytest.raises(
+        FileNotFoundError, match=r"has no train.fr: .* holds train.<lang> for de, en: pass --src-lang and --tgt-lang"
+    ):
+        load_corpus(CorpusSpec("text", data_dir=str(tmp_path), src_lang="fr"), "train")

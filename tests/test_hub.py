@@ -233,11 +233,15 @@ def test_fine_tuned_model_card_names_its_base_model_and_dataset(summarised_model
     assert (result.dataset_type, result.dataset_config, result.dataset_split, result.metric_value) == (
         "wmt14", "de-en", "validation", 12.35,
     )  # fmt: skip
-    assert "- Initialisation: fine-tuned from org/base" in card.text and "- Training time: 2.5 hours" in card.text
+    assert (
+        "- Initialisation: fine-tuned from [`org/base`](https://huggingface.co/org/base)" in card.text
+        and "- Training time: 2.5 hours" in card.text
+    )
     assert "- Corpus: wmt14 (configuration: de-en)" in card.text and "| BLEU | 12.35 |" in card.text
 
     local = hub.build_model_card(model, {**summary, "base_model": str(tmp_path / "runs" / "x" / "model")}, REPO_ID)
-    assert local.data.base_model is None and f"fine-tuned from {tmp_path}" in local.text  # not a Hub id
+    assert local.data.base_model is None and "- Initialisation: fine-tuned\n" in local.text  # not a Hub id
+    assert str(tmp_path) not in local.text  # a local path says nothing to the card's readers (issue 67)
 
 
 def test_card_without_figures_says_so(summarised_model_dir):
@@ -350,3 +354,18 @@ def test_downloaded_repo_loads_without_the_package(dry_run, tmp_path):
     assert loaded["module"].startswith("transformers_modules.") and "vanilla_transformer." not in loaded["module"]
     assert loaded["generated"] == expected
     assert loaded["piped"] == expected
+
+
+def test_a_pushed_fine_tuned_card_describes_the_users_model_only(tiny_model_dir, tmp_path):
+    """Issue 67, end to end: the card of ``push`` of a fine-tuned folder named its base by a local path, showed
+    ``warmup_steps | 0.05`` (a ratio under a step count's name), leaked an internal figure marker and carried the
+    project's own Multi30k results."""
+    output, folder = tmp_path / "finetuned", tmp_path / "upload"
+    options = ["--numbers", "16", "--output-dir", str(output), "--max-steps", "2", "--eval-steps", "2",
+               "--batch-size", "8", "--num-beams", "1", "--generation-max-length", "8"]  # fmt: skip
+    assert load_script("finetune").main([str(tiny_model_dir), *options]) == 0
+    assert load_script("push").main([str(output), REPO_ID, "--dry-run", str(folder)]) == 0
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    assert "- Initialisation: fine-tuned\n" in card and str(tiny_model_dir) not in card
+    assert "| `warmup_ratio` | 0.05 |" in card and "warmup_steps" not in card
+    assert "<!--" not in card and "Multi30k" not in card and "38.9" not in card

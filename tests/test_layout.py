@@ -46,6 +46,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "tokenization": {"data"},
     "model_summary": {"atomic", "reading"},
     "model_checks": {"environment", "reading"},
+    "progress_bars": set(),
     "visualization": {"atomic", "constants", "extras"},
     "model_dir": {
         "atomic",
@@ -55,6 +56,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "library_errors",
         "model_checks",
         "model_summary",
+        "progress_bars",
         "tokenization",
     },
     # what runs a model or an exported folder, then what writes one
@@ -358,3 +360,20 @@ def test_benchmarks_share_only_the_kit():
         if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in {"Adam", "AdamW"}
     ]
     assert not offenders, offenders
+
+
+def test_one_variable_names_the_shared_data_folder():
+    """Issue 67: the skip messages named two variables for the same folder (the tests' own and the package's);
+    every environment variable that the tests and scripts read for data is the package's `DATA_DIR_VARIABLE`."""
+    from vanilla_transformer.data import DATA_DIR_VARIABLE
+
+    read = re.compile(r"""(?:environ\.get\(|environ\[|getenv\(|\$\{?)["']?([A-Z][A-Z0-9_]*DATA[A-Z0-9_]*)""")
+    named = {}
+    for path in [
+        *REPOSITORY.glob("tests/**/*.py"),
+        *REPOSITORY.glob("scripts/**/*.py"),
+        *REPOSITORY.glob("scripts/*.sh"),
+    ]:
+        for name in read.findall(path.read_text(encoding="utf-8")):
+            named.setdefault(name, path.relative_to(REPOSITORY).as_posix())
+    assert {name: path for name, path in named.items() if name != DATA_DIR_VARIABLE} == {}

@@ -101,3 +101,20 @@ def test_load_names_a_missing_tokenizer_or_a_mismatch(saved, tmp_path):
     VanillaTransformerForConditionalGeneration(tiny_config(vocab_size=41)).save_pretrained(other)
     with pytest.raises(ValueError, match="vocab"):
         load_model_dir(other)
+
+
+def test_a_small_model_loads_and_saves_without_progress_bars(tiny_model_dir, tmp_path, capsys, monkeypatch):
+    """Issue 67: every command drew transformers' "Loading weights" bar, even for a model that loads in a blink; a
+    model over `QUICK_WEIGHTS_BYTES` (here: set to 0) still gets its bars, and the switch is as it was after."""
+    from transformers.utils import logging as transformers_logging
+
+    model, tokenizer = load_model_dir(tiny_model_dir)
+    save_model_dir(model, tokenizer, tmp_path / "copy")
+    err = capsys.readouterr().err
+    assert "Loading weights" not in err and "Writing model shards" not in err, err
+    assert transformers_logging.is_progress_bar_enabled()
+    from vanilla_transformer import progress_bars
+
+    monkeypatch.setattr(progress_bars, "QUICK_WEIGHTS_BYTES", 0)
+    model, tokenizer = load_model_dir(tiny_model_dir)
+    assert "Loading weights" in capsys.readouterr().err

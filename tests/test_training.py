@@ -1,6 +1,7 @@
 """Training: the schedule, loss normalisation, presets, resuming, bad input, and two processes."""
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -44,6 +45,7 @@ from vanilla_transformer.training.checkpoints import (
     read_training_state,
 )
 from vanilla_transformer.training.preflight import WORKING_CPU_LAUNCH, launch_mismatch
+from vanilla_transformer.training.run_dir import RunFinished
 from vanilla_transformer.training.step import micro_batch_plan
 from vanilla_transformer.training.tracking import read_metrics
 
@@ -547,13 +549,15 @@ def test_time_budget_stops_training_and_carries_over_to_a_resumed_run(tmp_path):
     saved = TrainingProgress()
     saved.load_state_dict(read_training_state(tmp_path / "checkpoints" / "checkpoint-00000001")["progress"])
     assert saved.step == 1 and saved.seconds == pytest.approx(60 * results["train_minutes"])
-    # The spent time is in the checkpoint: the same budget takes no further step, a larger one continues to the end.
-    assert train(parse_args(["--resume", "--output-dir", str(tmp_path)]))["step"] == 1
+    # The spent time is in the checkpoint: the same budget takes no further step (the run is finished: it says so and
+    # writes nothing), a larger one continues to the end.
+    with pytest.raises(RunFinished, match=r"step 1, --max-train-minutes=1e-05 reached"):
+        train(parse_args(["--resume", "--output-dir", str(tmp_path)]))
     assert train(parse_args(["--resume", "--output-dir", str(tmp_path), "--max-train-minutes", "60"]))["step"] == 8
 
 
 def test_a_finished_run_resumed_with_another_search_scores_again_without_training(tmp_path):
-    """Resuming a finished run takes no step and changes no weight: it redoes section 6.1's final stage with the
+    """Resuming a finished run with --finish-again takes no step and changes no weight: it redoes section 6.1's final stage with the
     search now asked for (the exported generation config carries it), and the log keeps one results row, the new
     one, after the same training rows."""
     first = train(tiny_run(tmp_path, "--max-train-minutes", "1e-5"))
@@ -561,7 +565,18 @@ def test_a_finished_run_resumed_with_another_search_scores_again_without_trainin
     weights, rows = load_checkpoint_weights(checkpoint), read_metrics(tmp_path / "metrics.jsonl")
     assert GenerationConfig.from_pretrained(tmp_path / "model").length_penalty == 0.6
     again = train(
-        parse_args(["--resume", "--output-dir", str(tmp_path), "--num-beams", "2", "--length-penalty", "1.5"])
+        parse_args(
+            [
+                "--resume",
+                "--finish-again",
+                "--output-dir",
+                str(tmp_path),
+                "--num-beams",
+                "2",
+                "--length-penalty",
+                "1.5",
+            ]
+        )
     )
     assert again["step"] == first["step"] == 1 and same_weights(load_checkpoint_weights(checkpoint), weights)
     generation = GenerationConfig.from_pretrained(tmp_path / "model")
@@ -747,3 +762,13 @@ def test_a_log_window_restarted_after_a_checkpoint_times_only_the_steps_that_fol
     step(50)  # a window without a restart: all its tokens over all its time
     assert window.log(accelerator, step=5, learning_rate=1e-3, epoch=0)["tokens_per_second"] == pytest.approx(50)
     assert window.train_tokens / window.train_seconds == pytest.approx(650 / 3)  # results.json's figure
+
+
+def test_a_one_process_run_logs_each_fact_once_and_without_a_rank_prefix(tmp_path, caplog):
+    """Issue 67: with one process, Accelerate's ``[RANK 0]`` prefixed every line, and a run that built its token
+    cache logged its cleaning twice (the cache's line and the run's)."""
+    caplog.set_level(logging.INFO, logger="vanilla_transformer")
+    train(tiny_run(tmp_path / "run", "--max-steps", "2", "--data-cache-dir", str(tmp_path / "cache")))
+    messages = [record.getMessage() for record in caplog.records if record.name.startswith("vanilla_transformer")]
+    assert messages and not [message for message in messages if "[RANK" in message]
+    assert sum("kept 160 of 160 pairs" in message for message in messages) == 1, messages

@@ -164,3 +164,15 @@ def test_a_translation_cut_at_the_position_limit_is_drawn(model_and_tokenizer):
     assert attention.cross.shape[-2] == length - 1  # one row per decoder position
     with pytest.raises(ValueError, match=r"more than the model's .* positions \(max_position_embeddings\)"):
         compute_attention(model, tokenizer, SOURCE, f"{target} {TARGET}")
+
+
+def test_a_layer_named_twice_is_drawn_and_counted_once(tiny_model_dir, tmp_path, caplog):
+    """Issue 67: ``--layers 1 1 1`` drew each map three times over and logged 'wrote 9 files' for the 3 it wrote."""
+    caplog.set_level("INFO")
+    output = tmp_path / "maps"
+    exit_code = load_script("attention").main(
+        [str(tiny_model_dir), SOURCE, "--target", TARGET, "--layers", "1", "1", "1", "--output-dir", str(output)]
+    )
+    assert exit_code == 0
+    pngs = sorted(path.name for path in output.glob("*.png"))
+    assert len(pngs) == 3 and f"wrote 3 files to {output}" in caplog.messages, caplog.messages

@@ -50,6 +50,7 @@ from .model_checks import (
     safetensors_header,
 )
 from .model_summary import build_summary, write_training_summary
+from .progress_bars import progress_bars_over
 from .reading import check_links_inside, note_read, read_json
 from .tokenization import check_tokenizer_matches_config
 
@@ -97,6 +98,14 @@ def add_pipeline_support(model_dir: str | os.PathLike[str]) -> None:
     write_file(config_path, json.dumps(config, indent=2, sort_keys=True) + "\n")  # never a cut config.json
 
 
+def _weights_bytes(name: str | os.PathLike[str]) -> int | None:
+    """The size of a local model directory's weight files; None for a Hub id."""
+    folder = Path(name)
+    if not folder.is_dir():
+        return None
+    return sum(path.stat().st_size for path in folder.glob("*.safetensors") if path.is_file())
+
+
 def save_model_dir(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase | None,
@@ -119,7 +128,8 @@ def save_model_dir(
     directory = Path(directory)
     if generation_config is not None:
         model.generation_config = generation_config
-    model.save_pretrained(directory)
+    with progress_bars_over(sum(p.numel() * p.element_size() for p in model.parameters())):
+        model.save_pretrained(directory)
     if tokenizer is not None:
         tokenizer.model_max_length = model.config.max_position_embeddings
         tokenizer.save_pretrained(directory)
@@ -248,9 +258,11 @@ def load_model(
             model's weights, which transformers would otherwise start from random values; naming the file and the fix.
     """
     try:
-        model, info = AutoModelForSeq2SeqLM.from_pretrained(
-            name, revision=revision, trust_remote_code=False, use_safetensors=use_safetensors, output_loading_info=True
-        )
+        with progress_bars_over(_weights_bytes(name)):
+            model, info = AutoModelForSeq2SeqLM.from_pretrained(
+                name, revision=revision, trust_remote_code=False, use_safetensors=use_safetensors,
+                output_loading_info=True,
+            )  # fmt: skip
     except (OSError, ValueError, RuntimeError, KeyError, TypeError, MemoryError, pickle.UnpicklingError) as error:
         failure = load_failure(str(name), error)  # memory, a refused pickle: named with their file
         if failure is not None:

@@ -43,9 +43,27 @@ def unknown_option(
         name = token.split("=", 1)[0]
         if name in known or (not token.startswith("--") and token[:2] in known):
             continue
-        close = difflib.get_close_matches(name, sorted(known), n=1)
-        return f"{name} (did you mean {close[0]}?)" if close else name
+        close = closest_option(name, known)
+        return f"{name} (did you mean {close}?)" if close else name
     return None
+
+
+def _noun(option: str) -> str:
+    """What an option counts or names: its last word, singular (``--max-steps``: ``step``)."""
+    word = option.lstrip("-").replace("_", "-").rsplit("-", 1)[-1].lower()
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def closest_option(name: str, known: Iterable[str]) -> str | None:
+    """The known option `name` most likely meant: the closest spelling among the options of its family, those that
+    count or name the same thing (``--num-step`` is a step count: ``--max-steps``, not ``--num-test``), else the
+    closest spelling of all (``--modle``: ``--model``); None if none is close."""
+    options = sorted(known)
+    family = [option for option in options if option.startswith("--") and _noun(option) == _noun(name)]
+    if family and name.startswith("--"):
+        return difflib.get_close_matches(name, family, n=1, cutoff=0)[0]
+    close = difflib.get_close_matches(name, options, n=1)
+    return close[0] if close else None
 
 
 @dataclass(frozen=True)
@@ -197,6 +215,7 @@ __all__ = [
     "Range",
     "check_input_path",
     "check_ranges",
+    "closest_option",
     "environment_number",
     "refuse_remote_code_prompts",
     "summary",

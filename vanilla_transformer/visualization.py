@@ -186,6 +186,8 @@ def plot_attention(
                 f"layers are counted from 1; the model has {model.config.encoder_layers} encoder and "
                 f"{model.config.decoder_layers} decoder layers, got layers={list(layers)}"
             )
+    layers = list(dict.fromkeys(layers)) if layers else None  # a layer named twice is one file, drawn once
+    kinds = list(dict.fromkeys(kinds))
     attention = compute_attention(model, tokenizer, source, target, max_new_tokens=max_new_tokens)
     axes_tokens = {  # kind: (query tokens, key tokens)
         "encoder_self": (attention.source_tokens, attention.source_tokens),

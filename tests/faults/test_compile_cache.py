@@ -177,7 +177,7 @@ def planting(*args):
     return path
 
 trainer.compile_cache_path = planting
-sys.exit(main(["train", "--resume", "--output-dir", run, "--dynamo-backend", "eager"]))
+sys.exit(main(["train", "--resume", "--finish-again", "--output-dir", run, "--dynamo-backend", "eager"]))
 """
 
 

@@ -49,7 +49,7 @@ def test_a_config_declaring_sizes_its_weights_or_memory_cannot_hold_is_named(mod
 def test_a_run_declaring_a_model_too_large_to_train_is_named(tiny_run_dir, tmp_path):
     run = shutil.copytree(tiny_run_dir, tmp_path / "run")
     _edit(run / "training_config.json", layers=10**7)
-    completed = run_capped("train", "--output-dir", run, "--resume", timeout=TIMEOUT)
+    completed = run_capped("train", "--output-dir", run, "--resume", "--finish-again", timeout=TIMEOUT)
     _one_line(completed, "training_config.json", "decoder_layers=10,000,000")
 
 

@@ -281,3 +281,30 @@ def test_a_pickled_checkpoint_of_an_older_version_is_refused(tmp_path):
     with pytest.raises(CheckpointError, match=r"written by an older version with pickle"):
         train(parse_args(["--resume", "--output-dir", str(run), "--max-steps", "4"]))
     assert not marker.exists()
+
+
+def _contents(run: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(run)): path.read_bytes() for path in sorted(run.rglob("*")) if path.is_file()}
+
+
+def test_resume_on_a_finished_run_says_so_in_one_line_and_rewrites_nothing(tiny_run_dir, tmp_path, run_cli):
+    """Issue 67: before, ``train --resume`` on a finished run averaged and tested it again and replaced its
+    results.json (its seconds, its throughput, its command); now it says the run is finished, exits 0 and leaves
+    every file byte for byte; ``--finish-again`` is how to average and test again."""
+    run = Path(shutil.copytree(tiny_run_dir, tmp_path / "run"))
+    before = _contents(run)
+    status, out, err = run_cli("train", "--resume", "--output-dir", run)
+    assert status == 0, err
+    assert len(out.splitlines()) == 1 and out.startswith(f"{run} is a finished run (step 8, --max-steps=8 reached"), (
+        out
+    )
+    assert "--finish-again" in out and err == "", err
+    assert _contents(run) == before
+    old = json.loads((run / "results.json").read_text())
+    status, out, err = run_cli("train", "--resume", "--finish-again", "--output-dir", run)
+    assert status == 0, err
+    new = json.loads((run / "results.json").read_text())
+    assert new["step"] == old["step"] == 8 and new["seconds"] != old["seconds"]
+    assert json.loads((run / "training_config.json").read_text())["finish_again"] is False  # asked once, not kept
+    status, _, err = run_cli("train", "--finish-again", "--output-dir", tmp_path / "new")
+    assert status == 1 and "--finish-again redoes the end of a finished run: pass it with --resume" in err, err

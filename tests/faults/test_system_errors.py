@@ -3,6 +3,7 @@ Ctrl-C exits with 130, a full disk with 1, no traceback (``VANILLA_TRANSFORMER_T
 what was there before is left whole, with no temporary behind. Real processes; the full disk is a small tmpfs the
 test mounts, where it runs as root."""
 
+import json
 import os
 import shutil
 import signal
@@ -130,3 +131,97 @@ def test_a_full_disk_while_writing_weights_is_one_line_naming_the_folder(full_di
     lines = [line for line in err.splitlines() if "error" in line]
     assert len(lines) == 1 and f"--output={output} cannot be written: No space left on device" in lines[0], err
     assert sorted(path.name for path in disk.iterdir()) == ["filler", "old.de"]
+
+
+def _interrupt_at_checkpoint(process, checkpoints, timeout=240):
+    """Wait until the run in `process` has written a checkpoint into the folder `checkpoints` (a glob's matches),
+    then send it Ctrl-C; its exit status and standard error."""
+    deadline = time.monotonic() + timeout
+    while not checkpoints() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert checkpoints(), "no checkpoint written before the run ended"
+    time.sleep(0.3)  # a few steps past the checkpoint
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    return process.returncode, err.decode()
+
+
+def _as_typed(command: str) -> list[str]:
+    """The command an interrupt's line names, run with this interpreter and this checkout."""
+    import shlex
+
+    words = shlex.split(command)
+    assert words[0] == "vanilla-transformer", command
+    return [sys.executable, "-m", "vanilla_transformer", *words[1:]]
+
+
+def test_ctrl_c_during_train_names_the_step_the_checkpoint_and_the_command_that_continues(tmp_path):
+    """Issue 67: the interrupt's one line gives the exact command to continue (before, only 'train: interrupted'),
+    and that command resumes from the checkpoint it names."""
+    from tiny_model import TINY
+
+    run = tmp_path / "run"
+    options = [*TINY, "--max-steps", "5000", "--save-every", "20", "--eval-every", "1000", "--log-every", "1000"]
+    process = _start("train", *options, "--output-dir", run)
+    status, err = _interrupt_at_checkpoint(process, lambda: list((run / "checkpoints").glob("checkpoint-*")))
+    last = err.strip().splitlines()[-1]
+    assert status == 130, err
+    prefix = "vanilla-transformer train: interrupted at step "
+    assert last.startswith(prefix), err
+    continued = f"; continue with: vanilla-transformer train --resume --output-dir {run}"
+    assert last.endswith(continued), last
+    step = int(last[len(prefix) :].split(";")[0])
+    kept = sorted(path.name for path in (run / "checkpoints").glob("checkpoint-*"))[-1]
+    lost = step - int(kept.removeprefix("checkpoint-"))
+    assert f"; {kept} kept, " in last and (f"the {lost} step" in last if lost else "at that step" in last), last
+    environment = {**os.environ, "PYTHONPATH": str(REPO)}
+    resumed = subprocess.run(
+        [*_as_typed(last.split("continue with: ")[1]), "--max-steps", str(step + 2)],
+        capture_output=True, text=True, env=environment, timeout=300,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resumed from {run / 'checkpoints' / kept}" in resumed.stderr, resumed.stderr
+
+
+def _interrupt_after_steps(process, steps: int, timeout=240):
+    """Send `process` Ctrl-C once its progress bar of `steps` steps on standard error shows a step taken; its exit
+    status and standard error."""
+    import re
+    import threading
+
+    seen = bytearray()
+    reader = threading.Thread(
+        target=lambda: [seen.extend(chunk) for chunk in iter(lambda: process.stderr.read1(), b"")]
+    )
+    reader.start()
+    deadline = time.monotonic() + timeout
+    pattern = rb"\| *[1-9]\d*/%d \[" % steps
+    while not re.search(pattern, bytes(seen)) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    process.wait(timeout=120)
+    reader.join(timeout=60)
+    return process.returncode, seen.decode()
+
+
+def test_ctrl_c_during_finetune_keeps_a_checkpoint_and_names_the_command_that_continues(tiny_model_dir, tmp_path):
+    """Issue 67: before, Ctrl-C printed only 'finetune: interrupted', losing every step since the last --eval-steps
+    checkpoint; now the Trainer saves one at the end of the step and the line names it and the command, which
+    continues from it."""
+    output = tmp_path / "ft"
+    options = [tiny_model_dir, "--numbers", "64", "--output-dir", output, "--max-steps", "40", "--eval-steps", "1000",
+               "--batch-size", "8", "--num-beams", "1", "--generation-max-length", "16", "--logging-steps", "1000"]  # fmt: skip
+    status, err = _interrupt_after_steps(_start("finetune", *options), 40)
+    last = err.strip().splitlines()[-1]
+    assert status == 130, err[-3000:]
+    kept = sorted(path.name for path in output.glob("checkpoint-*"))
+    assert len(kept) == 1, (kept, err[-3000:])
+    step = int(kept[0].removeprefix("checkpoint-"))
+    command = "vanilla-transformer finetune " + " ".join(map(str, options)) + " --resume-from-checkpoint last"
+    assert last == f"vanilla-transformer finetune: interrupted at step {step}; {kept[0]} kept, at that step; " \
+        f"continue with: {command}", last  # fmt: skip
+    environment = {**os.environ, "PYTHONPATH": str(REPO)}
+    continued = subprocess.run(_as_typed(command), capture_output=True, text=True, env=environment, timeout=600)
+    assert continued.returncode == 0, continued.stderr[-3000:]
+    state = json.loads((output / "checkpoint-40" / "trainer_state.json").read_text())
+    assert state["global_step"] == 40 and (output / "training_summary.json").is_file()

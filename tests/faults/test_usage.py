@@ -130,3 +130,20 @@ def test_a_bar_that_a_library_left_open_is_closed_before_the_error_line(run_cli,
     assert status == 1
     assert "library work" in err  # the bar was drawn
     assert last_line(err) == "vanilla-transformer translate: error: the work failed"
+
+
+@pytest.mark.parametrize(
+    "command, typed, meant",
+    [
+        ("train", "--num-step", "--max-steps"),  # a step count, not --num-test (issue 67)
+        ("finetune", "--num-step", "--max-steps"),
+        ("train", "--out-dir", "--output-dir"),
+        ("train", "--num-beam", "--num-beams"),
+        ("translate", "--modle", "--model"),  # no family: the closest spelling
+    ],
+)
+def test_a_mistyped_option_suggests_one_of_its_family(command, typed, meant, run_cli, capsys, tmp_path):
+    argv = [command, "MODEL"] if command == "finetune" else [command]
+    status = run_expecting_exit(run_cli, *argv, typed, "5", "--output-dir", tmp_path / "out")
+    assert status == 2
+    assert f"unrecognized option {typed} (did you mean {meant}?)" in capsys.readouterr().err

@@ -14,7 +14,8 @@ as one line, ``vanilla-transformer <command>: error: <message>``, with exit stat
 name the file or option and the fix. ``VANILLA_TRANSFORMER_TRACEBACK=1`` shows the traceback instead. So do errors of
 the system (no space left, no permission, a read-only file system; also when a library reports one in its own
 exception, as safetensors does), named with the file where it was being written (`vanilla_transformer.atomic`), and
-a command interrupted with Ctrl-C prints one line and exits with status 130, as shells expect.
+a command interrupted with Ctrl-C prints one line and exits with status 130, as shells expect (train and finetune
+say there where they stopped and the command that continues).
 
 Multi-process training goes through Accelerate's launcher, with the module form of the command::
 
@@ -157,8 +158,8 @@ def user_error(error: BaseException) -> tuple[int | None, str]:
     """The exit status and the one line a command prints for `error`: 130 for Ctrl-C, 1 for `USER_ERRORS`, memory
     (also an allocator's RuntimeError), a pickled file torch refuses and errors of the system (also those a library
     wraps in its own exception); None for a bug, which keeps its traceback."""
-    if isinstance(error, KeyboardInterrupt):
-        return 130, "interrupted"
+    if isinstance(error, KeyboardInterrupt):  # a command's own may say where it stopped and how to go on
+        return 130, f"interrupted{f' {error}' if str(error) else ''}"
     if isinstance(error, (*USER_ERRORS, ModelTooLarge)):
         return 1, f"error: {error.command_line if isinstance(error, SettingError) else error}"
     requested = allocation_failure(error)

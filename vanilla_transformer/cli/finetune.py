@@ -22,7 +22,8 @@ best model, its tokenizer and training_summary.json, ready for vanilla-transform
 checkpoint-* folders. With --lora only a LoRA adapter is trained (peft, the 'peft' extra) and the output directory is
 an adapter folder (adapter_config.json naming the base model, adapter_model.safetensors, the tokenizer, the model
 card), which translate, evaluate, attention and push load with its base; --merge also writes the merged, plain model
-directory to OUTPUT_DIR/merged.
+directory to OUTPUT_DIR/merged. Ctrl-C saves a checkpoint at the end of the step and ends with one line naming it and the
+command that continues (a second Ctrl-C stops at once, from the last checkpoint written).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import argparse
 import dataclasses
 import json
 import logging
+import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -472,23 +474,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     train_pairs, eval_pairs, description = load_data(options.data)  # every file checked before the model loads
     model, tokenizer = prepare_model(build_parser(), options.model, options.lora, seed=options.training_args.seed)
     claim_output_dir(options.training_args.output_dir)
-    result = finetune(
-        model,
-        tokenizer,
-        train_pairs,
-        eval_pairs,
-        options.training_args,
-        max_length=options.data.max_length,
-        description={"base_model": options.model, **description},
-        merge=options.lora.merge,
-        search=options.search,
-    )
+    from vanilla_transformer.training.progress import Interrupted
+
+    try:
+        result = finetune(
+            model,
+            tokenizer,
+            train_pairs,
+            eval_pairs,
+            options.training_args,
+            max_length=options.data.max_length,
+            description={"base_model": options.model, **description},
+            merge=options.lora.merge,
+            search=options.search,
+        )
+    except Interrupted as interrupt:
+        command = continue_command(sys.argv[1:] if argv is None else argv, interrupt.checkpoint is not None)
+        raise KeyboardInterrupt(f"{interrupt.describe()}; continue with: {command}") from None
     lora = options.lora
     saved = "LoRA adapter" if lora.lora else "best model"
     logger.info("%s saved to %s: %s", saved, result.output_dir, json.dumps(result.metrics))
     if result.merged_dir is not None:
         logger.info("merged model saved to %s", result.merged_dir)
     return 0
+
+
+def continue_command(argv: Sequence[str], resumable: bool) -> str:
+    """The command as typed, continuing from the last checkpoint (``--resume-from-checkpoint last``) if there is
+    one, else from the start (without ``--resume-from-checkpoint``)."""
+    words, skip = [], False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word == "--resume-from-checkpoint":
+            skip = True
+        elif not word.startswith("--resume-from-checkpoint="):
+            words.append(word)
+    if resumable:
+        words += ["--resume-from-checkpoint", "last"]
+    return " ".join(["vanilla-transformer finetune", *map(shlex.quote, words)])
 
 
 if __name__ == "__main__":

@@ -4,17 +4,24 @@
     vanilla-transformer train --preset multi30k --data-dir DIR     # Multi30k English-German (DIR/train.en, ...)
     accelerate launch -m vanilla_transformer train --preset wmt14-base       # the paper's base model, on all GPUs
     vanilla-transformer train --resume --output-dir runs/numbers   # continue an interrupted run
+    vanilla-transformer train --resume --finish-again              # average and test a finished run again
 
 Options override the preset's settings (``--help`` lists them); see `vanilla_transformer.training`. A preset's
 corpus is found in ``$VANILLA_TRANSFORMER_DATA`` (e.g. ``$VANILLA_TRANSFORMER_DATA/multi30k``) unless ``--data-dir``
 is given. Several CPU processes: ``ACCELERATE_USE_CPU=true accelerate launch --multi_gpu --num_processes N -m
 vanilla_transformer train``; ``accelerate launch --cpu --num_processes N`` starts one process without MPI, and the
 run warns that it does.
+
+Ctrl-C ends the command with one line naming the step reached, the last checkpoint and the command that continues
+the run. ``--resume`` on a finished run says so and writes nothing.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import shlex
+import sys
 from collections.abc import Sequence
 
 from vanilla_transformer import training
@@ -31,9 +38,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Accelerate warns at every checkpoint that the tied embeddings are saved once; that is expected here.
     logging.getLogger("accelerate.utils.other").setLevel(logging.ERROR)
     config = parse_args(argv)
-    training.train(config)
+    from vanilla_transformer.training.progress import Interrupted
+    from vanilla_transformer.training.run_dir import RunFinished
+
+    try:
+        training.train(config)
+    except RunFinished as finished:
+        if _is_main_process():
+            print(finished, flush=True)
+        return 0
+    except Interrupted as interrupt:
+        if not _is_main_process():
+            raise
+        raise KeyboardInterrupt(f"{interrupt.describe()}; continue with: {continue_command(argv, config)}") from None
     report_outputs(training.RunLayout(config.checkpointing.output_dir))
     return 0
+
+
+def _is_main_process() -> bool:
+    return os.environ.get("RANK", "0") == "0"
+
+
+def continue_command(argv: Sequence[str] | None, config: training.TrainingConfig) -> str:
+    """The command that continues the run of `config` where an interrupt left it: ``--resume --output-dir DIR``
+    once the run has started (its saved settings are the run's), else the command as typed; as an ``accelerate
+    launch`` of the same processes where several run."""
+    layout = training.RunLayout(config.checkpointing.output_dir)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if layout.settings.is_file():
+        argv = ["--resume", "--output-dir", str(layout.root)]
+    command = "vanilla-transformer train"
+    processes = int(os.environ.get("WORLD_SIZE", "1"))
+    if processes > 1:
+        command = f"accelerate launch <the same launch options, {processes} processes> -m vanilla_transformer train"
+    return " ".join([command, *map(shlex.quote, argv)])
 
 
 def report_outputs(layout: training.RunLayout) -> None:

@@ -168,7 +168,7 @@ def build_token_cache(
             writer.close()
         stats = CleaningStats(total=total, kept=kept, dropped_empty=empty, dropped_too_long=too_long)
         _write_meta(building, stats, dtype, len(tokenizer), key)
-        logger.info("cleaning: %s", stats)
+        logger.debug("cleaning: %s", stats)  # the run logs it, built or read back (training.setup)
         try:
             os.rename(building, directory)
         except OSError:  # another process finished the same cache first

@@ -198,12 +198,21 @@ def _missing_files_message(spec: CorpusSpec, split: str, missing: Sequence[Path]
         f"{spec.option}={spec.data_dir} has no {' or '.join(path.name for path in missing)}: pass {spec.option} with "
         f"the {spec.kind} files of the corpus, named <split>.{'<lang>' if spec.kind == 'text' else spec.kind}"
     )
+    held = _split_languages(Path(spec.data_dir), split) if spec.kind == "text" and not spec.files else []
+    if held:  # a language code the folder does not hold (--src-lang fr where it holds en and de)
+        return f"{message}. The folder holds {split}.<lang> for {', '.join(held)}: pass --src-lang and --tgt-lang among them"
     for kind in ("text", "tsv", "jsonl"):
         found = split_files(replace(spec, kind=kind, files={}), split)
         if kind != spec.kind and all(path.is_file() for path in found):
             names = " and ".join(path.name for path in found)
             return f"{message}. The folder holds {names}: pass --dataset {kind}"
     return message
+
+
+def _split_languages(data_dir: Path, split: str) -> list[str]:
+    """The language codes of the ``<split>.<lang>`` plain-text files in `data_dir` (not tsv or jsonl)."""
+    suffixes = {path.name[len(split) + 1 :] for path in data_dir.glob(f"{split}.*") if path.is_file()}
+    return sorted(code for code in suffixes if code and "." not in code and code not in ("tsv", "jsonl"))
 
 
 def _data_dir_option(spec: CorpusSpec) -> str:

@@ -128,7 +128,8 @@ def build_model_card(
     (`vanilla_transformer.model_summary`).
 
     `template` (default `TEMPLATE`) is a Jinja template rendered by `ModelCard.from_template`; it sees the summary's
-    keys (absent ones as undefined), ``card_data`` (the YAML of `model_card_data`), ``model_name``, ``repo_id``, the
+    keys (absent ones as undefined; ``base_model`` only as a Hub id, else None, and ``fine_tuned``, whether the
+    summary names one), ``card_data`` (the YAML of `model_card_data`), ``model_name``, ``repo_id``, the
     architecture (``parameters``, ``d_model``, ``encoder_layers``, ``decoder_layers``, ``attention_heads``,
     ``ffn_dim``, ``vocab_size``) and the saved generation config (``num_beams``, ``length_penalty``).
 
@@ -139,7 +140,10 @@ def build_model_card(
     config, generation = model.config, model.generation_config
     model_name = repo_id.rsplit("/", 1)[-1]
     values = {key: value for key, value in summary.items() if key in SUMMARY_FIELDS}
+    base_model = values.pop("base_model", None)  # a local folder's path says nothing to the card's readers
     values.update(
+        base_model=base_model if base_model and is_hub_id(base_model) else None,
+        fine_tuned=base_model is not None,
         model_name=model_name,
         repo_id=repo_id,
         parameters=model.num_parameters(),

@@ -38,7 +38,6 @@ from pathlib import Path, PurePosixPath
 
 import torch
 from accelerate import Accelerator
-from accelerate.logging import get_logger
 
 from ..atomic import write_file
 from ..configuration_vanilla_transformer import VanillaTransformerConfig
@@ -46,6 +45,7 @@ from ..data.cache import cache_key, default_cache_dir
 from ..environment import available_memory
 from ..reading import FileRefused, open_checked
 from .config import TrainingConfig
+from .logs import get_logger
 
 logger = get_logger(__name__)
 

@@ -261,6 +261,12 @@ class CheckpointConfig:
     overwrite: bool = _option(
         False, "delete an existing run in --output-dir and start over", may_change_on_resume=True
     )
+    finish_again: bool = _option(
+        False,
+        "with --resume on a finished run: average its checkpoints, export the model and score the test set again, "
+        "rewriting model/, the test translations and results.json",
+        may_change_on_resume=True,
+    )
     save_every: int = _option(1400, "write a checkpoint every this many steps", may_change_on_resume=True)
     keep_checkpoints: int = _option(
         5, "checkpoints to keep (at least --average-checkpoints)", may_change_on_resume=True
@@ -285,6 +291,8 @@ class CheckpointConfig:
         _check_ranges(self)
         if self.resume and self.overwrite:
             raise ValueError("--resume and --overwrite contradict each other: pass one of them")
+        if self.finish_again and not self.resume:
+            raise ValueError("--finish-again redoes the end of a finished run: pass it with --resume")
 
     @property
     def keep_last(self) -> int:

@@ -11,7 +11,6 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator
-from accelerate.logging import get_logger
 from accelerate.utils import gather_object
 from transformers import PreTrainedTokenizerBase
 
@@ -29,6 +28,7 @@ from .checkpoints import (
     load_weights,
 )
 from .config import TrainingConfig
+from .logs import get_logger
 from .run_dir import RunLayout
 from .step import teacher_forced_logits, to_device
 from .tracking import read_metrics

@@ -51,6 +51,7 @@ from transformers import (
     TrainerCallback,
 )
 from transformers.integrations import get_available_reporting_integrations
+from transformers.trainer_utils import get_last_checkpoint
 
 from ..atomic import check_output_dir, follow_umask, write_directory, write_file
 from ..constants import AUTO_METRIC, FINETUNE_RANGES, FINETUNE_SETTINGS, SEARCH_DEFAULTS
@@ -61,6 +62,8 @@ from ..model_dir import is_peft_model, is_saved_model_dir, lora_settings, save_m
 from ..model_summary import build_summary
 from ..serving.search import check_search_settings
 from .evaluation import translate_and_score
+from .interrupt import StopAtInterrupt, checkpoint_on_interrupt
+from .progress import Interrupted
 
 logger = logging.getLogger(__name__)
 
@@ -324,6 +327,8 @@ def finetune(
     Raises:
         ValueError: If `merge` is set for a model without an adapter, or `description` has a value of the wrong type.
         TypeError: If `description` has a key that is not a summary field.
+        Interrupted: On Ctrl-C: the Trainer saved a checkpoint at the end of its step (a second Ctrl-C stops at
+            once, keeping the last one written); ``resume_from_checkpoint=True`` continues from it.
     """
     description = build_summary(**(description or {}))  # before training, not after it
     if merge and not is_peft_model(model):
@@ -340,7 +345,15 @@ def finetune(
     )
     if resume_from_checkpoint is None:
         resume_from_checkpoint = args.resume_from_checkpoint
-    train_output = trainer.train(resume_from_checkpoint=resume_from_checkpoint)
+    stop = StopAtInterrupt()
+    trainer.add_callback(stop)
+    try:
+        with checkpoint_on_interrupt(stop):  # Ctrl-C: a checkpoint at the end of the step, then Interrupted
+            train_output = trainer.train(resume_from_checkpoint=resume_from_checkpoint)
+    except KeyboardInterrupt as interrupt:
+        raise _interrupted(trainer, output_dir) from interrupt
+    if stop.requested:
+        raise _interrupted(trainer, output_dir)
     try:
         evaluation = trainer.evaluate()  # of the best checkpoint, loaded by load_best_model_at_end
         metrics = {key.removeprefix("eval_"): value for key, value in evaluation.items()}
@@ -358,6 +371,13 @@ def finetune(
     metric = args.metric_for_best_model.removeprefix("eval_")
     logger.info("saved the model with eval %s %.4g to %s", metric, metrics.get(metric, float("nan")), output_dir)
     return FinetuneResult(output_dir, metrics, summary, trainer.state.log_history, merged_dir)
+
+
+def _interrupted(trainer: Seq2SeqTrainer, output_dir: Path) -> Interrupted:
+    """Where a fine-tuning interrupted with Ctrl-C stopped: its step and its last checkpoint."""
+    last = get_last_checkpoint(output_dir) if output_dir.is_dir() else None
+    step = int(Path(last).name.rpartition("-")[2]) if last else None
+    return Interrupted(trainer.state.global_step, Path(last).name if last else None, step)
 
 
 def _save(
@@ -390,6 +410,12 @@ def _save(
         logger.info("saved the merged model to %s", merged_dir)
 
 
+def _warmup(warmup_steps: float) -> dict[str, float]:
+    """The warmup under its own name: below 1 the Trainer reads ``warmup_steps`` as a fraction of all steps, which
+    the card names ``warmup_ratio``; from 1 on, a step count, ``warmup_steps``."""
+    return {"warmup_ratio": warmup_steps} if 0 < warmup_steps < 1 else {"warmup_steps": int(warmup_steps)}
+
+
 def _summary(
     trainer: Seq2SeqTrainer, train_metrics: Mapping[str, float], metrics: Mapping[str, float], description: Mapping
 ) -> dict[str, Any]:
@@ -412,7 +438,7 @@ def _summary(
             "optimizer": f"{args.optim.value}, betas ({args.adam_beta1}, {args.adam_beta2}), eps {args.adam_epsilon}",
             "learning_rate": args.learning_rate,
             "lr_scheduler": args.lr_scheduler_type.value,
-            "warmup_steps": args.warmup_steps,
+            **_warmup(args.warmup_steps),
             "label_smoothing": args.label_smoothing_factor,
             "sentences_per_step": args.train_batch_size * args.gradient_accumulation_steps * args.world_size,
             "gradient_accumulation_steps": args.gradient_accumulation_steps,

@@ -1,4 +1,5 @@
-"""Where training stands (`TrainingProgress`, saved in every checkpoint) and when its time is up (`out_of_time`)."""
+"""Where training stands (`TrainingProgress`, saved in every checkpoint), when its time is up (`out_of_time`), and
+where an interrupted run stopped (`Interrupted`)."""
 
 from __future__ import annotations
 
@@ -61,4 +62,29 @@ def out_of_time(accelerator: Accelerator, progress: TrainingProgress, max_minute
     return bool(accelerator.reduce(torch.tensor(float(late), device=accelerator.device), "max").item())
 
 
-__all__ = ["AGREE_ON_TIME_EVERY", "RANGES", "TrainingProgress", "out_of_time"]
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a run (`train`, `finetune`): a KeyboardInterrupt that says where the run stopped, the `step` it
+    had reached (None before training began), and the `checkpoint` it can continue from (None if none was written),
+    whose step is `checkpoint_step`. The steps after that checkpoint are lost."""
+
+    def __init__(self, step: int | None, checkpoint: str | None, checkpoint_step: int | None) -> None:
+        super().__init__()
+        self.step, self.checkpoint, self.checkpoint_step = step, checkpoint, checkpoint_step
+
+    @property
+    def lost_steps(self) -> int:
+        """The steps taken since the checkpoint, which a continued run takes again."""
+        return max((self.step or 0) - (self.checkpoint_step or 0), 0)
+
+    def describe(self) -> str:
+        """Where the run stopped, for the interrupt's line: ``at step 573; checkpoint-00000500 kept, the 73 steps
+        since then lost``, ``at step 40; checkpoint-40 kept at that step``, ``at step 12; no checkpoint yet``."""
+        where = "before training" if self.step is None else f"at step {self.step}"
+        if self.checkpoint is None:
+            return f"{where}; no checkpoint yet"
+        lost = self.lost_steps
+        kept = f"the {lost} step{'s' if lost != 1 else ''} since then lost" if lost else "at that step"
+        return f"{where}; {self.checkpoint} kept, {kept}"
+
+
+__all__ = ["AGREE_ON_TIME_EVERY", "RANGES", "Interrupted", "TrainingProgress", "out_of_time"]

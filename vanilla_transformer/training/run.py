@@ -29,18 +29,27 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator, PartialState
-from accelerate.logging import get_logger
 from accelerate.utils import set_seed
 
 from ..atomic import write_directory
 from ..data.numbers import check_numbers_task
 from ..environment import cpu_flags, run_environment
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
-from .checkpoints import checkpoint_step
+from .checkpoints import checkpoint_step, list_checkpoints
 from .config import OptimizationConfig, TrainingConfig
+from .logs import get_logger
 from .preflight import auto_dynamo_backend, auto_precision, launch_mismatch, slow_bf16
+from .progress import Interrupted
 from .results import write_results
-from .run_dir import RunLayout, inspect_run_dir, lock_run_dir, mark_run_started, prepare_run_dir
+from .run_dir import (
+    RunFinished,
+    RunLayout,
+    finished_run,
+    inspect_run_dir,
+    lock_run_dir,
+    mark_run_started,
+    prepare_run_dir,
+)
 from .setup import RunCorpus, build_model_config, prepare_data
 from .step import check_step_memory, micro_batch_plan, plan_source
 from .tracking import JsonlTracker
@@ -170,16 +179,30 @@ def train(config: TrainingConfig) -> dict[str, Any]:
     Returns:
         The contents of ``results.json``: test BLEU (and its sacreBLEU signature), chrF and exact match, training
         throughput and padding share, and the checkpoints averaged.
+
+    Raises:
+        RunFinished: With ``--resume`` on a run that has nothing left to train and has written its results (unless
+            ``--finish-again``), saying so; nothing in the run directory is written.
+        Interrupted: On Ctrl-C, with the step reached and the last checkpoint, which ``--resume`` continues from.
     """
     started, load = time.perf_counter(), os.getloadavg()
     layout = RunLayout(config.checkpointing.output_dir)
     lock = lock_run_dir(layout)  # one writer per run directory, until this returns or the process ends
+    trainer = None
     try:
+        finished = finished_run(config)
+        if finished is not None:
+            raise RunFinished(finished)
         trainer, corpus = start_run(config)
         trainer.fit()
         results = trainer.finish()
         results.update(seconds=time.perf_counter() - started, environment=run_environment(load))
         write_results(trainer.accelerator, config, corpus, results)
+    except KeyboardInterrupt as interrupt:  # Ctrl-C: where the run stopped, and the checkpoint it continues from
+        checkpoints = list_checkpoints(layout.checkpoints)
+        last = checkpoints[-1] if checkpoints else None
+        step = trainer.progress.step if trainer is not None else None
+        raise Interrupted(step, last and last.name, last and checkpoint_step(last)) from interrupt
     finally:
         lock.release()
     # The DDP wrapper's C++ reducer holds the gloo/NCCL process group. Were it the group's last holder, the group

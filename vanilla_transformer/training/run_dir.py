@@ -20,6 +20,7 @@ system drops when the process ends, however it ends, so a killed run never leave
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -249,6 +250,47 @@ def inspect_run_dir(config: TrainingConfig) -> Path | None:
     return None
 
 
+class RunFinished(Exception):
+    """``train --resume`` on a run that has nothing left to train: its message says so, in one line."""
+
+
+def finished_run(config: TrainingConfig) -> str | None:
+    """With ``--resume`` (and without ``--finish-again``): the line saying that the run in ``--output-dir`` has
+    nothing left to train, if it wrote its ``results.json`` at the step of its last checkpoint, which reached
+    ``--max-steps`` (or the ``--max-train-minutes`` budget, as now given); None otherwise, or for a damaged
+    ``results.json`` (the run then resumes and writes it again). Reads only.
+
+    Raises:
+        ValueError: If a name the run writes is a link out of the run directory (`check_run_dir_links`).
+    """
+    checkpointing = config.checkpointing
+    if not checkpointing.resume or checkpointing.finish_again:
+        return None
+    layout = RunLayout(checkpointing.output_dir)
+    check_run_dir_links(layout.root, layout.outputs(config.data))  # nothing read through a link out of the run
+    checkpoints = list_checkpoints(layout.checkpoints)
+    try:
+        results = json.loads(layout.results.read_text(encoding="utf-8"))
+        step, minutes = int(results["step"]), float(results.get("train_minutes") or 0.0)
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    if not layout.settings.is_file() or not checkpoints or checkpoint_step(checkpoints[-1]) != step:
+        return None
+    optimization = config.optimization
+    budget = optimization.max_train_minutes
+    if step < optimization.max_steps and (budget is None or minutes < budget):
+        return None
+    reached = (
+        f"--max-steps={optimization.max_steps}"
+        if step >= optimization.max_steps
+        else (f"--max-train-minutes={budget:g}")
+    )
+    return (
+        f"{layout.root} is a finished run (step {step}, {reached} reached; results in {layout.results}): nothing to "
+        f"train, nothing rewritten. A larger --max-steps trains on; --finish-again averages and tests it again"
+    )
+
+
 def check_run_dir_links(run_dir: Path, names: list[str]) -> None:
     """Before any work: refuse a run directory where a name the run writes or reads (`RunLayout.outputs`, and the
     folders ``checkpoints``, ``tokenizer``, ``model`` at any depth) is a symbolic link to something outside it, naming
@@ -304,7 +346,8 @@ def prepare_run_dir(
 def mark_run_started(accelerator: Accelerator, config: TrainingConfig) -> None:
     """Write ``training_config.json`` (atomically): from now on the folder holds a run, to resume or overwrite."""
     if accelerator.is_main_process:
-        config.save(RunLayout(config.checkpointing.output_dir).settings)  # whole: atomic.write_file
+        kept = config.replace(finish_again=False)  # a request of this command, not a setting of the run
+        kept.save(RunLayout(config.checkpointing.output_dir).settings)  # whole: atomic.write_file
     accelerator.wait_for_everyone()
 
 
@@ -328,9 +371,11 @@ def _delete_outputs(layout: RunLayout, data: DataConfig) -> None:
 __all__ = [
     "DAMAGED_PREFIX",
     "RUN_MARKER",
+    "RunFinished",
     "RunLayout",
     "RunLock",
     "check_run_dir_links",
+    "finished_run",
     "inspect_run_dir",
     "load_saved_config",
     "lock_run_dir",

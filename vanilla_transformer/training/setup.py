@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from accelerate import Accelerator
-from accelerate.logging import get_logger
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from ..configuration_vanilla_transformer import VanillaTransformerConfig
@@ -34,6 +33,7 @@ from ..data.spec import corpus_data_dir
 from ..model_checks import check_declared_sizes
 from ..tokenization import check_tokenizer_matches_config, train_tokenizer
 from .config import DataConfig, ModelConfig, TrainingConfig
+from .logs import get_logger
 from .preflight import check_training_pairs
 from .presets import PRESET_DATA_FOLDERS
 from .run_dir import RunLayout

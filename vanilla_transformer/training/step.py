@@ -17,12 +17,12 @@ from contextlib import AbstractContextManager, nullcontext
 
 import torch
 from accelerate import Accelerator
-from accelerate.logging import get_logger
 from accelerate.utils import DynamoBackend
 
 from ..data import IGNORE_INDEX
 from ..modeling_vanilla_transformer import shift_tokens_right, token_cross_entropy
 from .config import OptimizationConfig, TrainingConfig
+from .logs import get_logger
 
 LossFunction = Callable[..., torch.Tensor]
 """``(logits [B, T, V], labels [B, T], divisor, label_smoothing=...) -> loss``, as `token_cross_entropy`."""

@@ -20,7 +20,6 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator
-from accelerate.logging import get_logger
 from tqdm.auto import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 from transformers import PreTrainedTokenizerBase
@@ -43,6 +42,7 @@ from .checkpoints import (
 from .compile_cache import compile_cache_path, load_compile_cache, save_compile_cache
 from .config import TrainingConfig
 from .evaluation import Evaluator, best_validation
+from .logs import get_logger
 from .preflight import auto_attention
 from .progress import TrainingProgress, out_of_time
 from .results import export_model
