@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from test_readme import examples
+from readme_examples import examples
 
 ROOT = Path(__file__).resolve().parents[1]
 ADAPTER_CARD = "ADAPTER_CARD"

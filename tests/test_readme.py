@@ -11,18 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from readme_examples import README, examples
 
 from vanilla_transformer.cli import COMMANDS
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
-EXAMPLE = re.compile(r"<!-- example: (?P<path>\S+) -->\n```\w*\n(?P<text>.*?)```", re.DOTALL)
 BASH = re.compile(r"```bash\n(.*?)```", re.DOTALL)
-
-
-def examples() -> dict[str, str]:
-    """The README's example files: path -> content."""
-    return {match["path"]: match["text"] for match in EXAMPLE.finditer(README)}
 
 
 def shell_commands(text: str) -> list[list[str]]:
@@ -67,7 +61,15 @@ def parse(command: str, arguments: list[str]) -> object:
     module_name, _, function = COMMANDS[command][0].partition(":")
     module = importlib.import_module(f"vanilla_transformer.cli.{module_name}")
     assert not function, f"{command}: no parser to check against"
-    return module.parse_args(arguments)
+    for _ in range(len(arguments) + 1):
+        try:
+            return module.parse_args(arguments)
+        except FileNotFoundError as error:  # an input the page's earlier steps make: the parser checks it exists
+            named = re.fullmatch(r"(\S+?)=(.+): no such file", str(error))
+            assert named, error
+            Path(named[2]).parent.mkdir(parents=True, exist_ok=True)
+            Path(named[2]).write_text("a line\n", encoding="utf-8")
+    raise AssertionError(f"{command} {arguments}: the inputs never sufficed")
 
 
 def test_the_readme_is_short():
