@@ -125,3 +125,44 @@ def test_the_model_card_reports_both_bleus(tiny_model_dir):
     }
     sacrebleu_only = {key: value for key, value in summary.items() if not key.startswith("bleu_compound_split")}
     assert "compound-split" not in hub.build_model_card(model, sacrebleu_only, "org/model").text
+
+
+def test_a_hub_that_does_not_answer_is_named_after_one_request(monkeypatch):
+    """Online (no offline mode) but the Hub unreachable: one short request, then the one-line error, without
+    datasets' half minute of retries; a Hub that answers, even with an HTTP error, is left to datasets."""
+    import socket
+    import urllib.error
+    import urllib.request
+
+    import datasets
+
+    from vanilla_transformer.data import corpora
+
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", False, raising=False)
+    requests, loads = [], []
+
+    def unreachable(request, timeout):
+        requests.append((request.full_url, request.get_method(), timeout))
+        raise urllib.error.URLError(socket.gaierror(-2, "Name or service not known"))
+
+    monkeypatch.setattr(urllib.request, "urlopen", unreachable)
+
+    def load_dataset(*args, **kwargs):
+        loads.append(args)
+        return datasets.Dataset.from_dict({"translation": [{"en": "Hello", "de": "Hallo"}]})
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    with pytest.raises(
+        ValueError, match=r"cannot load the Hugging Face dataset 'wmt14': .* cannot be reached"
+    ) as caught:
+        corpora.load_hf_translation_arrow("wmt14", "de-en", split="test", src_lang="en", tgt_lang="de")
+    assert "\n" not in str(caught.value) and "--dataset text --data-dir DIR" in str(caught.value)
+    assert len(requests) == 1 and requests[0][1:] == ("HEAD", corpora.HUB_PROBE_TIMEOUT) and not loads
+
+    def answers(request, timeout):
+        raise urllib.error.HTTPError(request.full_url, 404, "Not Found", {}, None)
+
+    monkeypatch.setattr(urllib.request, "urlopen", answers)
+    pairs = corpora.load_hf_translation_arrow("wmt14", "de-en", split="test", src_lang="en", tgt_lang="de")
+    assert len(loads) == 1 and pairs["source"] == ["Hello"]  # datasets was asked
