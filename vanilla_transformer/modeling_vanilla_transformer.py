@@ -888,7 +888,7 @@ def packed_layers(stack: nn.Module, packing: TokenPacking | None, memory_packing
     layout attention needs, and its output packed again for the output projection. With `memory_packing` (the
     source's), the keys and values of the attention over the encoder output are projected from its real tokens.
     Hooks on the modules do it (removed as it exits): the layers' code is the paper's, whether packed or not."""
-    hooks = []  # (module, packs its input, unpacks its output, packing)
+    hooks = []  # (module, packs its first input, unpacks its output)
     for layer in stack.layers if packing is not None else ():
         hooks.append((layer, True, True))
         for attention in (layer.self_attn, getattr(layer, "encoder_attn", None)):
