@@ -168,7 +168,14 @@ def run_all(args: argparse.Namespace) -> dict[str, dict]:
             if args.logs is not None:
                 args.logs.mkdir(parents=True, exist_ok=True)
                 (args.logs / f"{name}.log").write_text((work / f"{name}.log").read_text())
+        runs["cold"]["disk_mb"] = {name: round(folder_bytes(work / name) / 2**20, 1) for name in ("corpus", "cache")}
     return runs
+
+
+def folder_bytes(folder: Path) -> int:
+    """The bytes of the files under `folder`: the corpus as written, or the data cache (tokenizer, tokenized corpus,
+    compile cache) as the runs left it."""
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file() and not path.is_symlink())
 
 
 def warm_runs(args: argparse.Namespace) -> int:
@@ -186,6 +193,7 @@ def summarize(args: argparse.Namespace, runs: dict[str, dict]) -> dict:
         "prepare_s": round(figures["cold"]["seconds"], 1),
         "warm_start_s": round(figures["warm"]["seconds"], 1) if "warm" in figures else None,
         "peak_rss_mb": round(max(run["peak_rss_mb"] for run in figures.values())),
+        "disk_mb": figures["cold"].get("disk_mb"),
         "padding": figures["cold"]["padding"],
         "phases": {name: {key: run[key] for key in ("data_s", "compile_s")} for name, run in figures.items()},
         "runs": figures,
@@ -313,7 +321,25 @@ def isa_probe_trial(results: Path) -> str:
     )
 
 
+def wmt14_data_sizes(results: Path) -> str:
+    """The data pipeline's sizes at WMT14's count (data_benchmark_4500000.json): memory, time, and the disk the corpus
+    and the cache take where the file records them."""
+    run = read_json(results, "data_benchmark_4500000.json")
+    disk = run.get("disk_mb")
+    sizes = (
+        f"the corpus {disk['corpus']:,.0f} MB on disk and the data cache {disk['cache']:,.0f} MB"
+        if disk
+        else "the corpus's and the cache's disk sizes are not in that file (benchmark_data.py records them since)"
+    )
+    return (
+        f"peak memory {run['peak_rss_mb']:,} MB, {run['prepare_s'] / 60:.0f} minutes to the first step on "
+        f"{processor(run)} ({environment_load(run)} load) the first time, {run['warm_start_s']:.1f} s from the cache; "
+        f"{sizes} ([{run['pairs']:,} pairs](results/data_benchmark_4500000.json))"
+    )
+
+
 FIGURES = {
+    "wmt14-data-sizes": wmt14_data_sizes,
     "compile-phase": compile_phase,
     "isa-probe-trial": isa_probe_trial,
     "preload-trial": preload_trial,

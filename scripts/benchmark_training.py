@@ -374,26 +374,49 @@ def gpu_training_summary(results: Path) -> str:
     )
 
 
-def wmt14_base_hours(results: Path) -> str:
-    """Hours for the ``wmt14-base`` preset's steps at our best contestant's speed on the H200 (real tokens per step
-    over real tokens/s, times the preset's steps), on one GPU and on 8 if each kept that speed (not measured)."""
+PAPER = "paper_wmt14.json"
+"""What the paper states of its WMT14 runs (steps, tokens, step time, hours on 8 P100s), for the plan's other side."""
+
+
+def wmt14_plan(results: Path, preset: str = "wmt14-base") -> str:
+    """The plan of `preset`: the paper's figures beside ours, each cell marked stated (the paper), set (the preset),
+    measured or projected, with the file it comes from. Ours: the one committed GPU measurement of the preset's step
+    (`H200_CHECK`); the hours are projected from it, and 8 GPUs were never measured together."""
     from vanilla_transformer.training.presets import TRAINING_PRESETS
 
+    paper = read_json(results, PAPER)["presets"][preset]
     run = read_json(results / H200_CHECK, "training_eager.json")
     ours = run["contestants"][run["ours_best"]]
-    seconds_per_step = ours["tokens_per_step"] / ours["tokens_per_second"]
-    steps = TRAINING_PRESETS["wmt14-base"]["max_steps"]
-    hours = steps * seconds_per_step / 3600
+    steps, tokens = TRAINING_PRESETS[preset]["max_steps"], TRAINING_PRESETS[preset]["tokens_per_step"]
+    seconds = ours["tokens_per_step"] / ours["tokens_per_second"]
+    hours = steps * seconds / 3600
+    paper_rate = paper["tokens_per_step"] / paper["seconds_per_step"] / 8
+    measured = f"measured, [{H200_CHECK}/training_eager.json](results/{H200_CHECK}/training_eager.json)"
+    projected = f"projected from {H200_CHECK}/training_eager.json"
+    stated, from_paper = f"stated, [{PAPER}](results/{PAPER})", f"projected from {PAPER}"
     chosen = f"{ours['precision']}, {'eager' if ours['compile'] == 'no' else 'compiled'}, {ours['attn'].upper()}"
-    return (
-        f"{ours['tokens_per_second']:,.0f} real tokens/s ({chosen}, {run['started'][:10]}) at {ours['tokens_per_step']:,.0f} real tokens a step: {seconds_per_step:.2f} s a "
-        f"step, so the preset's {steps:,} steps take {hours:,.1f} hours on one GPU, and {hours / 8:,.1f} hours on 8 "
-        "if each kept that speed"
-    )
+    gpu = run["gpus"][0] if run.get("gpus") else "one GPU"
+    rows = [
+        ["steps", f"{paper['steps']:,}", stated, f"{steps:,}", "set by the preset (training/presets.py)"],
+        ["tokens per step", f"≈{paper['tokens_per_step']:,} (25,000 + 25,000)", stated,
+         f"{tokens:,} padded; {ours['tokens_per_step']:,.0f} real of {ours['padded_tokens_per_step']:,.0f} padded",
+         f"set by the preset; real/padded {measured}"],
+        ["tokens/s per GPU", f"≈{paper_rate:,.0f} (P100)", f"{from_paper}: tokens per step / 0.4 s / 8",
+         f"{ours['tokens_per_second']:,.0f} real ({gpu}; {chosen}; {versions(run, 'torch')}; {run['started'][:10]})",
+         measured],
+        ["seconds per step", f"{paper['seconds_per_step']} (8 GPUs)", stated, f"{seconds:.2f} (1 GPU)",
+         f"{projected}: real tokens per step / tokens/s"],
+        ["hours on 1 GPU", f"{8 * paper['hours_on_8']:,}", f"{from_paper}: 8 × its hours on 8, not stated",
+         f"{hours:,.1f}", f"{projected}: steps × seconds per step"],
+        ["hours on 8 GPUs", f"{paper['hours_on_8']:,}", stated, f"{hours / 8:,.1f}",
+         f"{projected}: if each of 8 GPUs kept one GPU's rate (8 GPUs not measured together)"],
+    ]  # fmt: skip
+    header = ["", "the paper (8 P100)", "the paper's: how known", f"ours ({gpu})", "ours: how known"]
+    return table(header, ["l", "r", "l", "r", "l"], rows)
 
 
 FIGURES = {
-    "wmt14-base-hours": wmt14_base_hours,
+    "wmt14-plan": wmt14_plan,
     "training-table": training_table,
     "training-environment": training_environment,
     "training-summary": training_summary,

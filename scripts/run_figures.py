@@ -1,7 +1,8 @@
 """The figures of the training runs committed in docs/results, which no benchmark writes: the default job
 (docs/results/numbers), the Multi30k runs (docs/results/multi30k) and the counts of transformers' common tests
 (docs/results/transformers_common, written by .ci/transformers_tests). ``scripts/render_figures.py`` collects them
-with every benchmark's."""
+with every benchmark's. The pictures of their training curves (``PICTURES``) are drawn from the committed
+metrics.jsonl by the function that draws a run's own metrics.png (`metric_curves`, `metrics_figure`)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from functools import partial
 from pathlib import Path
 
 from bench.figures import minutes, read_json, read_jsonl, table, versions
+from bench.pictures import Picture
 
 from vanilla_transformer.training.run_dir import RunLayout
+from vanilla_transformer.training.tracking import metric_curves, metrics_figure, read_metrics
 
 MULTI30K_RUNS = [  # (folder, label), in the order of the table
     ("en-de-seed1", "English → German, seed 1 (recipe)"),
@@ -288,6 +291,18 @@ def transformers_common(results: Path) -> str:
         )
     return "; ".join(parts)
 
+
+def metrics_picture(results: Path, folder: str) -> Picture:
+    """The training curves of a committed run (``docs/results/<folder>``), drawn from its metrics.jsonl as `train`
+    draws its metrics.png."""
+    return Picture(metric_curves(read_metrics(run_file(results, folder, "metrics"))), metrics_figure)
+
+
+PICTURES = {  # path under docs/: its picture
+    "numbers_metrics.png": partial(metrics_picture, folder="numbers"),
+    "multi30k_en_de_metrics.png": partial(metrics_picture, folder="multi30k/en-de-seed1"),
+    "multi30k_de_en_metrics.png": partial(metrics_picture, folder="multi30k/de-en-seed1"),
+}
 
 FIGURES = {
     "numbers-table": numbers_table,

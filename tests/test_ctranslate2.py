@@ -493,3 +493,27 @@ def test_the_commands_warning_is_one_clean_line(monkeypatch, tiny_model_dir, tmp
     warned = [line for line in completed.stderr.splitlines() if "CT2_USE_MKL=1" in line]
     assert warned == [f"vanilla-transformer export-ctranslate2: warning: {ONEDNN_INT8_WARNING}"], completed.stderr
     assert "UserWarning" not in completed.stderr and ".py:" not in completed.stderr
+
+
+@pytest.mark.parametrize(("dtype", "compute_type"), [("bf16", "bfloat16"), ("fp16", "float16")])
+def test_dtype_on_the_ctranslate2_path_is_its_compute_type_or_refused_by_name(
+    dtype, compute_type, exported, tmp_path, capsys, monkeypatch
+):
+    """``translate --ctranslate2 --dtype bf16`` (or fp16) ignored the option and decoded in float32, exit 0 (issue
+    65, cause 6). It is CTranslate2's compute type of that name: where the device does not compute it (a CPU),
+    refused in one line naming --dtype before any model is read; where it does, the Translator is built with it,
+    which CTranslate2 itself shows: told that the CPU computes it, CTranslate2's own refusal of the type comes back."""
+    _, _, root = exported
+    source = tmp_path / "source.txt"
+    source.write_text("a b c\n", encoding="utf-8")
+    engine = ["--model", root / "model", "--ctranslate2", root / "fp32", "--input", source, "--device", "cpu"]
+    supported = ctranslate2.get_supported_compute_types("cpu")
+    if compute_type in supported:  # a CPU that computes it: it decodes
+        from vanilla_transformer.cli import main
+
+        assert main(["translate", *map(str, engine), "--dtype", dtype]) == 0
+        return
+    line = refusal(capsys, *engine, "--dtype", dtype)
+    assert f"--dtype {dtype}: CTranslate2 does not compute {compute_type} on cpu" in line, line
+    monkeypatch.setattr(ctranslate2, "get_supported_compute_types", lambda device: {*supported, compute_type})
+    assert f"Requested {compute_type} compute type" in refusal(capsys, *engine, "--dtype", dtype)

@@ -38,16 +38,17 @@ def test_the_gpu_check_runs_at_tiny_size_and_writes_every_results_file(tmp_path)
         "environment",
         "cuda_tests",
         "training_base",
+        "training_compiled",
         "training_big",
         "decoding_batch4",
         "decoding_batch8",
-        "training_trainer_compiled",
         "failed steps",
     ]
     assert len(list(out.iterdir())) <= 8  # the device tool brings back at most 8 files
     with tarfile.open(out / "logs.tgz") as logs:
-        assert {"./cuda_tests.log", "./training_base.log", "./training_trainer_compiled.log"} <= set(logs.getnames())
+        assert {"./cuda_tests.log", "./training_base.log", "./training_compiled.log"} <= set(logs.getnames())
         tests_log = logs.extractfile("./cuda_tests.log").read().decode()
+        compiled_log = logs.extractfile("./training_compiled.log").read().decode()
     # The CUDA tests: the attention backends' and the micro-batch plan's files whole, and the tests that CUDA's
     # absence skips elsewhere (fp16's loss scaling) by name; here, on the CPU, those are skipped and the rest pass.
     command = tests_log.splitlines()[0].split()
@@ -64,10 +65,10 @@ def test_the_gpu_check_runs_at_tiny_size_and_writes_every_results_file(tmp_path)
     assert recorded["versions"]["torch"] and recorded["cuda_available"] is False
 
     # Training: train's default (marked, with what it resolved to), the same in fixed micro-batches, plain PyTorch and
-    # the Trainer at its best (cuDNN's attention off) at the base size; the default and plain PyTorch at big; the
-    # compiled Trainer last, against the default. Every row has its MFU.
+    # the Trainer at its best (cuDNN's attention off) at the base size; ours compiled three ways against the default;
+    # the default and plain PyTorch at big. Every row has its MFU.
     kinds = {"training_base": ["ours", "ours", "torch", "trainer"], "training_big": ["ours", "torch"]}
-    kinds["training_trainer_compiled"] = ["ours", "trainer"]
+    kinds["training_compiled"] = ["ours", "ours", "ours", "ours"]
     for name, expected in kinds.items():
         training = json.loads((out / f"{name}.json").read_text())
         rows = training["contestants"]
@@ -82,12 +83,25 @@ def test_the_gpu_check_runs_at_tiny_size_and_writes_every_results_file(tmp_path)
     assert base["contestants"]["ours:default,micro=fixed"]["micro"] == "fixed"
     assert base["trainer_best"].endswith("cudnn=off") and base["default_vs_torch_best"] > 0
     assert base["default_vs_trainer_best"] > 0
-    # The base run's profile: each contestant's steps seen by torch's profiler and by Python's, on the CPU no device
-    # time; the linear layers' matrix products are among the operators, the backward pass among the functions.
-    for row in base["contestants"].values():
+    # Ours compiled by inductor (here too, on the CPU): SDPA, eager attention, cuDNN's attention alone (on CUDA; its
+    # ragged path asked for). Each row counts its recompilations and graph breaks, and each worker's log, written
+    # under TORCH_LOGS=recompiles,graph_breaks, is in the step's log.
+    compiled = json.loads((out / "training_compiled.json").read_text())["contestants"]
+    variants = {name: row for name, row in compiled.items() if name != "ours:default"}
+    assert [(row["compile"], row["attn"], row.get("cudnn")) for row in variants.values()] == [
+        ("inductor", "sdpa", None), ("inductor", "eager", None), ("inductor", "sdpa", "only"),
+    ]  # fmt: skip
+    assert all(row["warmup_compilations"] > 0 for row in variants.values())  # inductor ran
+    assert compiled["ours:default"]["torch_logs"] == {"recompiles": 0, "graph_breaks": 0}  # eager: nothing to log
+    for row in variants.values():
+        assert set(row["torch_logs"]) == {"recompiles", "graph_breaks"}
+    assert compiled_log.count("its worker's log (TORCH_LOGS=recompiles,graph_breaks)") == 4
+    # The compiled run's profile: each contestant's steps seen by torch's profiler and by Python's, on the CPU no
+    # device time; the linear layers' matrix products are among the operators, the backward pass among the functions.
+    for row in compiled.values():
         profile = row["profile"]
         assert profile["steps"] == 2 and profile["wall_seconds"] > 0 and profile["device_busy_share"] is None
-        if row["kind"] != "torch":  # (at the tiny size, plain PyTorch's costliest operators are others)
+        if row["compile"] == "no":  # (compiled, inductor's fused kernels take the matrix products' place)
             assert {"aten::mm", "aten::addmm"} & {op["name"] for op in profile["top_host"]}
         assert any("run_backward" in function["function"] for function in profile["top_python"])
 
@@ -140,6 +154,6 @@ def test_the_gpu_check_keeps_to_its_budget(tmp_path):
     completed, out = run_script("gpu_check", tmp_path, GPU_CHECK_SECONDS="12")
     lines = (out / "summary.txt").read_text().splitlines()
     not_run = [line.split(":")[0] for line in lines if "not run" in line]
-    assert not_run[-3:] == ["decoding_batch4", "decoding_batch8", "training_trainer_compiled"]
+    assert not_run[-3:] == ["training_big", "decoding_batch4", "decoding_batch8"]
     assert completed.returncode == len([line for line in lines[:-1] if "exit 0" not in line]) >= 5
     assert (out / "logs.tgz").is_file() and lines[-1] == f"failed steps: {completed.returncode}"

@@ -29,8 +29,9 @@ REMOTE_CODE = "remote code"
 MAY_IMPORT: dict[str, set[str]] = {
     # the bottom: the remote-code files, and modules of the standard library alone (or torch, transformers)
     REMOTE_CODE: set(),
-    "atomic": set(),
-    "constants": set(),
+    "reading": set(),
+    "atomic": {"reading"},
+    "constants": {"parsing"},  # the ranges of finetune's settings (FINETUNE_RANGES) are parsing's Range
     "extras": set(),
     "folder_kinds": set(),
     "lazy_exports": set(),
@@ -41,14 +42,15 @@ MAY_IMPORT: dict[str, set[str]] = {
     "environment": {REMOTE_CODE},
     "__init__": {REMOTE_CODE},  # the package's own face: registration and the model classes
     # what reads and writes corpora and model folders
-    "data": {"environment", "extras", "lazy_exports"},
+    "data": {"environment", "extras", "lazy_exports", "parsing", "reading"},  # parsing: a number from the environment
     "tokenization": {"data"},
-    "model_summary": {"atomic"},
-    "model_checks": {"environment"},
+    "model_summary": {"atomic", "reading"},
+    "model_checks": {"environment", "reading"},
     "progress_bars": set(),
     "visualization": {"atomic", "constants", "extras"},
     "model_dir": {
         "atomic",
+        "reading",
         "extras",
         "folder_kinds",
         "library_errors",
@@ -60,16 +62,16 @@ MAY_IMPORT: dict[str, set[str]] = {
     # what runs a model or an exported folder, then what writes one
     "serving": {
         *(REMOTE_CODE, "atomic", "constants", "extras", "folder_kinds", "library_errors", "model_checks"),
-        *("model_dir", "tokenization"),
+        *("model_dir", "reading", "tokenization"),
     },
     "export": {
         *(REMOTE_CODE, "atomic", "constants", "extras", "folder_kinds", "library_errors", "model_dir"),
-        *("model_checks", "model_summary", "serving", "tokenization", "written"),
+        *("model_checks", "model_summary", "reading", "serving", "tokenization", "written"),
     },
     # the jobs: training (and fine-tuning, which writes an adapter's card with export/), the browser demo
     "training": {
         *(REMOTE_CODE, "atomic", "constants", "data", "environment", "export", "extras", "lazy_exports", "metrics"),
-        *("model_checks", "model_dir", "model_summary", "parsing", "serving", "tokenization"),
+        *("model_checks", "model_dir", "model_summary", "parsing", "reading", "serving", "tokenization"),
     },
     "demo": {
         REMOTE_CODE,
@@ -86,7 +88,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "cli": {
         *(REMOTE_CODE, "__init__", "atomic", "constants", "data", "demo", "export", "extras", "folder_kinds"),
         *("library_errors", "metrics", "model_dir", "parsing", "serving", "tokenization", "training", "visualization"),
-        "written",
+        *("reading", "written"),
     },
     "__main__": {"cli"},
 }
@@ -94,7 +96,7 @@ MAY_IMPORT: dict[str, set[str]] = {
 code may import: the one statement of the floors, which docs/development.md shows (`floors`). A room imports its own
 modules freely; the table has no circle, so no import runs back up."""
 
-LOW_MODULES = ("atomic", "model_checks", "model_dir", "folder_kinds", "parsing", "written")
+LOW_MODULES = ("atomic", "model_checks", "model_dir", "folder_kinds", "parsing", "reading", "written")
 ABOVE_THE_LOW_MODULES = ("cli", "demo", "export", "serving", "training")
 
 

@@ -17,7 +17,7 @@ from training_helpers import launch
 from vanilla_transformer.training import parse_args, train
 from vanilla_transformer.training import run as run_module
 from vanilla_transformer.training import trainer as trainer_module
-from vanilla_transformer.training.checkpoints import load_checkpoint_weights
+from vanilla_transformer.training.checkpoints import load_checkpoint_weights, read_training_state
 from vanilla_transformer.training.schedule import noam_learning_rate
 from vanilla_transformer.training.tracking import read_metrics
 
@@ -83,6 +83,33 @@ def test_accelerate_config_file_sets_the_precision(tmp_path):
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert json.loads((tmp_path / "dtypes.0").read_text()) == ["torch.bfloat16"]
     assert json.loads((tmp_path / "run" / "results.json").read_text())["mixed_precision"] == "bf16"
+
+
+def test_fp16_on_cpu_trains_under_fp16_autocast_with_a_loss_scaler(tmp_path, linear_dtypes):
+    """``--mixed-precision fp16`` on a CPU does what it says (issue 65, cause 6): the training forward passes run
+    under fp16 autocast (their linear layers output float16), the loss is scaled by torch's GradScaler (its initial
+    scale, 2**16, saved with the checkpoint), the weights stay float32 and differ from an fp32 run's. Accelerate gives
+    fp16 both on accelerator devices only: the old code trained in fp32, its weights equal to the fp32 run's byte for
+    byte, while the log and results.json said fp16."""
+    results = train(parse_args([*SHORT, "--output-dir", str(tmp_path / "fp16"), "--mixed-precision", "fp16"]))
+    assert results["mixed_precision"] == "fp16" and linear_dtypes == {torch.float16}
+    checkpoint = tmp_path / "fp16" / "checkpoints" / "checkpoint-00000002"
+    scaler = read_training_state(checkpoint)["scaler"]
+    assert scaler is not None and float(scaler["scale"]) == 2.0**16  # no overflow in two steps: the initial scale
+    fp16 = load_checkpoint_weights(checkpoint)
+    assert all(weight.dtype == torch.float32 and torch.isfinite(weight).all() for weight in fp16.values())
+    linear_dtypes.clear()
+    AcceleratorState._reset_state(reset_partial_state=True)
+    train(parse_args([*SHORT, "--output-dir", str(tmp_path / "fp32")]))
+    assert linear_dtypes == {torch.float32}
+    fp32 = load_checkpoint_weights(tmp_path / "fp32" / "checkpoints" / "checkpoint-00000002")
+    assert any(not torch.equal(fp16[name], fp32[name]) for name in fp32)
+    # The same function in both precisions: the first step's loss agrees to fp16's precision.
+    fp16_loss, fp32_loss = (
+        next(row["train_loss"] for row in read_metrics(tmp_path / run / "metrics.jsonl") if "train_loss" in row)
+        for run in ("fp16", "fp32")
+    )
+    assert math.isfinite(fp16_loss) and fp16_loss == pytest.approx(fp32_loss, rel=1e-2)
 
 
 @pytest.mark.parametrize("adam", ["fused", "for-loop"])

@@ -653,7 +653,9 @@ def test_the_numbers_task_reports_exact_match_by_magnitude_and_no_bleu(reference
 
 
 def test_bad_time_budget_is_rejected_naming_the_option():
-    with pytest.raises(ValueError, match=r"--max-train-minutes must be positive, got --max-train-minutes=0"):
+    with pytest.raises(
+        ValueError, match=r"--max-train-minutes must be finite and positive, got --max-train-minutes=0"
+    ):
         TrainingConfig.from_preset("numbers", max_train_minutes=0)
 
 

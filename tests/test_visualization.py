@@ -7,11 +7,11 @@ import matplotlib.image
 import numpy as np
 import pytest
 import torch
-from tiny_model import SPLITS, load_script, tiny_config
+from tiny_model import SPLITS, load_script, new_tiny_model, tiny_config
 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.model_dir import load_model_dir
-from vanilla_transformer.visualization import display_tokens, plot_attention
+from vanilla_transformer.visualization import compute_attention, display_tokens, plot_attention
 from vanilla_transformer.written import MANIFEST
 
 SOURCE, TARGET = SPLITS.valid[0]  # "four hundred and seventy-nine", "vierhundertneunundsiebzig"
@@ -148,6 +148,22 @@ def test_script_writes_the_chosen_maps(tiny_model_dir, tmp_path):
         "encoder_self_layer1.png",
     ]
     assert all(path.read_bytes()[:8] == PNG_MAGIC for path in tmp_path.glob("*.png"))
+
+
+def test_a_translation_cut_at_the_position_limit_is_drawn(model_and_tokenizer):
+    """A search that ran to the model's last position has no end token: its text, tokenized again, is one token over
+    the limit with the end token the tokenizer adds, which is dropped (the demo's maps used to stop with the model's
+    "exceeds max_position_embeddings"); a target that cannot fit is refused by name."""
+    trained, tokenizer = model_and_tokenizer
+    target = " ".join([TARGET] * 3)
+    length = len(tokenizer(text_target=target)["input_ids"])  # the end token included
+    assert len(tokenizer(SOURCE)["input_ids"]) < length  # the source fits
+    model = new_tiny_model(vocab_size=trained.config.vocab_size, max_position_embeddings=length - 1)
+    attention = compute_attention(model, tokenizer, SOURCE, target)
+    assert len(attention.output_tokens) == length - 1
+    assert attention.cross.shape[-2] == length - 1  # one row per decoder position
+    with pytest.raises(ValueError, match=r"more than the model's .* positions \(max_position_embeddings\)"):
+        compute_attention(model, tokenizer, SOURCE, f"{target} {TARGET}")
 
 
 def test_a_layer_named_twice_is_drawn_and_counted_once(tiny_model_dir, tmp_path, caplog):

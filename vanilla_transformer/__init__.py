@@ -73,12 +73,19 @@ class _Registration(importlib.abc.MetaPathFinder):
     (`find_spec`, the loader's ``exec_module``) and removes itself once the registration is done."""
 
     def __init__(self) -> None:
-        self.watched = {"transformers", *(f"{__name__}.{module}" for module in set(_EXPORTS.values()))}
         self.loading: set[str] = set()
         self.finding = False
 
+    @staticmethod
+    def watched(fullname: str) -> bool:
+        """transformers, and every module of this package: any of them may import transformers half way through its
+        own import (generation_vanilla_transformer does, and the modeling file imports it back), so the registration
+        waits until the outermost one has finished (issue 64: `from vanilla_transformer.generation_vanilla_transformer
+        import beam_search` in a fresh interpreter was a circular ImportError)."""
+        return fullname == "transformers" or fullname.startswith(f"{__name__}.")
+
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if fullname not in self.watched or self.finding:
+        if not self.watched(fullname) or self.finding:
             return None
         self.finding = True
         try:

@@ -24,8 +24,12 @@ The one rule for every file and folder a command writes:
 * *Errors of the system* (no space, no permission, a read-only file system) are one line naming the file or folder
   (`WriteError`), and leave no temporary behind.
 
-Reading follows the same rule for links (`check_links_inside`): a model directory, checkpoint, run directory or
-tokenizer folder holding a link to something outside itself is refused, naming the link.
+* *Never what the command reads*: every output is checked, before its first byte is written, against the record
+  of the files the command reads (`vanilla_transformer.reading`: the model folder's files, an export's, the input,
+  the file behind standard input), by device and inode.
+
+Reading follows the same rule for links (`check_links_inside`, of `vanilla_transformer.reading`): a model directory,
+checkpoint, run directory or tokenizer folder holding a link to something outside itself is refused, naming the link.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TypeVar
+
+from .reading import STDIN_NAME, check_links_inside, check_not_read, note_read
 
 PAUSE_ENV = "VANILLA_TRANSFORMER_TEST_PAUSE_AT"
 """For tests only: the name of a point of `write_directory` (see `PAUSE_POINTS`) at which the process announces
@@ -85,6 +91,7 @@ def write_directory(
         raise ValueError(f"{what}={target} does not name a folder")
     _recover(target)
     check_output_dir(target, what, replaceable=replaceable)
+    before = _entries(target)  # what the folder held when it was judged: anything else is not ours to delete
     temporary = parent / f".{name}{_INCOMPLETE}{os.getpid()}"
     try:
         with writing(target, what):
@@ -96,7 +103,7 @@ def write_directory(
             result = write(temporary)
             follow_umask(temporary)
             _pause("written")
-            _put_in_place(temporary, target)
+            _put_in_place(temporary, target, before, what)
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)
         raise
@@ -108,6 +115,13 @@ def write_file(path: str | os.PathLike[str], text: str | bytes, *, what: str = "
     is not a regular one (``/dev/stdout``, also through its link) is written to directly, as a stream."""
     data = text.encode("utf-8") if isinstance(text, str) else text
     path = Path(path)
+    if is_standard_output(path):  # written where standard output goes, not reopened (which would empty the file)
+        check_not_read(path, what)
+        with writing(path, what):
+            sys.stdout.flush()
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+        return path
     if is_stream(path):
         with writing(path, what), open(path, "wb") as stream:
             stream.write(data)
@@ -154,6 +168,21 @@ def _umask() -> int:
     return mask
 
 
+STANDARD_OUTPUT_NAMES = ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
+"""The names of standard output: written to as standard output (`is_standard_output`), whatever file is behind it."""
+
+
+def is_standard_output(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` names this process's standard output (``/dev/stdout``, ``/dev/fd/1``) and is the file behind it:
+    a regular file there (``> out.de``) is written through standard output, not refused as a link nor reopened."""
+    if os.path.abspath(path) not in STANDARD_OUTPUT_NAMES:
+        return False
+    try:
+        return os.path.samestat(os.stat(path), os.fstat(sys.stdout.fileno()))
+    except (AttributeError, OSError, ValueError):  # no descriptor behind sys.stdout (a test's stand-in)
+        return False
+
+
 def is_stream(path: Path) -> bool:
     """Whether `path` is (or links to) a pipe, terminal, socket or other file that is not regular nor a folder: written
     as a stream, not replaced."""
@@ -178,7 +207,8 @@ def check_output_file(path: str | os.PathLike[str] | None, what: str = "file") -
     if path is None:
         return
     file = Path(path)
-    if is_stream(file):
+    if is_stream(file) or is_standard_output(file):
+        check_not_read(file, what)
         return
     if file.is_symlink():
         raise _link_refusal(file, what)
@@ -189,22 +219,35 @@ def check_output_file(path: str | os.PathLike[str] | None, what: str = "file") -
         raise FileNotFoundError(f"{what}={path}: the folder {folder} does not exist: create it first")
     if not os.access(folder, os.W_OK | os.X_OK) or (file.exists() and not os.access(file, os.W_OK)):
         raise PermissionError(f"{what}={path} cannot be written: no permission")
+    check_not_read(file, what)
 
 
 def check_not_an_input(
     output: str | os.PathLike[str] | None,
     what: str,
     inputs: Mapping[str, str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | None],
+    *,
+    outputs: Mapping[str, str | os.PathLike[str] | None] | None = None,
 ) -> None:
     """Refuse, before any work, an output that names one of the command's inputs however it is spelled (``./name``, a
-    link to it, a hard link: `os.path.samefile`, and the resolved paths), or a folder holding one: writing it would
-    replace what is read. `inputs` maps each input's option (``"--input"``) to its path, a list of paths or None;
-    standard input (``-``) and streams are not files and pass. A ValueError naming both options and paths."""
-    if output is None or str(output) == "-" or is_stream(Path(output)):
+    link to it, a hard link: `os.path.samefile`, and the resolved paths), or a folder holding one, or a file the
+    command reads (`vanilla_transformer.reading`: the inputs are noted there first, a folder's files all, and
+    standard input, ``-``, when a regular file is behind it): writing it would replace what is read. `inputs` maps
+    each input's option (``"--input"``, ``"--model"``) to its path, a list of paths or None; `outputs`, the command's
+    other outputs (not noted as read), which `output` must not be either. A ValueError naming both options and
+    paths."""
+    for option, values in inputs.items():
+        paths = [values] if values is None or isinstance(values, (str, os.PathLike)) else list(values)
+        for value in paths:
+            note_read(value, STDIN_NAME if str(value) == "-" else f"the input {option}={value}")
+    if output is None or str(output) == "-":
+        return
+    check_not_read(output, what)
+    if is_stream(Path(output)):
         return
     target = Path(os.path.abspath(output))
     resolved = target.resolve()
-    for option, values in inputs.items():
+    for option, values in {**inputs, **(outputs or {})}.items():
         paths = [values] if values is None or isinstance(values, (str, os.PathLike)) else list(values)
         for value in paths:
             if value is None or str(value) == "-" or is_stream(Path(value)):
@@ -230,6 +273,7 @@ def check_output_dir(
         raise _link_refusal(target, what)
     if target.exists() and not target.is_dir():
         raise ValueError(f"{what}={target} exists and is not a folder: it is not replaced")
+    check_not_read(target, what)
     if target.is_dir() and any(target.iterdir()) and not (replaceable is not None and replaceable(target)):
         raise ValueError(
             f"{what}={target} is a folder that is not empty and was not written by this program: it is not "
@@ -248,27 +292,6 @@ def check_writable_place(folder: Path, what: str, target: Path) -> None:
         raise NotADirectoryError(f"{what}={target}: {existing} is a file, not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise PermissionError(f"{what}={target} cannot be written: no permission in {existing}")
-
-
-def check_links_inside(folder: str | os.PathLike[str], what: str = "folder") -> None:
-    """Refuse a folder (a model directory, a checkpoint, a run directory, a tokenizer folder) holding a symbolic link
-    to something outside it, at any depth: what it names is not what was shipped, and writing there would reach
-    outside. A ValueError naming the link and where it leads."""
-    root = Path(folder)
-    if not root.is_dir():
-        return
-    inside = root.resolve()
-    for directory, folders, files in os.walk(root):
-        for name in folders + files:
-            path = Path(directory, name)
-            if not path.is_symlink():
-                continue
-            target = path.resolve()
-            if target != inside and inside not in target.parents:
-                raise ValueError(
-                    f"{path} is a symbolic link to {os.readlink(path)}, outside the {what} {root}: links out of a "
-                    f"{what} are not followed; put the file itself in its place"
-                )
 
 
 WRITE_ERRORS = {
@@ -323,13 +346,16 @@ def writing(path: str | os.PathLike[str], what: str = "file") -> Iterator[None]:
         raise WriteError(system.errno, f"{label} cannot be written: {reason}") from error
 
 
-def _put_in_place(temporary: Path, target: Path) -> None:
-    """Make `temporary` the folder at `target` in one step; delete the folder it replaced."""
+def _put_in_place(temporary: Path, target: Path, before: dict[str, tuple[int, int] | None], what: str) -> None:
+    """Make `temporary` the folder at `target` in one step; delete the folder it replaced, unless something appeared
+    or changed in it since it was judged (`before`): then the old folder is put back as it is, and a ValueError names
+    what appeared (the new one, back at `temporary`, is the caller's to remove)."""
     if not target.exists():
         os.rename(temporary, target)
         return
     if _exchange(temporary, target):
         _pause("exchanged")
+        _keep_what_appeared(temporary, target, before, what, lambda: _exchange(temporary, target))
         _remove_partially(temporary)
         return
     aside = target.parent / f".{target.name}{_REPLACED}{os.getpid()}"
@@ -337,7 +363,44 @@ def _put_in_place(temporary: Path, target: Path) -> None:
     _pause("set-aside")
     os.rename(temporary, target)
     _pause("exchanged")
+
+    def put_back() -> None:
+        os.rename(target, temporary)
+        os.rename(aside, target)
+
+    _keep_what_appeared(aside, target, before, what, put_back)
     _remove_partially(aside)
+
+
+def _entries(folder: Path) -> dict[str, tuple[int, int] | None]:
+    """Every entry under `folder` by relative path: a file's (size, modification time), None for a folder or link."""
+    if not folder.is_dir() or folder.is_symlink():
+        return {}
+    found: dict[str, tuple[int, int] | None] = {}
+    for directory, folders, files in os.walk(folder):
+        for name in folders + files:
+            path = Path(directory, name)
+            status = path.lstat()
+            found[path.relative_to(folder).as_posix()] = (
+                (status.st_size, status.st_mtime_ns) if stat.S_ISREG(status.st_mode) else None
+            )
+    return found
+
+
+def _keep_what_appeared(
+    old: Path, target: Path, before: dict[str, tuple[int, int] | None], what: str, put_back: Callable[[], object]
+) -> None:
+    """Refuse to delete the replaced folder `old` if an entry appeared or changed in it since `before` (a file the
+    user saved there while the command wrote): `put_back` the old folder in `target`'s place, and name the entry."""
+    now = _entries(old)
+    appeared = next((name for name, entry in sorted(now.items()) if name not in before or before[name] != entry), None)
+    if appeared is None:
+        return
+    put_back()
+    raise ValueError(
+        f"{what}={target}: {appeared} appeared in it (or changed) while this command wrote the folder's new content: "
+        f"the folder is left as it was, with it, and nothing was replaced; move it out and run the command again"
+    )
 
 
 def _remove_partially(folder: Path) -> None:
@@ -419,6 +482,7 @@ def _pause(point: str) -> None:
 __all__ = [
     "PAUSE_ENV",
     "PAUSE_POINTS",
+    "STANDARD_OUTPUT_NAMES",
     "WriteError",
     "check_links_inside",
     "check_not_an_input",
@@ -426,6 +490,7 @@ __all__ = [
     "check_output_file",
     "check_writable_place",
     "follow_umask",
+    "is_standard_output",
     "is_stream",
     "os_error",
     "remove_leftovers",

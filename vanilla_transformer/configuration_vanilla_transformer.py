@@ -6,6 +6,8 @@ converters written for those models understand ours. The defaults are the paper'
 This file imports only ``transformers``: it is copied next to a saved model and loaded as remote code.
 """
 
+import math
+
 from transformers import PreTrainedConfig
 
 # Model sizes by name, in Table 3's columns: N (layers of each stack), d_model, d_ff, h (heads), P_drop. "base" and
@@ -38,6 +40,34 @@ PRESETS: dict[str, dict] = {
 takes them."""
 
 ACTIVATIONS = ("relu", "gelu", "silu", "swish", "gelu_new", "tanh")
+
+FIELD_RANGES: dict[str, tuple[type, float, float | None]] = {
+    **dict.fromkeys(
+        (
+            "vocab_size",
+            "d_model",
+            "encoder_layers",
+            "decoder_layers",
+            "encoder_attention_heads",
+            "decoder_attention_heads",
+            "encoder_ffn_dim",
+            "decoder_ffn_dim",
+            "max_position_embeddings",
+        ),
+        (int, 1, None),
+    ),  # fmt: skip
+    **dict.fromkeys(("dropout", "attention_dropout", "activation_dropout"), (float, 0.0, 1.0)),
+}
+"""The range of each size and rate of the configuration, (kind, lowest, below this), checked whenever one is built:
+in code, from a config.json (``"d_model": "32"``, ``64.5`` or ``1e400`` is refused naming the field), from an
+imported Marian config. The training settings' ranges (`vanilla_transformer.training.ranges`) agree with these."""
+
+
+def in_range(value, kind: type, low: float, high: float | None) -> bool:
+    """Whether `value` is a number of `kind` (an int for int; a bool is none; a float finite) in ``[low, high)``."""
+    if isinstance(value, bool) or not isinstance(value, int if kind is int else (int, float)):
+        return False
+    return math.isfinite(value) and low <= value and (high is None or value < high)
 
 
 class VanillaTransformerConfig(PreTrainedConfig):
@@ -122,10 +152,11 @@ class VanillaTransformerConfig(PreTrainedConfig):
         super().__post_init__(**kwargs)
 
     def _check(self) -> None:
-        for name in ("vocab_size", "d_model", "encoder_layers", "decoder_layers", "max_position_embeddings"):
+        for name, (kind, low, high) in FIELD_RANGES.items():
             value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {name}={value!r}")
+            if not in_range(value, kind, low, high):
+                what = "a positive integer" if kind is int else f"in [{low:g}, {high:g})"
+                raise ValueError(f"{name} must be {what}, got {name}={value!r}")
         for heads_name in ("encoder_attention_heads", "decoder_attention_heads"):
             heads = getattr(self, heads_name)
             if not isinstance(heads, int) or heads <= 0 or self.d_model % heads != 0:
@@ -136,13 +167,9 @@ class VanillaTransformerConfig(PreTrainedConfig):
             raise ValueError(
                 f"activation_function must be one of {ACTIVATIONS}, got activation_function={self.activation_function!r}"
             )
-        for name in ("dropout", "attention_dropout", "activation_dropout"):
-            value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"{name} must be in [0, 1), got {name}={value!r}")
         if self.pack_tokens not in (True, False, "auto"):
             raise ValueError(f"pack_tokens must be True, False or 'auto', got pack_tokens={self.pack_tokens!r}")
-        if self.init_std is not None and self.init_std <= 0:
+        if self.init_std is not None and not (in_range(self.init_std, float, 0.0, None) and self.init_std > 0):
             raise ValueError(f"init_std must be None or positive, got init_std={self.init_std!r}")
         self._check_special_token_ids()
 
@@ -168,4 +195,4 @@ class VanillaTransformerConfig(PreTrainedConfig):
         return cls(**{**PRESETS[name], **overrides})
 
 
-__all__ = ["VanillaTransformerConfig", "PRESETS", "SIZES"]
+__all__ = ["FIELD_RANGES", "VanillaTransformerConfig", "PRESETS", "SIZES", "in_range"]

@@ -1,5 +1,5 @@
-"""The settings the command line shows in ``--help``, defined here once, in a module that imports nothing, so that
-a command's ``--help`` builds its parser without torch or transformers; the modules that use them import them from
+"""The settings the command line shows in ``--help``, defined here once, in a module that imports nothing but the
+parser's `Range`, so that a command's ``--help`` builds its parser without torch or transformers; the modules that use them import them from
 here (`vanilla_transformer.serving.search`, `vanilla_transformer.export.ctranslate2`,
 `vanilla_transformer.visualization`, `vanilla_transformer.training.finetune`, `vanilla_transformer.training.lora`).
 """
@@ -7,6 +7,8 @@ here (`vanilla_transformer.serving.search`, `vanilla_transformer.export.ctransla
 from __future__ import annotations
 
 from typing import Any
+
+from .parsing import SEED_RANGE, Range
 
 NUM_BEAMS = 4
 """Beam size of section 6.1."""
@@ -63,6 +65,24 @@ with the paper's search every 500 steps, a checkpoint at each evaluation, and th
 (`AUTO_METRIC`: BLEU where it applies, else exact match) loaded and kept at the end. ``finetune --help`` shows
 them; `vanilla_transformer.training.finetune.FINETUNE_DEFAULTS` adds what depends on the machine."""
 
+FINETUNE_RANGES: dict[str, Range] = {
+    **dict.fromkeys(("max_steps", "gradient_accumulation_steps", "save_total_limit"), Range(int, 1)),
+    **dict.fromkeys(
+        ("per_device_train_batch_size", "per_device_eval_batch_size", "generation_num_beams"), Range(int, 1)
+    ),
+    **dict.fromkeys(
+        ("num_train_epochs", "learning_rate", "eval_steps", "logging_steps"), Range(float, 0, low_open=True)
+    ),
+    "warmup_steps": Range(float, 0),
+    "label_smoothing_factor": Range(float, 0, 1, high_open=True),
+    "seed": SEED_RANGE,
+}
+"""The range of each `Seq2SeqTrainingArguments` field that fine-tuning checks, by field name: ``finetune``'s own
+options declare them (``--learning-rate``, ``--grad-accum`` for ``gradient_accumulation_steps``), and
+`vanilla_transformer.training.finetune.check_trainer_values` checks the Trainer's arguments against them however they
+were given: ``--learning_rate inf`` passed through to the Trainer, a library call. Unset (None, and ``max_steps=-1``,
+the Trainer's "by epochs") passes."""
+
 LORA_DEFAULTS: dict[str, Any] = dict(r=8, alpha=16, dropout=0.1, target_modules=("q_proj", "v_proj"))
 """LoRA's settings when not given: rank 8 and alpha 16 on the attention's query and value projections (the LoRA
 paper's choice of matrices), and dropout 0.1 on the adapter's input, the paper's P_drop for the base model: the
@@ -71,6 +91,7 @@ adapted sublayers keep the regularisation they were trained with, which small fi
 __all__ = [
     "ATTENTION_KINDS",
     "AUTO_METRIC",
+    "FINETUNE_RANGES",
     "FINETUNE_SETTINGS",
     "LORA_DEFAULTS",
     "SEARCH_DEFAULTS",

@@ -3,7 +3,7 @@
 The core install (``pip install vanilla-transformer``) loads, generates and translates; it needs torch, transformers,
 tokenizers, safetensors and accelerate only. Training and evaluation, plots and serving each need an extra::
 
-    pip install "vanilla-transformer[train]"    # datasets, evaluate, sacrebleu, num2words
+    pip install "vanilla-transformer[train]"    # datasets, evaluate, sacrebleu, num2words, sacremoses
     pip install "vanilla-transformer[plots]"    # matplotlib: attention maps, training curves
     pip install "vanilla-transformer[serve]"    # ctranslate2
     pip install "vanilla-transformer[onnx]"     # onnx, onnxruntime, onnxscript: ONNX export, serving, the web page
@@ -20,7 +20,7 @@ import importlib.util
 from types import ModuleType
 
 EXTRAS: dict[str, tuple[str, ...]] = {
-    "train": ("datasets", "evaluate", "sacrebleu", "num2words"),
+    "train": ("datasets", "evaluate", "sacrebleu", "num2words", "sacremoses"),
     "plots": ("matplotlib",),
     "serve": ("ctranslate2",),
     "onnx": ("onnx", "onnxruntime", "onnxscript"),

@@ -37,7 +37,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from .atomic import check_links_inside, write_file
+from .atomic import write_file
 from .extras import import_optional
 from .folder_kinds import is_ctranslate2_dir, is_onnx_dir
 from .library_errors import load_failure
@@ -51,6 +51,7 @@ from .model_checks import (
 )
 from .model_summary import build_summary, write_training_summary
 from .progress_bars import progress_bars_over
+from .reading import check_links_inside, note_read, read_json
 from .tokenization import check_tokenizer_matches_config
 
 ADAPTER_CONFIG_FILE = "adapter_config.json"
@@ -331,8 +332,8 @@ def adapter_base_model(directory: str | os.PathLike[str]) -> str:
     """
     path = Path(directory) / ADAPTER_CONFIG_FILE
     try:
-        base = json.loads(path.read_text(encoding="utf-8")).get("base_model_name_or_path")
-    except (json.JSONDecodeError, AttributeError) as error:
+        base = read_json(path, "adapter config", inside=directory).get("base_model_name_or_path")
+    except (ValueError, AttributeError) as error:
         raise ValueError(f"{path} is not a JSON object: {error}") from error
     if not isinstance(base, str) or not base:
         raise ValueError(f"{path} names no base model (base_model_name_or_path={base!r})")
@@ -357,6 +358,7 @@ def load_adapter_dir(
     peft = import_optional("peft", "peft", f"loading the adapter folder {directory}")
     directory = Path(directory)
     check_links_inside(directory, "adapter folder")
+    note_read(directory, f"the adapter folder {directory}")
     if not (directory / ADAPTER_WEIGHTS_FILE).is_file():
         raise FileNotFoundError(
             f"adapter folder {directory} has no {ADAPTER_WEIGHTS_FILE}: only safetensors adapters are loaded"
@@ -428,6 +430,7 @@ def check_model_dir(directory: str | os.PathLike[str]) -> None:
             )
         raise FileNotFoundError(f"{directory} holds no config.json: it is not a Hugging Face model directory")
     check_links_inside(directory, "model directory")
+    note_read(directory, f"the model directory {directory}")  # an output must not replace it (`reading`)
     check_model_files(directory)
     check_no_foreign_code(directory)
     check_weights(directory)
@@ -480,8 +483,8 @@ def check_model_files(directory: str | os.PathLike[str]) -> None:
         path = directory / name
         if path.is_file():
             try:
-                content = json.loads(path.read_bytes().decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as error:
+                content = read_json(path, "model directory's JSON file", inside=directory)
+            except ValueError as error:
                 raise ValueError(f"{path} is not valid JSON ({error}): {fix}") from error
             if not isinstance(content, dict):
                 raise ValueError(f"{path} must hold a JSON object, not a {type(content).__name__}: {fix}")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .atomic import write_file
+from .reading import read_json
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +59,10 @@ SUMMARY_FIELDS: dict[str, SummaryField] = {
     "tokens_per_step": SummaryField((int,), "padded source + target tokens per optimizer step, over all processes"),
     "bleu": SummaryField(_NUMBER, "sacreBLEU BLEU (0-100) on eval_split"),
     "signature": SummaryField((str,), "the signature of that BLEU"),
+    "bleu_compound_split": SummaryField(
+        _NUMBER, "the paper's BLEU (0-100) on eval_split: Moses-tokenized and compound-split, as get_ende_bleu.sh"
+    ),
+    "bleu_compound_split_recipe": SummaryField((str,), "how that BLEU was computed, with the versions"),
     "chrf": SummaryField(_NUMBER, "sacreBLEU chrF (0-100) on eval_split"),
     "chrf_signature": SummaryField((str,), "the signature of that chrF"),
     "exact_match": SummaryField(_NUMBER, "percentage of translations identical to their reference"),
@@ -123,10 +128,7 @@ def read_training_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
         ValueError: If the file is not a JSON object or a key has the wrong type.
     """
     path = Path(path)
-    try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not valid JSON: {error}") from error
+    summary = read_json(path, "training summary")  # size, text and JSON judged: one line naming the file
     if not isinstance(summary, dict):
         raise ValueError(f"{path} must hold a JSON object, found {type(summary).__name__}")
     return check_summary(summary, path)

@@ -1,25 +1,46 @@
 """The Transformer of Vaswani et al. (2017), "Attention Is All You Need", as a Hugging Face model.
 
-The file follows the paper's section 3, bottom-up:
+The file follows the paper's section 3, bottom-up; each unit is its formula:
 
-    3.5  Positional Encoding               SinusoidalPositionalEncoding
-    3.2  Attention                         eager_attention_forward, VanillaTransformerAttention
-    3.3  Position-wise Feed-Forward        fc1 / fc2 inside each layer (`_ff_block`)
-    3.1  Encoder and Decoder Stacks        VanillaTransformerEncoderLayer / DecoderLayer, Encoder / Decoder
-    3.4  Embeddings and Softmax            `shared` embedding, tied to the encoder, decoder and `lm_head`
+    3.5    Positional Encoding             sinusoidal_table, SinusoidalPositionalEncoding
+    3.2.1  Scaled Dot-Product Attention    eager_attention_forward (or SDPA, through transformers' attention interface)
+    3.2.2  Multi-Head Attention            VanillaTransformerAttention
+    3.2.3  The masks                       source_mask, target_masks
+    3.3    Position-wise Feed-Forward      `_ff_block` in each layer
+    3.1    Encoder and Decoder layers      VanillaTransformerEncoderLayer, VanillaTransformerDecoderLayer
+    3.4    Embeddings; 3.1 the stacks      `embed` in each stack; VanillaTransformerEncoder, VanillaTransformerDecoder
+    3.4    Softmax, weights shared         VanillaTransformerModel, VanillaTransformerForConditionalGeneration
+
+After the model comes what the paper does not have, each piece named for what it is and reached by one call: teacher
+forcing and the loss; transformers' contract (the output capture behind ``output_hidden_states`` and
+``output_attentions``, the generation cache, the attention backends); the training speed path that runs the
+position-wise sublayers on the real tokens only (`packed_layers`, which the stacks apply around their layers); and
+the input checks.
+
+Section 5.4's label smoothing is training's, not the model's: the model's own loss (``labels=``) is the plain
+cross-entropy of transformers' models, and `token_cross_entropy` takes ``label_smoothing``, which
+``vanilla-transformer train`` sets to 0.1 (``accumulate_gradients`` in ``vanilla_transformer/training/step.py``;
+``--label-smoothing`` in ``training/config.py``); ``Seq2SeqTrainer`` smooths with ``label_smoothing_factor=0.1``.
 
 Parameter names follow MarianMT (``model.shared``, ``model.encoder.layers.N.self_attn.q_proj``, ``fc1``,
 ``self_attn_layer_norm``, ``encoder_attn``, ``final_layer_norm``, ``lm_head``), so a checkpoint of this model loads
 into a `MarianMTModel` of the same shape; only the positional table differs (Marian's sinusoid puts all sines
 before all cosines, the paper interleaves them) and Marian's zero ``final_logits_bias`` is absent here.
 
-This file imports only torch, transformers and its own configuration file: `save_pretrained` copies both files
-next to the weights, so the model loads with ``trust_remote_code=True`` where this package is not installed.
+This file, ``modeling_vanilla_transformer.py``, imports torch, transformers and four files of its own, which import
+only torch, transformers and each other: ``configuration_vanilla_transformer.py`` (the configuration),
+``cache_vanilla_transformer.py`` (the generation cache under either of transformers' names),
+``generation_vanilla_transformer.py`` (``generate()``'s searches, the paper's beam search among them) and
+``decoder_vanilla_transformer.py`` (their incremental decoder, the SDPA backends, the memory check).
+``save_pretrained`` copies these five ``.py`` files (this one and its four) next to the weights, so that the model
+loads with ``trust_remote_code=True`` where this package is not installed; a model directory the package writes
+(``vanilla_transformer.model_dir.save_model_dir``) carries a sixth, ``pipeline_vanilla_transformer.py``, the
+translation pipelines.
 """
 
 import math
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
 from torch import nn
@@ -47,19 +68,6 @@ from .configuration_vanilla_transformer import VanillaTransformerConfig
 from .decoder_vanilla_transformer import attention_backends, check_generate_memory
 from .generation_vanilla_transformer import MAX_LENGTH_OFFSET, FastGenerationMixin
 
-
-def shift_tokens_right(labels: torch.Tensor, pad_token_id: int | None, decoder_start_token_id: int | None):
-    """Decoder inputs from labels (teacher forcing): ``[start, y_1, ..., y_{n-1}]``, with -100 replaced by pad."""
-    if decoder_start_token_id is None:
-        raise ValueError("decoder_start_token_id=None: set config.decoder_start_token_id to shift labels right")
-    if pad_token_id is None:
-        raise ValueError("pad_token_id=None: set config.pad_token_id to shift labels right")
-    shifted = labels.new_empty(labels.shape)
-    shifted[:, 1:] = labels[:, :-1]
-    shifted[:, 0] = decoder_start_token_id
-    return shifted.masked_fill_(shifted == -100, pad_token_id)
-
-
 # --------------------------------------------------------------------------------------------------------------------
 # 3.5 Positional Encoding
 # "PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model))"
@@ -86,6 +94,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.register_buffer("pe", sinusoidal_table(num_positions, d_model), persistent=False)
 
     def forward(self, seq_len: int, offset: int | torch.Tensor = 0) -> torch.Tensor:
+        """Positions ``offset .. offset + seq_len - 1``: ``[T, d_model]``, broadcast over the batch."""
         if isinstance(offset, torch.Tensor):
             # A StaticCache reports its length as a tensor: index (no data-dependent branch) so that compiled
             # decoding traces as one graph; the length check is skipped there.
@@ -95,71 +104,7 @@ class SinusoidalPositionalEncoding(nn.Module):
                 f"sequence length {offset + seq_len} (positions {offset}..{offset + seq_len - 1}) exceeds "
                 f"max_position_embeddings={self.num_positions}"
             )
-        return self.pe[offset : offset + seq_len]  # [T, d_model], broadcast over the batch
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Training without computing padding
-# Every sublayer but attention is position-wise: the projections, the feed-forward network, the residual additions
-# and the LayerNorms act on each position separately, so they can run on the [N, d] real tokens of a padded batch.
-# --------------------------------------------------------------------------------------------------------------------
-
-
-PACKING_THRESHOLDS: dict[str, float] = {"cpu": 0.1}
-"""``pack_tokens="auto"``: the device types on which packing pays, each with the share of padding above which it does.
-On the CPU, under 10% padding (length-bucketed batches) gathering and scattering the tokens cost about what they
-save. A device type not listed (CUDA, until a GPU run measures it: there the gathers and scatters are extra kernel
-launches) never packs."""
-
-
-def packing_threshold(pack_tokens: bool | str, device_type: str) -> float | None:
-    """The share of padding above which a training batch on `device_type` is packed; None: never packed.
-    `pack_tokens` is the configuration's: True packs any padded batch, False none, "auto" by `PACKING_THRESHOLDS`."""
-    if pack_tokens == "auto":
-        return PACKING_THRESHOLDS.get(device_type)
-    return 0.0 if pack_tokens else None
-
-
-class _Packing:
-    """The real-token positions of a padded ``[B, T]`` batch: `pack` gathers them, `unpack` scatters them back.
-
-    Used in training, where randomly batched sentences are 30-50% padding: the position-wise sublayers then work on
-    the N real tokens only, and attention, which needs the ``[B, T]`` layout, unpacks its projections. Hidden states
-    and logits at padded positions are zero instead of computed (they are masked out of attention and the loss).
-    Loss and gradients are unchanged; in evaluation every position is computed, as in other implementations.
-    Whether a batch is packed is ``config.pack_tokens`` (`packing_threshold`).
-    """
-
-    def __init__(self, keep: torch.Tensor):
-        self.batch_size, self.length = keep.shape
-        self.index = keep.flatten().nonzero().squeeze(1)  # [N], real positions in the flattened [B * T]
-        self.right_padded = bool((keep[:, 1:] <= keep[:, :-1]).all())  # every row: tokens, then padding
-
-    @staticmethod
-    def wanted(module: nn.Module, padding_mask: torch.Tensor | None) -> bool:
-        """Whether to pack a batch with this 2D padding mask (1 = token): in training, by `packing_threshold`;
-        never while compiling, nor where the layers are compiled one by one (regional compilation): the number of real
-        tokens would be a data-dependent shape."""
-        if not module.training or padding_mask is None or padding_mask.dim() != 2 or torch.compiler.is_compiling():
-            return False
-        if not all(isinstance(layer, _PostNormLayer) for layer in getattr(module, "layers", ())):
-            return False  # a layer wrapped by the compiler (regional compilation) is no longer one of ours
-        threshold = packing_threshold(getattr(module.config, "pack_tokens", "auto"), padding_mask.device.type)
-        if threshold is None:
-            return False  # (decided without reading the mask: no host-device sync)
-        padded = padding_mask.numel() - padding_mask.bool().sum()
-        return bool(padded > threshold * padding_mask.numel())
-
-    @classmethod
-    def of(cls, module: nn.Module, padding_mask: torch.Tensor | None) -> "_Packing | None":
-        return cls(padding_mask.bool()) if cls.wanted(module, padding_mask) else None
-
-    def pack(self, x: torch.Tensor) -> torch.Tensor:
-        return x.flatten(0, 1).index_select(0, self.index)  # [B, T, ...] -> [N, ...]
-
-    def unpack(self, x: torch.Tensor) -> torch.Tensor:
-        padded = x.new_zeros(self.batch_size * self.length, *x.shape[1:])
-        return padded.index_copy_(0, self.index, x).unflatten(0, (self.batch_size, self.length))  # -> [B, T, ...]
+        return self.pe[offset : offset + seq_len]
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -178,7 +123,9 @@ def eager_attention_forward(
     dropout: float = 0.0,
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The formula written out; `attention_mask` is additive (0 or the dtype's minimum) or boolean (True = keep)."""
+    """The formula written out. `attention_mask` (`source_mask`, `target_masks`) is added to the scores: 0 where a
+    query may attend, the dtype's minimum (the paper's -inf) where it may not; a boolean one (True = keep) is
+    turned into that first."""
     scores = torch.matmul(query, key.transpose(2, 3)) * scaling  # [B, H, Tq, Tk]
     if attention_mask is not None:
         if attention_mask.dtype == torch.bool:
@@ -199,8 +146,9 @@ def eager_attention_forward(
 class VanillaTransformerAttention(nn.Module):
     """Multi-head attention. Self-attention when `key_value_states` is None, else encoder-decoder attention.
 
-    The backend ("eager", "sdpa", ...) is chosen by ``config._attn_implementation`` through transformers' attention
-    interface. ``is_causal`` is set explicitly on every instance: the SDPA path treats a module without it as causal.
+    The scaled dot-product attention runs on the backend ``config._attn_implementation`` names ("eager": the
+    function above; "sdpa": torch's kernel), through transformers' attention interface (`attention_function`).
+    ``is_causal`` is set explicitly on every instance: the SDPA path treats a module without it as causal.
     """
 
     def __init__(
@@ -220,9 +168,7 @@ class VanillaTransformerAttention(nn.Module):
         self.v_proj = nn.Linear(config.d_model, config.d_model, bias=bias)
         self.out_proj = nn.Linear(config.d_model, config.d_model, bias=bias)
 
-    def _split_heads(self, x: torch.Tensor, packing: _Packing | None = None) -> torch.Tensor:
-        if packing is not None:
-            x = packing.unpack(x)  # [N, d] real tokens -> [B, T, d]
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         return x.view(*x.shape[:-1], -1, self.head_dim).transpose(1, 2)  # [B, T, d] -> [B, H, T, d_k]
 
     def forward(
@@ -231,52 +177,76 @@ class VanillaTransformerAttention(nn.Module):
         attention_mask: torch.Tensor | None = None,
         key_value_states: torch.Tensor | None = None,
         cache: Cache | None = None,
-        packing: _Packing | None = None,
-        memory_packing: _Packing | None = None,
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """`hidden_states` and `key_value_states` are ``[B, T, d]``, or ``[N, d]`` real tokens given their packing."""
-        is_cross = key_value_states is not None
-        query = self._split_heads(self.q_proj(hidden_states), packing)  # [B, H, Tq, d_k]
-
-        layer_cache = cache
-        if isinstance(cache, EncoderDecoderCache):
-            layer_cache = cache.cross_attention_cache if is_cross else cache.self_attention_cache
-        if is_cross and layer_cache is not None and cache.is_updated.get(self.layer_idx):
-            # The encoder output does not change while decoding: its keys and values are projected once.
-            key, value = layer_cache.layers[self.layer_idx].keys, layer_cache.layers[self.layer_idx].values
-        else:
-            source, source_packing = (key_value_states, memory_packing) if is_cross else (hidden_states, packing)
-            key = self._split_heads(self.k_proj(source), source_packing)  # [B, H, Tk, d_k]
-            value = self._split_heads(self.v_proj(source), source_packing)  # [B, H, Tk, d_k]
-            if layer_cache is not None:
-                key, value = layer_cache.update(key, value, self.layer_idx)
-                if is_cross:
-                    cache.is_updated[self.layer_idx] = True
-
-        implementation = self.config._attn_implementation
-        attention: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
-        # SDPA runs under the model's choice of its backends on this device (`SDPA_BACKENDS`: on CUDA, not cuDNN's);
-        # any other implementation is the user's explicit choice, and is left alone.
-        with attention_backends(query.device) if implementation == "sdpa" else nullcontext():
-            output, weights = attention(
-                self,
-                query,
-                key,
-                value,
-                attention_mask,
-                dropout=self.dropout if self.training else 0.0,
-                scaling=self.scaling,
-                **kwargs,
-            )
+        """`hidden_states` ``[B, Tq, d]``; `key_value_states` the encoder output ``[B, Tk, d]``, or None."""
+        query = self.split_heads(self.q_proj(hidden_states))  # [B, H, Tq, d_k]
+        source = hidden_states if key_value_states is None else key_value_states
+        if cache is None:
+            key = self.split_heads(self.k_proj(source))  # [B, H, Tk, d_k]
+            value = self.split_heads(self.v_proj(source))  # [B, H, Tk, d_k]
+        else:  # generation: the keys and values of the past tokens too
+            key, value = cached_keys_and_values(self, source, key_value_states is not None, cache)
+        output, weights = attention_function(self.config)(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=self.dropout if self.training else 0.0,
+            scaling=self.scaling,
+            **kwargs,
+        )
         output = output.reshape(*output.shape[:2], -1)  # [B, Tq, H, d_k] -> [B, Tq, d_model] (Concat)
-        if packing is not None:
-            output = packing.pack(output)  # -> [N, d_model]
         return self.out_proj(output), weights
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# 3.1 Encoder and Decoder Stacks, with 3.3 Position-wise Feed-Forward Networks
+# 3.2.3 Applications of Attention: the masks
+# "We need to prevent leftward information flow in the decoder to preserve the auto-regressive property. We implement
+# this inside of scaled dot-product attention by masking out (setting to -inf) all values in the input of the softmax
+# which correspond to illegal connections."
+# Two connections are illegal: to a padding position, in every attention, and to a later position, in the decoder's
+# self-attention. transformers builds the masks from these two rules (its `padding_mask_function` and
+# `causal_mask_function`: key <= query) in the form the attention backend takes: for "eager" a [B, 1, Tq, Tk] tensor
+# of 0 and the dtype's minimum, which `eager_attention_forward` adds to the scores; for "sdpa" a boolean one (True =
+# keep), or None where nothing is masked, the decoder's causal rule then going to SDPA as its `is_causal`.
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def source_mask(config, embeds: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor | None:
+    """The encoder self-attention's mask: every source position, but padding (`padding_mask` ``[B, S]``, 1 = token)."""
+    check_padding_mask(padding_mask, "attention_mask", *embeds.shape[:2])
+    return create_bidirectional_mask(config=config, inputs_embeds=embeds, attention_mask=padding_mask)
+
+
+def target_masks(
+    config,
+    embeds: torch.Tensor,
+    padding_mask: torch.Tensor | None,
+    cache: Cache | None,
+    memory: torch.Tensor | None,
+    memory_padding_mask: torch.Tensor | None,
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The decoder's masks: for its self-attention, the positions up to each query's own (with the `cache`'s past
+    ones) but padding (`padding_mask`, ``[B, past + T]``); for the attention over the encoder output `memory`, every
+    source position but padding (`memory_padding_mask`, ``[B, S]``)."""
+    batch_size, length = embeds.shape[:2]
+    past = cache.get_seq_length() if cache is not None else 0
+    check_padding_mask(padding_mask, "decoder_attention_mask", batch_size, past + length)
+    if memory is not None:
+        check_padding_mask(memory_padding_mask, "attention_mask", batch_size, memory.shape[1])
+    self_cache = cache.self_attention_cache if isinstance(cache, EncoderDecoderCache) else cache
+    # (config, inputs_embeds, attention_mask, cache): the cache's argument is `cache` from transformers 5.24 on
+    causal = create_causal_mask(config, embeds, padding_mask, self_cache)
+    cross = create_bidirectional_mask(
+        config=config, inputs_embeds=embeds, attention_mask=memory_padding_mask, encoder_hidden_states=memory
+    )
+    return causal, cross
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# 3.1 Encoder and Decoder Stacks: the layers, with 3.3 Position-wise Feed-Forward Networks
 # "the output of each sub-layer is LayerNorm(x + Sublayer(x))"
 # 5.4 Residual Dropout: "We apply dropout to the output of each sub-layer, before it is added to the sub-layer input"
 # "FFN(x) = max(0, x W_1 + b_1) W_2 + b_2"
@@ -316,17 +286,9 @@ class VanillaTransformerEncoderLayer(_PostNormLayer):
     def _sa_block(self, x: torch.Tensor, mask: torch.Tensor | None, **kwargs) -> torch.Tensor:
         return self.dropout(self.self_attn(x, attention_mask=mask, **kwargs)[0])
 
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        packing: _Packing | None = None,
-        **kwargs,
-    ) -> torch.Tensor:
-        x = hidden_states if packing is None else packing.pack(hidden_states)  # [B, S, d], or [N, d] real tokens
-        x = self.self_attn_layer_norm(x + self._sa_block(x, attention_mask, packing=packing, **kwargs))
-        x = self.final_layer_norm(x + self._ff_block(x))
-        return x if packing is None else packing.unpack(x)
+    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs):
+        x = self.self_attn_layer_norm(hidden_states + self._sa_block(hidden_states, attention_mask, **kwargs))
+        return self.final_layer_norm(x + self._ff_block(x))  # [B, S, d_model]
 
 
 class VanillaTransformerDecoderLayer(_PostNormLayer):
@@ -354,28 +316,26 @@ class VanillaTransformerDecoderLayer(_PostNormLayer):
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
         cache: Cache | None = None,
-        packing: _Packing | None = None,
-        memory_packing: _Packing | None = None,
         **kwargs,
     ) -> torch.Tensor:
-        """With `memory_packing`, `encoder_hidden_states` holds the ``[N_source, d]`` real source tokens."""
-        kwargs.update(packing=packing, memory_packing=memory_packing)
-        x = hidden_states if packing is None else packing.pack(hidden_states)  # [B, T, d], or [N, d] real tokens
-        x = self.self_attn_layer_norm(x + self._sa_block(x, attention_mask, cache, **kwargs))
+        x = self.self_attn_layer_norm(hidden_states + self._sa_block(hidden_states, attention_mask, cache, **kwargs))
         if encoder_hidden_states is not None:  # without an encoder output (decoder used alone) there is no memory
-            x = self.encoder_attn_layer_norm(
-                x + self._mha_block(x, encoder_hidden_states, encoder_attention_mask, cache, **kwargs)
-            )
-        x = self.final_layer_norm(x + self._ff_block(x))
-        return x if packing is None else packing.unpack(x)
+            memory, memory_mask = encoder_hidden_states, encoder_attention_mask
+            x = self.encoder_attn_layer_norm(x + self._mha_block(x, memory, memory_mask, cache, **kwargs))
+        return self.final_layer_norm(x + self._ff_block(x))  # [B, T, d_model]
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# Pretrained-model plumbing: initialisation, input checks
+# 3.4 Embeddings, and 3.1 the stacks
+# "we multiply those weights by sqrt(d_model)"; 3.5: "We add 'positional encodings' to the input embeddings at the
+# bottoms of the encoder and decoder stacks"; 5.4: "we apply dropout to the sums of the embeddings and the positional
+# encodings in both the encoder and decoder stacks"
 # --------------------------------------------------------------------------------------------------------------------
 
 
 class VanillaTransformerPreTrainedModel(PreTrainedModel):
+    """The model classes' base: transformers' settings, and the initialisation (which the paper does not state)."""
+
     config: VanillaTransformerConfig
     base_model_prefix = "model"
     supports_gradient_checkpointing = True
@@ -409,43 +369,8 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
             init.copy_(module.pe, sinusoidal_table(module.num_positions, module.d_model))
 
 
-def _check_token_ids(ids: torch.Tensor | None, name: str, vocab_size: int, ignore_index: int | None = None) -> None:
-    if ids is None or ids.numel() == 0 or torch.compiler.is_compiling():
-        return
-    if ignore_index is not None:
-        ids = ids[ids != ignore_index]
-        if ids.numel() == 0:
-            return
-    low, high = (bound.item() for bound in torch.aminmax(ids))  # one pass over the ids
-    if low < 0 or high >= vocab_size:
-        bad = low if low < 0 else high
-        raise ValueError(f"{name} contains token id {bad}, outside [0, vocab_size={vocab_size})")
-
-
-def _check_not_empty(embeds: torch.Tensor, name: str) -> None:
-    """A batch of no sentences, or of sentences of no tokens, has nothing to attend to."""
-    if embeds.dim() != 3 or embeds.shape[0] == 0 or embeds.shape[1] == 0:
-        shape = tuple(embeds.shape[:-1])
-        raise ValueError(f"{name} has shape {shape}: expected (batch_size, length) with at least one row and token")
-
-
-def _check_padding_mask(mask: torch.Tensor | None, name: str, batch_size: int, length: int) -> None:
-    """A 2D padding mask must be [batch, length]; 4D masks are the caller's own and pass through as they are."""
-    if mask is None or mask.dim() == 4:
-        return
-    if mask.dim() != 2:
-        raise ValueError(
-            f"{name} has shape {tuple(mask.shape)}: expected a 2D padding mask (batch_size, length) = "
-            f"{(batch_size, length)}, or a 4D attention mask"
-        )
-    if tuple(mask.shape) != (batch_size, length):
-        raise ValueError(
-            f"{name} has shape {tuple(mask.shape)}, expected (batch_size, length) = {(batch_size, length)}"
-        )
-
-
 class _TransformerStack(VanillaTransformerPreTrainedModel):
-    """3.4: token embeddings times sqrt(d_model), plus positional encodings, then dropout (section 5.4)."""
+    """What both stacks start with (3.4, 3.5, 5.4): ``Dropout(Embedding(x) * sqrt(d_model) + PE)``."""
 
     def __init__(self, config: VanillaTransformerConfig):
         super().__init__(config)
@@ -461,31 +386,22 @@ class _TransformerStack(VanillaTransformerPreTrainedModel):
         self.embed_tokens = value
 
     def embed(self, input_ids, inputs_embeds, name: str, offset: int = 0) -> torch.Tensor:
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError(f"pass exactly one of {name} and its inputs_embeds")
-        if inputs_embeds is None:
-            _check_token_ids(input_ids, name, self.embed_tokens.num_embeddings)
-            inputs_embeds = self.embed_tokens(input_ids)
-        _check_not_empty(inputs_embeds, name)
-        positions = self.embed_positions(inputs_embeds.shape[1], offset)  # [T, d_model]
-        return self.dropout(inputs_embeds * self.embed_scale + positions.to(inputs_embeds.dtype))
+        """The token ids `input_ids` (named `name` in errors), or their `inputs_embeds`, from position `offset` on."""
+        tokens = checked_token_embeddings(self.embed_tokens, input_ids, inputs_embeds, name)  # [B, T, d_model]
+        positions = self.embed_positions(tokens.shape[1], offset)  # [T, d_model]
+        return self.dropout(tokens * self.embed_scale + positions.to(tokens.dtype))
 
 
 class VanillaTransformerEncoder(_TransformerStack):
-    """N layers of self-attention and feed-forward, over the source sentence."""
+    """N layers of self-attention and feed-forward, over the source sentence.
 
-    _can_record_outputs = {
-        "hidden_states": VanillaTransformerEncoderLayer,
-        "attentions": VanillaTransformerAttention,
-    }
+    (Its forward also returns every layer's output and attention weights when asked: `record_outputs`, below.)"""
 
     def __init__(self, config: VanillaTransformerConfig):
         super().__init__(config)
         self.layers = nn.ModuleList(VanillaTransformerEncoderLayer(config, i) for i in range(config.encoder_layers))
         self.post_init()
 
-    @merge_with_config_defaults
-    @capture_outputs
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -493,33 +409,25 @@ class VanillaTransformerEncoder(_TransformerStack):
         inputs_embeds: torch.Tensor | None = None,
         **kwargs,
     ) -> BaseModelOutput:
-        hidden_states = self.embed(input_ids, inputs_embeds, "input_ids")  # [B, S, d_model]
-        _check_padding_mask(attention_mask, "attention_mask", *hidden_states.shape[:2])
-        mask = create_bidirectional_mask(
-            config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
-        )
-        packing = _Packing.of(self, attention_mask)
-        for layer in self.layers:
-            hidden_states = layer(hidden_states, mask, packing=packing, **kwargs)
-        return BaseModelOutput(last_hidden_state=hidden_states)
+        """`input_ids` and their padding `attention_mask` (1 = token): ``[B, S]``."""
+        x = self.embed(input_ids, inputs_embeds, "input_ids")  # [B, S, d_model]
+        mask = source_mask(self.config, x, attention_mask)
+        with packed_layers(self, packing_of(self, attention_mask, x)):  # (training speed only)
+            for layer in self.layers:
+                x = layer(x, mask, **kwargs)
+        return BaseModelOutput(last_hidden_state=x)
 
 
 class VanillaTransformerDecoder(_TransformerStack):
-    """N layers of masked self-attention, encoder-decoder attention and feed-forward, over the target prefix."""
+    """N layers of masked self-attention, encoder-decoder attention and feed-forward, over the target prefix.
 
-    _can_record_outputs = {
-        "hidden_states": VanillaTransformerDecoderLayer,
-        "attentions": OutputRecorder(VanillaTransformerAttention, index=1, layer_name="self_attn"),
-        "cross_attentions": OutputRecorder(VanillaTransformerAttention, index=1, layer_name="encoder_attn"),
-    }
+    (Its forward also returns every layer's output and attention weights when asked: `record_outputs`, below.)"""
 
     def __init__(self, config: VanillaTransformerConfig):
         super().__init__(config)
         self.layers = nn.ModuleList(VanillaTransformerDecoderLayer(config, i) for i in range(config.decoder_layers))
         self.post_init()
 
-    @merge_with_config_defaults
-    @capture_outputs
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -532,48 +440,21 @@ class VanillaTransformerDecoder(_TransformerStack):
         past_key_values: Cache | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
-        """`cache` (``past_key_values`` before transformers 5.24) holds the keys and values of the past tokens."""
-        cache = generation_cache(cache, past_key_values, kwargs)
-        if use_cache and cache is None:
-            cache = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
-        past_length = cache.get_seq_length() if cache is not None else 0
-        hidden_states = self.embed(input_ids, inputs_embeds, "decoder_input_ids", offset=past_length)  # [B, T, d]
-        batch_size, length = hidden_states.shape[:2]
-        _check_padding_mask(attention_mask, "decoder_attention_mask", batch_size, past_length + length)
-        if encoder_hidden_states is not None:
-            _check_padding_mask(encoder_attention_mask, "attention_mask", batch_size, encoder_hidden_states.shape[1])
-
-        packing = _Packing.of(self, attention_mask)  # None in eval mode and while compiling
-        if packing is not None and past_length > 0:  # (test after: past_length is a tensor under a StaticCache)
-            packing = None
-        if packing is not None and packing.right_padded:
-            # Causal attention already hides each row's trailing padding from its real tokens, and padded positions
-            # are not computed: no padding mask is needed, and SDPA keeps its mask-free causal kernel.
-            attention_mask = None
-        self_cache = cache.self_attention_cache if isinstance(cache, EncoderDecoderCache) else cache
-        # (config, inputs_embeds, attention_mask, cache): the cache's argument is `cache` from transformers 5.24 on
-        causal_mask = create_causal_mask(self.config, hidden_states, attention_mask, self_cache)
-        memory_mask = create_bidirectional_mask(
-            config=self.config,
-            inputs_embeds=hidden_states,
-            attention_mask=encoder_attention_mask,
-            encoder_hidden_states=encoder_hidden_states,
+        """`input_ids` ``[B, T]``, the encoder output `encoder_hidden_states` ``[B, S, d_model]`` and the two
+        padding masks; `cache` (``past_key_values`` before transformers 5.24): the past tokens' keys and values."""
+        cache = decoder_cache(self.config, cache, past_key_values, use_cache, kwargs)
+        past = cache.get_seq_length() if cache is not None else 0
+        x = self.embed(input_ids, inputs_embeds, "decoder_input_ids", offset=past)  # [B, T, d_model]
+        packing, memory_packing, attention_mask = decoder_packing(  # (training speed only)
+            self, x, attention_mask, encoder_hidden_states, encoder_attention_mask
         )
-        memory_packing = _Packing.of(self, encoder_attention_mask) if encoder_hidden_states is not None else None
-        if memory_packing is not None:
-            encoder_hidden_states = memory_packing.pack(encoder_hidden_states)  # [N_source, d]
-        for layer in self.layers:
-            hidden_states = layer(
-                hidden_states,
-                causal_mask,
-                encoder_hidden_states,  # positional, for reentrant gradient checkpointing
-                encoder_attention_mask=memory_mask,
-                cache=cache,
-                packing=packing,
-                memory_packing=memory_packing,
-                **kwargs,
-            )
-        return _with_cache(BaseModelOutputWithPastAndCrossAttentions, cache, last_hidden_state=hidden_states)
+        masks = target_masks(self.config, x, attention_mask, cache, encoder_hidden_states, encoder_attention_mask)
+        self_mask, memory_mask = masks
+        memory = encoder_hidden_states  # positional below, for reentrant gradient checkpointing
+        with packed_layers(self, packing, memory_packing):
+            for layer in self.layers:
+                x = layer(x, self_mask, memory, encoder_attention_mask=memory_mask, cache=cache, **kwargs)
+        return with_cache(BaseModelOutputWithPastAndCrossAttentions, cache, last_hidden_state=x)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -625,18 +506,14 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         past_key_values: Cache | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqModelOutput:
-        """`cache` (``past_key_values`` before transformers 5.24): the decoder's keys and values of past tokens."""
+        """`cache` (``past_key_values`` before transformers 5.24): the decoder's keys and values of past tokens;
+        `encoder_outputs`: the encoder's, when already computed (generation computes them once)."""
         cache = generation_cache(cache, past_key_values, kwargs)
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
                 input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs
             )
-        elif not isinstance(encoder_outputs, BaseModelOutput):
-            encoder_outputs = BaseModelOutput(
-                last_hidden_state=encoder_outputs[0],
-                hidden_states=encoder_outputs[1] if len(encoder_outputs) > 1 else None,
-                attentions=encoder_outputs[2] if len(encoder_outputs) > 2 else None,
-            )
+        encoder_outputs = as_encoder_output(encoder_outputs)
         decoder_outputs = self.decoder(
             input_ids=decoder_input_ids,
             attention_mask=decoder_attention_mask,
@@ -647,17 +524,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
             use_cache=use_cache,
             **kwargs,
         )
-        return _with_cache(
-            Seq2SeqModelOutput,
-            _cache_of(decoder_outputs),
-            last_hidden_state=decoder_outputs.last_hidden_state,
-            decoder_hidden_states=decoder_outputs.hidden_states,
-            decoder_attentions=decoder_outputs.attentions,
-            cross_attentions=decoder_outputs.cross_attentions,
-            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
-            encoder_hidden_states=encoder_outputs.hidden_states,
-            encoder_attentions=encoder_outputs.attentions,
-        )
+        return model_output(encoder_outputs, decoder_outputs)
 
 
 class VanillaTransformerForConditionalGeneration(
@@ -681,28 +548,6 @@ class VanillaTransformerForConditionalGeneration(
         self.model = VanillaTransformerModel(config)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.post_init()
-
-    def generate(self, inputs: torch.Tensor | None = None, generation_config=None, *args, **kwargs):
-        """transformers' ``generate()``, after the search's memory check (`check_generate_memory`): a ``num_beams``
-        the memory cannot hold is refused with one ValueError naming it, before transformers repeats the encoder's
-        inputs and outputs for each beam."""
-        check_generate_memory(self, inputs, generation_config, kwargs, MAX_LENGTH_OFFSET)
-        return super().generate(inputs, generation_config, *args, **kwargs)
-
-    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
-        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
-
-    def _reorder_cache(self, cache: Cache, beam_idx: torch.LongTensor) -> Cache:
-        """Beam search: make the cache follow the surviving beams, reordering only the self-attention cache.
-
-        The cross-attention keys and values of all beams of a sentence are equal (its encoder output, repeated per
-        beam), and beam search reorders beams within a sentence only: reordering them would copy identical rows.
-        """
-        if isinstance(cache, EncoderDecoderCache):
-            cache.self_attention_cache.reorder_cache(beam_idx)
-        else:
-            cache.reorder_cache(beam_idx)
-        return cache
 
     @can_return_tuple
     def forward(
@@ -731,24 +576,13 @@ class VanillaTransformerForConditionalGeneration(
             change the per-token normalisation (the Trainer passes it).
         """
         cache = generation_cache(cache, past_key_values, kwargs)
-        if labels is not None:
-            _check_token_ids(labels, "labels", self.config.vocab_size, ignore_index=-100)
-            if decoder_input_ids is not None and decoder_input_ids.shape[:2] != labels.shape[:2]:
-                raise ValueError(
-                    f"labels has shape {tuple(labels.shape)} but decoder_input_ids has shape "
-                    f"{tuple(decoder_input_ids.shape)}: they must have the same (batch, length)"
-                )
+        if labels is not None:  # training: teacher forcing, no cache
+            check_labels(labels, decoder_input_ids, self.config.vocab_size)
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
-            if decoder_attention_mask is None and self.training:
-                # Positions after a row's last scored label only give logits the loss ignores: padding, to pack. Not
-                # packed, they need no mask: causal attention hides them from the real tokens (SDPA keeps its
-                # mask-free causal kernel), and the loss ignores their logits.
-                scored = labels != -100
-                trailing = scored.flip(1).cummax(1).values.flip(1)  # [B, T], True up to the last label
-                decoder_attention_mask = trailing if _Packing.wanted(self, trailing) else None
-
+            if decoder_attention_mask is None:  # (training speed only: the positions `packing_of` may skip)
+                decoder_attention_mask = scored_positions(self.model.decoder, labels)
         outputs: Seq2SeqModelOutput = self.model(
             input_ids,
             attention_mask=attention_mask,
@@ -762,43 +596,50 @@ class VanillaTransformerForConditionalGeneration(
             **kwargs,
         )
         hidden_states = outputs.last_hidden_state  # [B, T, d_model]
-        packing = None
-        if decoder_attention_mask is not None and decoder_attention_mask.dim() == 2:
-            packing = _Packing.of(self, decoder_attention_mask[:, -hidden_states.shape[1] :])
-        loss = None
-        if packing is None:
-            logits = self.lm_head(hidden_states)  # [B, T, vocab_size]
-            if labels is not None:
-                loss = token_cross_entropy(logits, labels.to(logits.device), num_items_in_batch)
+        packing = packing_of(self.model.decoder, decoder_attention_mask, hidden_states)
+        with packed_modules(packing, [self.lm_head]):  # (training speed only)
+            logits = self.lm_head(hidden_states)  # [B, T, vocab_size], before the softmax
+        loss = None if labels is None else token_cross_entropy(logits, labels.to(logits.device), num_items_in_batch)
+        return lm_output(outputs, loss, logits)
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    def generate(self, inputs: torch.Tensor | None = None, generation_config=None, *args, **kwargs):
+        """transformers' ``generate()``, after the search's memory check (`check_generate_memory`): a ``num_beams``
+        the memory cannot hold is refused with one ValueError naming it, before transformers repeats the encoder's
+        inputs and outputs for each beam."""
+        check_generate_memory(self, inputs, generation_config, kwargs, MAX_LENGTH_OFFSET)
+        return super().generate(inputs, generation_config, *args, **kwargs)
+
+    def _reorder_cache(self, cache: Cache, beam_idx: torch.LongTensor) -> Cache:
+        """Beam search: make the cache follow the surviving beams, reordering only the self-attention cache.
+
+        The cross-attention keys and values of all beams of a sentence are equal (its encoder output, repeated per
+        beam), and beam search reorders beams within a sentence only: reordering them would copy identical rows.
+        """
+        if isinstance(cache, EncoderDecoderCache):
+            cache.self_attention_cache.reorder_cache(beam_idx)
         else:
-            # Only the real target positions are projected to the vocabulary and scored.
-            packed_logits = self.lm_head(packing.pack(hidden_states))  # [N, vocab_size]
-            logits = packing.unpack(packed_logits)
-            if labels is not None:
-                packed_labels = packing.pack(labels.to(logits.device))
-                loss = token_cross_entropy(packed_logits[None], packed_labels[None], num_items_in_batch)
-
-        return _with_cache(
-            Seq2SeqLMOutput,
-            _cache_of(outputs),
-            loss=loss,
-            logits=logits,
-            decoder_hidden_states=outputs.decoder_hidden_states,
-            decoder_attentions=outputs.decoder_attentions,
-            cross_attentions=outputs.cross_attentions,
-            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
-            encoder_hidden_states=outputs.encoder_hidden_states,
-            encoder_attentions=outputs.encoder_attentions,
-        )
+            cache.reorder_cache(beam_idx)
+        return cache
 
 
-def _with_cache(output_class: type, cache: Cache | None, **fields):
-    """An output holding the cache in the field generation reads it from (``cache`` from transformers 5.24 on)."""
-    return output_class(**fields, **{cache_field(output_class): cache})
+# --------------------------------------------------------------------------------------------------------------------
+# Training: teacher forcing and the loss
+# --------------------------------------------------------------------------------------------------------------------
 
 
-def _cache_of(outputs) -> Cache | None:
-    return getattr(outputs, cache_field(type(outputs)))
+def shift_tokens_right(labels: torch.Tensor, pad_token_id: int | None, decoder_start_token_id: int | None):
+    """Decoder inputs from labels (teacher forcing): ``[start, y_1, ..., y_{n-1}]``, with -100 replaced by pad."""
+    if decoder_start_token_id is None:
+        raise ValueError("decoder_start_token_id=None: set config.decoder_start_token_id to shift labels right")
+    if pad_token_id is None:
+        raise ValueError("pad_token_id=None: set config.pad_token_id to shift labels right")
+    shifted = labels.new_empty(labels.shape)
+    shifted[:, 1:] = labels[:, :-1]
+    shifted[:, 0] = decoder_start_token_id
+    return shifted.masked_fill_(shifted == -100, pad_token_id)
 
 
 def token_cross_entropy(
@@ -807,7 +648,8 @@ def token_cross_entropy(
     num_items_in_batch: int | torch.Tensor | None = None,
     label_smoothing: float = 0.0,
 ) -> torch.Tensor:
-    """Cross-entropy per target token, ignoring -100; summed and divided by `num_items_in_batch` when given."""
+    """Cross-entropy per target token, ignoring -100; summed and divided by `num_items_in_batch` when given.
+    `label_smoothing`: section 5.4's epsilon_ls (``vanilla-transformer train`` passes 0.1; the model's own loss 0)."""
     reduction = "mean" if num_items_in_batch is None else "sum"
     loss = F.cross_entropy(
         logits.flatten(0, 1).float(),  # [B*T, V]
@@ -819,6 +661,323 @@ def token_cross_entropy(
     if num_items_in_batch is not None:
         loss = loss / num_items_in_batch
     return loss
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# transformers' contract, not the paper's: output capture, outputs, the generation cache, the attention backends
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def record_outputs(stack: type[PreTrainedModel], **recorders) -> None:
+    """Make `stack`'s forward return the outputs of the modules `recorders` names when asked (``output_hidden_states``,
+    ``output_attentions``, in the call or the configuration), as transformers' models do: transformers'
+    `capture_outputs` records them with hooks, and `merge_with_config_defaults` fills the flags from the config."""
+    stack._can_record_outputs = recorders
+    stack.forward = merge_with_config_defaults(capture_outputs(stack.forward))
+
+
+record_outputs(
+    VanillaTransformerEncoder, hidden_states=VanillaTransformerEncoderLayer, attentions=VanillaTransformerAttention
+)
+record_outputs(
+    VanillaTransformerDecoder,
+    hidden_states=VanillaTransformerDecoderLayer,
+    attentions=OutputRecorder(VanillaTransformerAttention, index=1, layer_name="self_attn"),
+    cross_attentions=OutputRecorder(VanillaTransformerAttention, index=1, layer_name="encoder_attn"),
+)
+
+
+def as_encoder_output(encoder_outputs: tuple | BaseModelOutput) -> BaseModelOutput:
+    """The encoder's outputs as a `BaseModelOutput`, given one or a tuple (``return_dict=False``)."""
+    if isinstance(encoder_outputs, BaseModelOutput):
+        return encoder_outputs
+    return BaseModelOutput(
+        last_hidden_state=encoder_outputs[0],
+        hidden_states=encoder_outputs[1] if len(encoder_outputs) > 1 else None,
+        attentions=encoder_outputs[2] if len(encoder_outputs) > 2 else None,
+    )
+
+
+def model_output(encoder_outputs: BaseModelOutput, decoder_outputs) -> Seq2SeqModelOutput:
+    """The encoder-decoder's output: the decoder's, with the encoder's fields and the decoder's cache."""
+    return with_cache(
+        Seq2SeqModelOutput,
+        cache_of(decoder_outputs),
+        last_hidden_state=decoder_outputs.last_hidden_state,
+        decoder_hidden_states=decoder_outputs.hidden_states,
+        decoder_attentions=decoder_outputs.attentions,
+        cross_attentions=decoder_outputs.cross_attentions,
+        encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+        encoder_hidden_states=encoder_outputs.hidden_states,
+        encoder_attentions=encoder_outputs.attentions,
+    )
+
+
+def lm_output(outputs: Seq2SeqModelOutput, loss: torch.Tensor | None, logits: torch.Tensor) -> Seq2SeqLMOutput:
+    """The translation model's output: the loss and logits, with the encoder-decoder's other fields and cache."""
+    return with_cache(
+        Seq2SeqLMOutput,
+        cache_of(outputs),
+        loss=loss,
+        logits=logits,
+        decoder_hidden_states=outputs.decoder_hidden_states,
+        decoder_attentions=outputs.decoder_attentions,
+        cross_attentions=outputs.cross_attentions,
+        encoder_last_hidden_state=outputs.encoder_last_hidden_state,
+        encoder_hidden_states=outputs.encoder_hidden_states,
+        encoder_attentions=outputs.encoder_attentions,
+    )
+
+
+def with_cache(output_class: type, cache: Cache | None, **fields):
+    """An output holding the cache in the field generation reads it from (``cache`` from transformers 5.24 on)."""
+    return output_class(**fields, **{cache_field(output_class): cache})
+
+
+def cache_of(outputs) -> Cache | None:
+    return getattr(outputs, cache_field(type(outputs)))
+
+
+def decoder_cache(config, cache: Cache | None, past_key_values: Cache | None, use_cache: bool | None, kwargs: dict):
+    """The decoder's generation cache (`generation_cache`: under either of transformers' names); a new, empty one
+    with `use_cache` and none given."""
+    cache = generation_cache(cache, past_key_values, kwargs)
+    if use_cache and cache is None:
+        cache = EncoderDecoderCache(DynamicCache(config=config), DynamicCache(config=config))
+    return cache
+
+
+def cached_keys_and_values(
+    attention: VanillaTransformerAttention, source: torch.Tensor, is_cross: bool, cache: Cache
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generation: `attention`'s keys and values ``[B, H, Tk, d_k]`` of the past tokens and of `source`'s, stored
+    in `cache` (an `EncoderDecoderCache`: self-attention's grow by `source` at every step; the encoder output does
+    not change while decoding, so cross-attention's are projected once)."""
+    layer = attention.layer_idx
+    layer_cache = cache
+    if isinstance(cache, EncoderDecoderCache):
+        layer_cache = cache.cross_attention_cache if is_cross else cache.self_attention_cache
+    if is_cross and cache.is_updated.get(layer):
+        return layer_cache.layers[layer].keys, layer_cache.layers[layer].values
+    key, value = attention.split_heads(attention.k_proj(source)), attention.split_heads(attention.v_proj(source))
+    key, value = layer_cache.update(key, value, layer)
+    if is_cross:
+        cache.is_updated[layer] = True
+    return key, value
+
+
+def attention_function(config) -> Callable:
+    """The scaled dot-product attention of ``config._attn_implementation``, from transformers' attention interface
+    (`eager_attention_forward` for "eager"). SDPA runs under the model's choice of its backends on the query's
+    device (`attention_backends`: on CUDA, not cuDNN's); any other implementation is the user's explicit choice,
+    and is left alone."""
+    implementation = config._attn_implementation
+    attention = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
+    if implementation != "sdpa":
+        return attention
+
+    def sdpa_on_chosen_backends(module, query, *args, **kwargs):
+        with attention_backends(query.device):
+            return attention(module, query, *args, **kwargs)
+
+    return sdpa_on_chosen_backends
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Training speed: the position-wise sublayers on the real tokens only
+# Every sublayer but attention is position-wise: the projections, the feed-forward network, the residual additions
+# and the LayerNorms act on each position separately, so they can run on the [N, d] real tokens of a padded batch.
+# --------------------------------------------------------------------------------------------------------------------
+
+
+PACKING_THRESHOLDS: dict[str, float] = {"cpu": 0.1}
+"""``pack_tokens="auto"``: the device types on which packing pays, each with the share of padding above which it does.
+On the CPU (fp32, eager), Seq2SeqTrainer's random batches, half padding, train markedly faster packed, and
+length-bucketed token batches, under 1% padding, gain nothing (scripts/benchmark_packing.py, its figures in
+docs/performance.md). A device type not listed (CUDA, until a GPU run measures it: there the gathers and scatters
+are extra kernel launches) never packs."""
+
+
+def packing_threshold(pack_tokens: bool | str, device_type: str) -> float | None:
+    """The share of padding above which a training batch on `device_type` is packed; None: never packed.
+    `pack_tokens` is the configuration's: True packs any padded batch, False none, "auto" by `PACKING_THRESHOLDS`."""
+    if pack_tokens == "auto":
+        return PACKING_THRESHOLDS.get(device_type)
+    return 0.0 if pack_tokens else None
+
+
+class TokenPacking:
+    """The real-token positions of a padded ``[B, T]`` batch: `pack` gathers them, `unpack` scatters them back.
+
+    Hidden states and logits at padded positions are zero instead of computed (they are masked out of attention and
+    the loss): loss and gradients are unchanged. In evaluation every position is computed, as in other
+    implementations.
+    """
+
+    def __init__(self, keep: torch.Tensor):
+        self.batch_size, self.length = keep.shape
+        self.index = keep.flatten().nonzero().squeeze(1)  # [N], real positions in the flattened [B * T]
+        self.right_padded = bool((keep[:, 1:] <= keep[:, :-1]).all())  # every row: tokens, then padding
+
+    def pack(self, x: torch.Tensor) -> torch.Tensor:
+        return x.flatten(0, 1).index_select(0, self.index)  # [B, T, ...] -> [N, ...]
+
+    def unpack(self, x: torch.Tensor) -> torch.Tensor:
+        padded = x.new_zeros(self.batch_size * self.length, *x.shape[1:])
+        return padded.index_copy_(0, self.index, x).unflatten(0, (self.batch_size, self.length))  # -> [B, T, ...]
+
+
+def packs(module: nn.Module, padding_mask: torch.Tensor | None) -> bool:
+    """Whether `module` (a stack) packs a batch with this 2D padding mask (1 = token): in training, by
+    `packing_threshold`; never while compiling, nor where the layers are compiled one by one (regional compilation):
+    the number of real tokens would be a data-dependent shape; nor under gradient checkpointing, whose recomputation
+    runs the layers again after `packed_layers` has left them."""
+    if not module.training or padding_mask is None or padding_mask.dim() != 2 or torch.compiler.is_compiling():
+        return False
+    layers = getattr(module, "layers", ())
+    if not all(isinstance(layer, _PostNormLayer) and not layer.gradient_checkpointing for layer in layers):
+        return False  # a layer wrapped by the compiler (regional compilation) is no longer one of ours
+    threshold = packing_threshold(getattr(module.config, "pack_tokens", "auto"), padding_mask.device.type)
+    if threshold is None:
+        return False  # (decided without reading the mask: no host-device sync)
+    padded = padding_mask.numel() - padding_mask.bool().sum()
+    return bool(padded > threshold * padding_mask.numel())
+
+
+def packing_of(stack: nn.Module, padding_mask: torch.Tensor | None, embeds: torch.Tensor | None):
+    """The packing of the ``[B, T]`` positions of `embeds` by their `padding_mask`, where `stack` `packs` them; None
+    where not, or where the mask is not ``[B, T]`` (a decoder continuing from cached positions, or a wrong shape,
+    which the masks' checks report)."""
+    if embeds is None or padding_mask is None or tuple(padding_mask.shape) != tuple(embeds.shape[:2]):
+        return None
+    return TokenPacking(padding_mask.bool()) if packs(stack, padding_mask) else None
+
+
+def decoder_packing(decoder, embeds, padding_mask, memory, memory_padding_mask):
+    """The `decoder`'s packings (`packing_of`) of its target positions and of the source positions of the encoder
+    output `memory`, and the padding mask its self-attention then needs: none where every row's padding trails its
+    tokens, as causality hides it from them (and SDPA keeps its mask-free causal kernel)."""
+    packing = packing_of(decoder, padding_mask, embeds)
+    memory_packing = packing_of(decoder, memory_padding_mask, memory)
+    return packing, memory_packing, None if packing is not None and packing.right_padded else padding_mask
+
+
+def scored_positions(decoder: nn.Module, labels: torch.Tensor) -> torch.Tensor | None:
+    """In training with `labels` and no decoder mask: the positions up to each row's last scored label, where the
+    `decoder` packs them (after those, the positions only give logits the loss ignores); else None, as no mask is
+    needed: causal attention hides those positions from the real tokens (SDPA keeps its mask-free causal kernel)."""
+    if not decoder.training:
+        return None
+    scored = labels != -100
+    trailing = scored.flip(1).cummax(1).values.flip(1)  # [B, T], True up to the last label
+    return trailing if packs(decoder, trailing) else None
+
+
+@contextmanager
+def packed_modules(packing: TokenPacking | None, modules: list[nn.Module]) -> Iterator[None]:
+    """Inside it, each of `modules` (position-wise: a linear layer) computes its ``[B, T, ...]`` input's real
+    positions only, and returns them scattered back into ``[B, T, ...]``."""
+    with _hooks(packing, [(module, True, True) for module in modules]):
+        yield
+
+
+@contextmanager
+def packed_layers(stack: nn.Module, packing: TokenPacking | None, memory_packing: TokenPacking | None = None):
+    """Inside it, the layers of `stack` run on the ``[N, d]`` real tokens of `packing`: each layer packs its input and
+    unpacks its output; in each attention the query, key and value projections are unpacked into the ``[B, T, d]``
+    layout attention needs, and its output packed again for the output projection. With `memory_packing` (the
+    source's), the keys and values of the attention over the encoder output are projected from its real tokens.
+    Hooks on the modules do it (removed as it exits): the layers' code is the paper's, whether packed or not."""
+    hooks = []  # (module, packs its first input, unpacks its output)
+    for layer in stack.layers if packing is not None else ():
+        hooks.append((layer, True, True))
+        for attention in (layer.self_attn, getattr(layer, "encoder_attn", None)):
+            if attention is None:
+                continue
+            hooks += [(attention.q_proj, False, True), (attention.out_proj, True, False)]
+            if attention is layer.self_attn:
+                hooks += [(attention.k_proj, False, True), (attention.v_proj, False, True)]
+    memory_hooks = []
+    for layer in stack.layers if memory_packing is not None else ():
+        memory_hooks += [(layer.encoder_attn.k_proj, True, True), (layer.encoder_attn.v_proj, True, True)]
+    with _hooks(packing, hooks), _hooks(memory_packing, memory_hooks):
+        yield
+
+
+@contextmanager
+def _hooks(packing: TokenPacking | None, targets: list[tuple[nn.Module, bool, bool]]) -> Iterator[None]:
+    """Forward hooks that pack the first input and/or unpack the output of each target ``(module, pack, unpack)``;
+    the unpacking hooks run before any other (transformers' output capture records the unpacked outputs)."""
+    if packing is None or not targets:
+        yield
+        return
+    handles = []
+    for module, pack, unpack in targets:
+        if pack:
+            handles.append(module.register_forward_pre_hook(lambda _, args: (packing.pack(args[0]), *args[1:])))
+        if unpack:
+            handles.append(module.register_forward_hook(lambda *call: packing.unpack(call[2]), prepend=True))
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Input checks: a clear ValueError naming the argument, before any computation
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def checked_token_embeddings(embeddings: nn.Embedding, input_ids, inputs_embeds, name: str) -> torch.Tensor:
+    """The embeddings ``[B, T, d_model]`` of the token ids `input_ids` (named `name`), or `inputs_embeds` as given;
+    exactly one of the two, of at least one row and token, ids inside the vocabulary."""
+    if (input_ids is None) == (inputs_embeds is None):
+        raise ValueError(f"pass exactly one of {name} and its inputs_embeds")
+    if inputs_embeds is None:
+        check_token_ids(input_ids, name, embeddings.num_embeddings)
+        inputs_embeds = embeddings(input_ids)
+    if inputs_embeds.dim() != 3 or inputs_embeds.shape[0] == 0 or inputs_embeds.shape[1] == 0:
+        shape = tuple(inputs_embeds.shape[:-1])  # nothing to attend to
+        raise ValueError(f"{name} has shape {shape}: expected (batch_size, length) with at least one row and token")
+    return inputs_embeds
+
+
+def check_token_ids(ids: torch.Tensor | None, name: str, vocab_size: int, ignore_index: int | None = None) -> None:
+    if ids is None or ids.numel() == 0 or torch.compiler.is_compiling():
+        return
+    if ignore_index is not None:
+        ids = ids[ids != ignore_index]
+        if ids.numel() == 0:
+            return
+    low, high = (bound.item() for bound in torch.aminmax(ids))  # one pass over the ids
+    if low < 0 or high >= vocab_size:
+        bad = low if low < 0 else high
+        raise ValueError(f"{name} contains token id {bad}, outside [0, vocab_size={vocab_size})")
+
+
+def check_labels(labels: torch.Tensor, decoder_input_ids: torch.Tensor | None, vocab_size: int) -> None:
+    check_token_ids(labels, "labels", vocab_size, ignore_index=-100)
+    if decoder_input_ids is not None and decoder_input_ids.shape[:2] != labels.shape[:2]:
+        raise ValueError(
+            f"labels has shape {tuple(labels.shape)} but decoder_input_ids has shape "
+            f"{tuple(decoder_input_ids.shape)}: they must have the same (batch, length)"
+        )
+
+
+def check_padding_mask(mask: torch.Tensor | None, name: str, batch_size: int, length: int) -> None:
+    """A 2D padding mask must be [batch, length]; 4D masks are the caller's own and pass through as they are."""
+    if mask is None or mask.dim() == 4:
+        return
+    if mask.dim() != 2:
+        raise ValueError(
+            f"{name} has shape {tuple(mask.shape)}: expected a 2D padding mask (batch_size, length) = "
+            f"{(batch_size, length)}, or a 4D attention mask"
+        )
+    if tuple(mask.shape) != (batch_size, length):
+        raise ValueError(
+            f"{name} has shape {tuple(mask.shape)}, expected (batch_size, length) = {(batch_size, length)}"
+        )
 
 
 __all__ = [

@@ -22,6 +22,7 @@ import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 _NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+(e[-+]?\d+)?$")
 
@@ -101,7 +102,12 @@ class Range:
         return f"finite and {text}" if self.kind is float else text
 
     def check(self, option: str, value: float) -> None:
-        """Raise the ValueError naming `option` if `value` is out of this range."""
+        """Raise the ValueError naming `option` if `value` is out of this range, or not a number of its kind (an int
+        for an int range; a bool is not a number): a value from a file or the environment is checked as typed."""
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or (self.kind is int and not isinstance(value, int)):
+            kind = "an integer" if self.kind is int else "a number"
+            raise ValueError(f"{option} must be {kind}, got {option}={value!r}")
         inside = math.isfinite(value) and (
             (self.low is None or (value > self.low if self.low_open else value >= self.low))
             and (self.high is None or (value < self.high if self.high_open else value <= self.high))
@@ -118,6 +124,21 @@ def thread_range() -> Range:
     """``--num-threads``: 1 to the processors of this machine (more threads than processors never run faster, and a
     million of them made CTranslate2 crash)."""
     return Range(int, 1, os.cpu_count() or 1)
+
+
+def environment_number(variable: str, declared: Range) -> int | float | None:
+    """The number environment variable `variable` sets, checked against its range `declared` as an option's is;
+    None where it is unset or empty. A value that is not a number of its kind, or out of range, is a ValueError
+    naming the variable (``VANILLA_TRANSFORMER_MAX_INPUT_BYTES must be an integer, got ...='abc'``)."""
+    text = os.environ.get(variable, "").strip()
+    if not text:
+        return None
+    try:
+        value = declared(text)
+    except ValueError:
+        value = text  # refused by the check below, as typed
+    declared.check(variable, value)
+    return value
 
 
 def check_ranges(parser: argparse.ArgumentParser, namespace: argparse.Namespace) -> None:
@@ -145,13 +166,34 @@ def summary(doc: str | None) -> str:
     return " ".join((doc or "").strip().split("\n\n", 1)[0].split())
 
 
+def check_input_path(path: str | os.PathLike[str] | None, option: str) -> None:
+    """Refuse an input file that is missing or a folder, naming `option` (``--input=x.en: no such file``). None and
+    ``-`` (standard input) pass."""
+    if path is None or str(path) == "-":
+        return
+    name, file = f"{option}={path}", Path(path)
+    if not file.exists():
+        raise FileNotFoundError(f"{name}: no such file")
+    if file.is_dir():
+        raise IsADirectoryError(f"{name} is a directory, not a file of lines")
+
+
 class CommandParser(argparse.ArgumentParser):
     """`argparse.ArgumentParser` without abbreviations, naming an unknown option before anything else; a command line
-    that parses turns off transformers' remote-code prompt (`refuse_remote_code_prompts`)."""
+    that parses turns off transformers' remote-code prompt (`refuse_remote_code_prompts`). The input files declared
+    with `add_input_argument` are checked first (`check_input_path`), before torch loads: a mistyped name is named
+    at once, not after seconds."""
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs["allow_abbrev"] = False
         super().__init__(*args, **kwargs)
+        self._inputs: list[argparse.Action] = []
+
+    def add_input_argument(self, *args, **kwargs) -> argparse.Action:
+        """`add_argument` for a file the command reads (``-``: standard input), checked as the line is parsed."""
+        action = self.add_argument(*args, **kwargs)
+        self._inputs.append(action)
+        return action
 
     def parse_args(self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None):
         args = list(sys.argv[1:] if args is None else args)
@@ -160,6 +202,9 @@ class CommandParser(argparse.ArgumentParser):
             self.error(f"unrecognized option {unknown}")
         parsed = super().parse_args(args, namespace)
         check_ranges(self, parsed)
+        for action in self._inputs:
+            option = action.option_strings[0] if action.option_strings else (action.metavar or action.dest)
+            check_input_path(getattr(parsed, action.dest, None), str(option))
         refuse_remote_code_prompts()  # the command runs from here on
         return parsed
 
@@ -168,8 +213,10 @@ __all__ = [
     "CommandParser",
     "SEED_RANGE",
     "Range",
+    "check_input_path",
     "check_ranges",
     "closest_option",
+    "environment_number",
     "refuse_remote_code_prompts",
     "summary",
     "thread_range",

@@ -29,7 +29,7 @@ from .atomic import replace_file
 from .constants import ATTENTION_KINDS as KINDS  # the kinds of attention plotted, with their titles
 from .extras import import_optional
 
-_AXIS_LABELS = {  # kind: (x, y)
+AXIS_LABELS = {  # kind: (x, y), the axes' labels of its maps
     "encoder_self": ("source token (key)", "source token (query)"),
     "decoder_self": ("decoder input (key)", "predicted token (query)"),
     "cross": ("source token (key)", "predicted token (query)"),
@@ -74,6 +74,22 @@ class AttentionFigure:
     """Width and height of the image, in pixels."""
 
 
+def target_labels(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, target: str) -> torch.Tensor:
+    """`target`'s token ids with the end token, ``[1, T]``, T at most the model's positions. A translation that ran to
+    the position limit without an end token (a search stopped there) fits once the end token the tokenizer adds is
+    dropped; a longer target is refused, as the decoder cannot read it."""
+    labels = tokenizer(text_target=target, return_tensors="pt")["input_ids"].to(model.device)
+    limit = model.config.max_position_embeddings
+    if labels.shape[1] == limit + 1 and labels[0, -1].item() == tokenizer.eos_token_id:
+        labels = labels[:, :limit]
+    if labels.shape[1] > limit:
+        raise ValueError(
+            f"target is {labels.shape[1]} tokens with its end token, more than the model's "
+            f"{limit} positions (max_position_embeddings)"
+        )
+    return labels
+
+
 def compute_attention(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -105,7 +121,7 @@ def compute_attention(
                 generated = model.generate(**inputs, num_beams=1, do_sample=False, max_new_tokens=max_new_tokens)
                 labels = generated[:, 1:]  # without the decoder start token
             else:
-                labels = tokenizer(text_target=target, return_tensors="pt")["input_ids"].to(model.device)
+                labels = target_labels(model, tokenizer, target)
             decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels)
             outputs = model(**inputs, decoder_input_ids=decoder_input_ids, output_attentions=True)
     finally:
@@ -209,15 +225,13 @@ def _plot_heads(
     figure = Figure(figsize=(columns * panel_width + 1.0, rows * panel_height + 0.6), dpi=dpi, layout="constrained")
     axes = figure.subplots(rows, columns, squeeze=False).ravel()
     font_size = 8 if max(len(query_tokens), len(key_tokens)) <= 30 else 6
-    x_label, y_label = _AXIS_LABELS[kind]
+    x_label, y_label = AXIS_LABELS[kind]
     for head, ax in enumerate(axes):
         if head >= num_heads:
             ax.remove()
             continue
-        image = ax.imshow(weights[head], vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto", interpolation="nearest")
+        image = draw_attention_map(ax, weights[head], query_tokens, key_tokens, font_size=font_size)
         ax.set_title(f"head {head + 1}", fontsize=font_size + 1)
-        ax.set_xticks(range(len(key_tokens)), key_tokens, rotation=90, fontsize=font_size)
-        ax.set_yticks(range(len(query_tokens)), query_tokens, fontsize=font_size)
         if head // columns == rows - 1 or head + columns >= num_heads:
             ax.set_xlabel(x_label, fontsize=font_size)
         if head % columns == 0:
@@ -237,6 +251,29 @@ def _plot_heads(
         grid=(rows, columns),
         size_px=(width, height),
     )
+
+
+def draw_attention_map(
+    ax,
+    weights: np.ndarray,
+    query_tokens: Sequence[str],
+    key_tokens: Sequence[str],
+    *,
+    font_size: float = 8,
+    cmap: str = "viridis",
+    aspect: str = "auto",
+):
+    """One head's map ``weights [queries, keys]`` on the matplotlib axes `ax`, weights 0 to 1, one cell per pair:
+    the query tokens label the rows, the key tokens the columns. A token of one character (``-``, ``,``) is written
+    larger, and as a column label upright where the others are turned a quarter, so that punctuation reads as
+    itself. Returns the image (for a colour bar)."""
+    image = ax.imshow(weights, vmin=0.0, vmax=1.0, cmap=cmap, aspect=aspect, interpolation="nearest")
+    ax.set_xticks(range(len(key_tokens)), key_tokens, fontsize=font_size, rotation=90)
+    ax.set_yticks(range(len(query_tokens)), query_tokens, fontsize=font_size)
+    for label in (*ax.get_xticklabels(), *ax.get_yticklabels()):
+        if len(label.get_text()) == 1:
+            label.set(rotation=0, fontsize=font_size + 4)
+    return image
 
 
 def _byte_decoder() -> dict[str, int]:
@@ -273,4 +310,13 @@ def display_tokens(tokenizer: PreTrainedTokenizerBase, token_ids: Sequence[int])
     return shown
 
 
-__all__ = ["KINDS", "Attention", "AttentionFigure", "compute_attention", "display_tokens", "plot_attention"]
+__all__ = [
+    "AXIS_LABELS",
+    "KINDS",
+    "Attention",
+    "AttentionFigure",
+    "compute_attention",
+    "display_tokens",
+    "draw_attention_map",
+    "plot_attention",
+]

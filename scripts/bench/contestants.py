@@ -50,11 +50,14 @@ SPEC_KEYS: dict[str, dict[str, dict[str, str]]] = {
 """The settings of each kind of contestant, and their values (the first is the default) with their words in the
 published table. Ours compiles the whole model as one graph too (``whole``), as before regional compilation."""
 EXTRA_KEYS: dict[str, dict[str, str]] = {
-    "cudnn": {"on": "", "off": "cuDNN attention off"},
+    "cudnn": {"on": "", "off": "cuDNN attention off", "only": "cuDNN attention alone, ragged"},
     "micro": {"preset": "", "one": "the step as one micro-batch", "fixed": "micro-batches not planned from memory"},
 }  # micro: not the Trainer's, whose batch size is fixed
 """Settings any kind may add, named only where not the first value: cuDNN's SDPA backend switched off in the
-worker (``torch.backends.cuda.enable_cudnn_sdp(False)``, what a user can set); the step's tokens as one
+worker (``torch.backends.cuda.enable_cudnn_sdp(False)``, what a user can set), or on CUDA the only one left on
+(flash, memory-efficient and math attention switched off, so that our model's attention keeps torch's choice, cuDNN),
+on its ragged path that does not rebuild per sequence length (``TORCH_CUDNN_SDPA_AVOID_RECOMPILE=1``, set in the
+worker; pytorch#155958); the step's tokens as one
 micro-batch instead of ``--grad-accum`` micro-batches of ``--max-tokens`` (ours and torch); and, for
 ``ours:default``, those ``--grad-accum`` micro-batches of ``--max-tokens`` instead of the plan ``train`` makes from
 the GPU's memory (the wmt14 presets' 4 x 12,500 tokens, against which the plan is measured)."""
@@ -350,6 +353,20 @@ def trainer_arguments(args, spec: Spec, device: torch.device):
     )  # fmt: skip
 
 
+CUDNN_RAGGED = {"TORCH_CUDNN_SDPA_AVOID_RECOMPILE": "1"}
+"""What asks cuDNN's attention for its ragged path (torch >= 2.9, pytorch#155958), read when attention first runs."""
+
+
+def cudnn_attention_only(device: str) -> None:
+    """``cudnn=only``: cuDNN's ragged path asked for (`CUDNN_RAGGED`), and on CUDA cuDNN's SDPA backend the only one
+    on. On the CPU (``--tiny``), which has no cuDNN attention, the backends stay as they are."""
+    os.environ.update(CUDNN_RAGGED)
+    if device == "cuda":
+        for switch in ("flash", "mem_efficient", "math"):
+            getattr(torch.backends.cuda, f"enable_{switch}_sdp")(False)
+        torch.backends.cuda.enable_cudnn_sdp(True)
+
+
 def worker_main(args) -> int:
     """A worker process's body (a benchmark's hidden ``--worker SPEC``): cuDNN's attention off if asked, then the
     contestant's kind."""
@@ -358,6 +375,8 @@ def worker_main(args) -> int:
     spec = Spec.parse(args.worker)
     if spec["cudnn"] == "off":
         torch.backends.cuda.enable_cudnn_sdp(False)
+    if spec["cudnn"] == "only":
+        cudnn_attention_only(args.device)
     {"ours": ours_worker, "trainer": trainer_worker, "torch": torch_worker}[spec.kind](args, spec, channel)
     return 0
 
@@ -395,6 +414,7 @@ def summarise(spec: Spec, figures: dict[str, Any]) -> dict[str, Any]:
         "model_flops_per_second": sum(r["flops"] for r in rounds) / total["seconds"],
         "peak_memory_bytes": max((r["peak_memory_bytes"] or 0 for r in rounds), default=0) or None,
         "profile": figures.get("profile"),
+        "torch_logs": figures.get("torch_logs"),
     }
 
 

@@ -193,6 +193,18 @@ def start_worker(script: str, index: int, spec, args, data: Path, batch_size: in
     return Worker(script, options, args.threads, data / f"worker-{index}.log", spec.name)
 
 
+TORCH_LOG_EVENTS = {"recompiles": "Recompiling function", "graph_breaks": "Graph break in user code"}
+"""What dynamo writes at each recompilation and graph break under ``TORCH_LOGS=recompiles,graph_breaks``."""
+
+
+def torch_logs(name: str, log: Path) -> dict[str, int]:
+    """Under ``TORCH_LOGS``: the worker's log copied into the benchmark's (its stderr, the step's log of
+    gpu_check.sh), and its recompilations and graph breaks counted (`TORCH_LOG_EVENTS`)."""
+    text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
+    print(f"== {name}: its worker's log (TORCH_LOGS={os.environ['TORCH_LOGS']})\n{text}", file=sys.stderr, flush=True)
+    return {event: text.count(words) for event, words in TORCH_LOG_EVENTS.items()}
+
+
 def run_contestants(script: str, args, specs: list, data: Path, batch_size: int) -> tuple[dict, list]:
     """Start the workers of `specs` (`start_worker`), then the kit's interleaved timer: each warmed up alone, then the rounds; each one's
     figures (the seconds of each command by the timer, the rest as its worker counted them) and the order run."""
@@ -229,6 +241,9 @@ def run_contestants(script: str, args, specs: list, data: Path, batch_size: int)
     finally:
         for worker in workers.values():
             worker.stop()
+        if os.environ.get("TORCH_LOGS"):
+            for name, worker in workers.items():
+                results.setdefault(name, {})["torch_logs"] = torch_logs(name, worker.log)
     for name in workers:  # the time of each command, by the timer; the rest, as its worker counted it
         warmup = {**timings.warmup_returned[name], "seconds": timings.warmup_seconds[name]}
         rounds = [{**row, "seconds": timings.seconds[name][i][0]} for i, row in enumerate(timings.returned[name])]

@@ -16,14 +16,13 @@ from vanilla_transformer.atomic import PAUSE_ENV, write_directory
 
 FILES = 20
 
-# A writer in its own process: loads atomic.py by path (no torch import, so it starts fast), writes FILES files that
+# A writer in its own process: imports this checkout's atomic.py (no torch import, so it starts fast), writes FILES files that
 # all hold its version, and may be told to use the fallback of two renames instead of the atomic exchange.
 WRITER = textwrap.dedent(
     f"""
-    import importlib.util, os, sys
-    spec = importlib.util.spec_from_file_location("atomic", {str(Path(atomic.__file__))!r})
-    atomic = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(atomic)
+    import os, sys
+    sys.path.insert(0, {str(Path(atomic.__file__).parents[1])!r})
+    from vanilla_transformer import atomic
     if os.environ.get("NO_EXCHANGE"):
         atomic._exchange = lambda first, second: False
     target, version = sys.argv[1], sys.argv[2]

@@ -216,3 +216,34 @@ def test_train_resume_never_loads_a_compile_cache_planted_in_the_folder_its_run_
     cache_file = Path(named[0].split("the compile cache ", 1)[1].split(" is not loaded", 1)[0])
     assert cache_file.parent == folder and cache_file.name.startswith("compile-")
     assert cache_file.read_bytes() == planted.read_bytes()  # not the program's to delete
+
+
+LOAD_CAPPED = """
+import resource, sys
+from pathlib import Path
+resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+from accelerate import PartialState
+from vanilla_transformer.training.compile_cache import load_compile_cache
+PartialState()
+sys.exit(0 if load_compile_cache(Path(sys.argv[1])) is False else 3)
+"""
+
+
+@pytest.mark.parametrize("recorded", [True, False])
+def test_a_20_gb_cache_file_is_refused_by_its_size_or_record_before_it_is_read(caches, tmp_path, recorded):
+    """Issue 65, cause 3: the record is looked up and the size on disk judged before a byte is read, so a 20 GB file
+    (sparse here) is one warning naming it, in a process whose memory could not hold it (capped at 4 GB)."""
+    path, _ = caches
+    if recorded:
+        _save(path)  # the record names the file, with the size this program wrote; then it grows
+    with open(path, "ab") as stream:
+        stream.truncate(20 << 30)
+    os.chmod(path, 0o600)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    result = subprocess.run(
+        [sys.executable, "-c", LOAD_CAPPED, str(path)], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    reason = "21,474,836,480 bytes" if recorded else "no record of writing it"  # by its size, or the record
+    warnings = [line for line in result.stderr.splitlines() if "is not loaded" in line]
+    assert len(warnings) == 1 and str(path) in warnings[0] and reason in warnings[0], result.stderr[-3000:]

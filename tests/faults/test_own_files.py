@@ -15,23 +15,24 @@ def test_a_folder_holds_only_what_was_written_while_nothing_is_added_changed_or_
     (folder / "sub").mkdir(parents=True)
     (folder / "a.txt").write_text("a")
     (folder / "sub" / "b.bin").write_bytes(b"\0\1")
-    record_written(folder, "maker")
-    assert first_foreign(folder, "maker") is None
-    assert "not of other" in first_foreign(folder, "other")
+    names = ("a.txt", "sub/*.bin")
+    record_written(folder, "maker", names)
+    assert first_foreign(folder, "maker", names) is None
+    assert "not of other" in first_foreign(folder, "other", names)
     (folder / "sub" / "mine.txt").write_text("mine")
-    assert first_foreign(folder, "maker").startswith("sub/mine.txt, which maker did not write")
+    assert first_foreign(folder, "maker", names).startswith("sub/mine.txt, which maker did not write")
     (folder / "sub" / "mine.txt").unlink()
     (folder / "a.txt").write_text("b")  # same size, other bytes
-    assert first_foreign(folder, "maker").startswith("a.txt, changed since")
+    assert first_foreign(folder, "maker", names).startswith("a.txt, changed since")
     (folder / "a.txt").write_text("a")
     (folder / "empty").mkdir()
-    assert first_foreign(folder, "maker").startswith("empty/, a folder")
+    assert first_foreign(folder, "maker", names).startswith("empty/, a folder")
     (folder / "empty").rmdir()
     (folder / "link").symlink_to(tmp_path)
-    assert first_foreign(folder, "maker").startswith("link, a link")
+    assert first_foreign(folder, "maker", names).startswith("link, a link")
     (folder / "link").unlink()
     (folder / MANIFEST).unlink()
-    assert first_foreign(folder, "maker").startswith("a.txt, which maker did not write (the folder has no ")
+    assert first_foreign(folder, "maker", names).startswith("a.txt, which maker did not write (the folder has no ")
 
 
 @pytest.mark.filterwarnings("ignore:CTranslate2 runs int8")

@@ -52,6 +52,7 @@ def test_a_generation_config_that_cannot_work_is_named_by_translate(field, value
 
 @pytest.mark.parametrize("device", ["gpu", "cuda:99"])
 def test_a_device_this_machine_lacks_is_named_before_the_model_loads(device, run_cli, tmp_path):
-    missing = tmp_path / "missing"
-    status, _, err = run_cli("translate", "--model", missing, "--input", missing / "in", "--device", device)
+    missing, source = tmp_path / "missing", tmp_path / "in.txt"
+    source.write_text("zwei drei\n")  # a missing input is named first, before torch loads (issue 67)
+    status, _, err = run_cli("translate", "--model", missing, "--input", source, "--device", device)
     assert status == 1 and f"--device={device}" in err and "Traceback" not in err, err

@@ -44,6 +44,7 @@ from ..library_errors import (
     allocation_failure,
     unpickling_refusal,
 )
+from ..reading import forget_reads
 
 PROG = "vanilla-transformer"
 
@@ -133,6 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MissingExtraError as error:
         print(error, file=sys.stderr)
         return 2
+    forget_reads()  # the record of what this command reads starts empty (`vanilla_transformer.reading`)
     module_name, _, function = COMMANDS[command][0].partition(":")
     sys.argv[0] = f"{PROG} {command}"  # argparse's prog, in --help and error messages
     try:  # the import too: Ctrl-C while torch loads is an interrupt like any other

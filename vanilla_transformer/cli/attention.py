@@ -32,6 +32,9 @@ logger = logging.getLogger("visualize_attention")
 ATTENTION_KIND = "attention"
 """What this command records as the writer of its folder (`written.record_written`)."""
 
+ATTENTION_FILES = ("encoder_self_layer*.png", "decoder_self_layer*.png", "cross_layer*.png")
+"""The names of the maps this command writes: what a rewrite may delete, with the manifest's word."""
+
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = CommandParser(description=summary(__doc__))
@@ -59,8 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from vanilla_transformer.visualization import plot_attention
 
     # before the model loads: a new or empty folder, or one holding only the maps this command wrote there
-    check_replaceable(args.output_dir, ATTENTION_KIND, "--output-dir")
-    check_output_dir(args.output_dir, "--output-dir", replaceable=written_by(ATTENTION_KIND))
+    check_replaceable(args.output_dir, ATTENTION_KIND, "--output-dir", ATTENTION_FILES)
+    check_output_dir(args.output_dir, "--output-dir", replaceable=written_by(ATTENTION_KIND, ATTENTION_FILES))
     model, tokenizer = load_model_dir(args.model)
 
     def write(folder: Path) -> int:
@@ -75,10 +78,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_new_tokens=args.max_new_tokens,
             dpi=args.dpi,
         )
-        record_written(folder, ATTENTION_KIND)
+        record_written(folder, ATTENTION_KIND, ATTENTION_FILES)
         return len(figures)
 
-    count = write_directory(args.output_dir, write, replaceable=written_by(ATTENTION_KIND), what="--output-dir")
+    count = write_directory(
+        args.output_dir, write, replaceable=written_by(ATTENTION_KIND, ATTENTION_FILES), what="--output-dir"
+    )
     logger.info("wrote %d files to %s", count, args.output_dir)
     return 0
 

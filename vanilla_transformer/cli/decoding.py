@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from ..constants import DECODING_DTYPES, LENGTH_PENALTY, MAX_LENGTH_OFFSET, NUM_BEAMS
 from ..folder_kinds import is_onnx_dir
-from ..parsing import Range, thread_range
+from ..parsing import Range, check_input_path, thread_range
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig
@@ -45,15 +45,14 @@ def read_input_lines(path: str | os.PathLike[str], option: str) -> list[str]:
         ValueError: If it is not UTF-8 text (naming the line), or too large (naming the limit).
     """
     from ..data import read_text_lines
+    from ..reading import note_read
 
+    note_read(path, f"the input {option}={path}")  # what an output must not replace (`reading`)
     if str(path) == STDIN:
         stream = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else io.BytesIO(sys.stdin.read().encode("utf-8"))
         return read_text_lines(stream, "<stdin>")
+    check_input_path(path, option)
     name, file = f"{option}={path}", Path(path)
-    if not file.exists():
-        raise FileNotFoundError(f"{name}: no such file")
-    if file.is_dir():
-        raise IsADirectoryError(f"{name} is a directory, not a file of lines")
     try:
         return read_text_lines(file, name)
     except OSError as error:

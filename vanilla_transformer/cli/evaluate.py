@@ -1,4 +1,5 @@
-"""Score translations of a test set: sacreBLEU's BLEU (with its signature), chrF and exact match.
+"""Score translations of a test set: sacreBLEU's BLEU (with its signature), chrF and exact match; with
+``--compound-split-bleu``, the paper's tokenized, compound-split BLEU too (`vanilla_transformer.metrics.compound_split`).
 
 BLEU is left out where no reference holds a 4-gram (`vanilla_transformer.metrics.bleu_applies`): it is 0 by
 construction there, whatever the translations, as on the built-in task's number words.
@@ -6,6 +7,7 @@ construction there, whatever the translations, as on the built-in task's number 
     vanilla-transformer evaluate --model runs/numbers/model \
         --source runs/numbers/test.en --reference runs/numbers/test.de
     vanilla-transformer evaluate --hypotheses output.de --reference newstest2014.de   # existing output
+    vanilla-transformer evaluate --hypotheses output.de --reference newstest2014.de --compound-split-bleu  # + the paper's
     vanilla-transformer evaluate --hypotheses - --reference <(head -n 5 ref.de) < out.de  # pipes, standard input
 
 With --model the sources are first translated with the paper's beam search, as vanilla-transformer translate does: with
@@ -34,12 +36,22 @@ from vanilla_transformer.parsing import CommandParser
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = CommandParser(description="Score translations: BLEU, chrF and exact match.")
     inputs = "a file, a pipe such as <(head -n 5 file), or - for standard input"
-    parser.add_argument("--reference", required=True, help=f"reference translations, one per line: {inputs}")
-    parser.add_argument("--hypotheses", help=f"translations to score (instead of --model and --source): {inputs}")
+    parser.add_input_argument("--reference", required=True, help=f"reference translations, one per line: {inputs}")
+    parser.add_input_argument(
+        "--hypotheses", help=f"translations to score (instead of --model and --source): {inputs}"
+    )
     parser.add_argument("--model", help="Hugging Face model directory to translate --source with")
-    parser.add_argument("--source", help=f"source sentences, one per line: {inputs}")
+    parser.add_input_argument("--source", help=f"source sentences, one per line: {inputs}")
     parser.add_argument("--output", help="with --model: also write the translations to this file")
     parser.add_argument("--results", help="also write the scores to this file, as JSON")
+    parser.add_argument(
+        "--compound-split-bleu",
+        nargs="?",
+        const="de",
+        metavar="LANG",
+        help="also report the paper's BLEU, tokenized and compound-split as tensor2tensor's get_ende_bleu.sh: Moses "
+        "tokenizer for the references' language LANG (default: de), ##AT##-##AT## split, corpus BLEU on those tokens",
+    )
     add_decoding_arguments(parser)
     args = parser.parse_args(argv)
     if (args.hypotheses is None) == (args.model is None and args.source is None):
@@ -52,9 +64,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     check_decoding_arguments(args)
     check_output_file(args.output, "--output")
     check_output_file(args.results, "--results")
-    inputs = {f"--{name}": getattr(args, name) for name in ("reference", "hypotheses", "source")}
+    inputs = {f"--{name}": getattr(args, name) for name in ("reference", "hypotheses", "source", "model")}
     check_not_an_input(args.output, "--output", inputs)
-    check_not_an_input(args.results, "--results", {**inputs, "--output": args.output})
+    check_not_an_input(args.results, "--results", inputs, outputs={"--output": args.output})
     return args
 
 
@@ -86,9 +98,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         if args.output:
             write_file(args.output, "".join(line + "\n" for line in hypotheses), what="--output")
-    scores = score_translations(hypotheses, references, bleu=bleu_applies(references))
+    scores = score_translations(
+        hypotheses, references, bleu=bleu_applies(references), compound_split_lang=args.compound_split_bleu
+    )
     if "bleu" in scores:
         print(f"BLEU = {scores['bleu']:.2f} ({scores['bleu_signature']})")
+    if "bleu_compound_split" in scores:
+        print(
+            f"BLEU, tokenized and compound-split = {scores['bleu_compound_split']:.2f} ({scores['bleu_compound_split_recipe']})"
+        )
     else:
         print("BLEU: not scored, no reference holds a 4-gram (0 by construction, as on number words)")
     print(f"chrF = {scores['chrf']:.2f}")

@@ -41,10 +41,9 @@ from typing import TYPE_CHECKING, Any
 
 from vanilla_transformer.cli import configure_logging
 from vanilla_transformer.cli.trainer_options import trainer_option_names
-from vanilla_transformer.constants import FINETUNE_SETTINGS, LORA_DEFAULTS, SEARCH_DEFAULTS
+from vanilla_transformer.constants import FINETUNE_RANGES, FINETUNE_SETTINGS, LORA_DEFAULTS, SEARCH_DEFAULTS
 from vanilla_transformer.extras import require
 from vanilla_transformer.parsing import (
-    SEED_RANGE,
     CommandParser,
     Range,
     check_ranges,
@@ -194,39 +193,43 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--trainer-help", action=TrainerHelp, help="list the Trainer's options, then exit")
     add_group(parser, "data (--train and --eval, or --hf-dataset, or --numbers)", DataArguments)
     add_group(parser, "model: a LoRA adapter (peft) instead of every weight", LoraArguments)
-    defaults = FINETUNE_SETTINGS
+    defaults, ranges = FINETUNE_SETTINGS, FINETUNE_RANGES  # the Trainer's ranges, by field
     optimization = parser.add_argument_group("optimization")
-    optimization.add_argument("--max-steps", type=Range(int, 1), help="optimizer steps (default: --num-epochs)")
+    optimization.add_argument("--max-steps", type=ranges["max_steps"], help="optimizer steps (default: --num-epochs)")
     optimization.add_argument(
-        "--num-epochs", type=Range(float, 0, low_open=True), help="passes over the training pairs (default: 3)"
+        "--num-epochs", type=ranges["num_train_epochs"], help="passes over the training pairs (default: 3)"
     )
     optimization.add_argument(
         "--learning-rate",
-        type=Range(float, 0, low_open=True),
+        type=ranges["learning_rate"],
         help=f"peak learning rate (default: {defaults['learning_rate']})",
     )
     optimization.add_argument(
         "--warmup-steps",
-        type=Range(float, 0),
+        type=ranges["warmup_steps"],
         help=f"warmup steps, or a fraction of all below 1 (default: {defaults['warmup_steps']})",
     )
     optimization.add_argument(
         "--batch-size",
-        type=Range(int, 1),
+        type=ranges["per_device_train_batch_size"],
         help=f"sentences per batch and device (default: {defaults['per_device_train_batch_size']})",
     )
-    optimization.add_argument("--grad-accum", type=Range(int, 1), help="batches per optimizer step (default: 1)")
+    optimization.add_argument(
+        "--grad-accum", type=ranges["gradient_accumulation_steps"], help="batches per optimizer step (default: 1)"
+    )
     optimization.add_argument(
         "--label-smoothing",
-        type=Range(float, 0, 1, high_open=True),
+        type=ranges["label_smoothing_factor"],
         help=f"label smoothing epsilon (default: {defaults['label_smoothing_factor']})",
     )
-    optimization.add_argument("--seed", type=SEED_RANGE, help="seed of initialization and data order (default: 42)")
+    optimization.add_argument(
+        "--seed", type=ranges["seed"], help="seed of initialization and data order (default: 42)"
+    )
     checkpoints = parser.add_argument_group("evaluation and checkpoints")
     checkpoints.add_argument("--output-dir", required=True, help="where the checkpoints and the best model go")
     checkpoints.add_argument(
         "--eval-steps",
-        type=Range(float, 0, low_open=True),
+        type=ranges["eval_steps"],
         help=f"evaluate and save a checkpoint every this many steps (default: {defaults['eval_steps']})",
     )
     checkpoints.add_argument(
@@ -235,11 +238,13 @@ def build_parser() -> argparse.ArgumentParser:
         "where it applies, else exact_match: BLEU is 0 by construction on one-word references such as number words)",
     )
     checkpoints.add_argument(
-        "--save-total-limit", type=Range(int, 1), help=f"checkpoints kept (default: {defaults['save_total_limit']})"
+        "--save-total-limit",
+        type=ranges["save_total_limit"],
+        help=f"checkpoints kept (default: {defaults['save_total_limit']})",
     )
     checkpoints.add_argument(
         "--logging-steps",
-        type=Range(float, 0, low_open=True),
+        type=ranges["logging_steps"],
         help=f"log the training loss every this many steps (default: {defaults['logging_steps']})",
     )
     checkpoints.add_argument(
@@ -299,6 +304,7 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
     from transformers import Seq2SeqTrainingArguments
 
     from vanilla_transformer.serving.search import check_search_settings
+    from vanilla_transformer.training.finetune import check_trainer_values
 
     trainer = trainer_parser()
     _refuse_unknown_option(parser, unknown_option(argv, parser, trainer))  # exactly, by transformers' own parser
@@ -330,12 +336,22 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
     if values["resume_from_checkpoint"] == "last":
         values["resume_from_checkpoint"] = _last_checkpoint(parser, values["output_dir"])
     search = {name: given[name] for name in SEARCH_DEFAULTS}
+    check_trainer_values(values, lambda name: _spelled(argv, name))  # the one check, pass-through options too
     try:
         check_search_settings(flag=True, **search)
         training_args = Seq2SeqTrainingArguments(**values)
     except ValueError as error:
         parser.error(str(error))
     return Options(namespace.model, data, lora, training_args, search)
+
+
+def _spelled(argv: Sequence[str], name: str) -> str:
+    """The option of Trainer field `name` as `argv` spells it (``--learning_rate``, ``--learning-rate``, or finetune's
+    own, ``--grad-accum`` for ``gradient_accumulation_steps``); ``--name`` where it is not given."""
+    own = [option for option, names in TRAINER_OPTIONS.items() if name in names]
+    spellings = [f"--{name}", f"--{name.replace('_', '-')}", *(f"--{option.replace('_', '-')}" for option in own)]
+    given = [token.split("=", 1)[0] for token in argv]
+    return next((spelling for spelling in reversed(given) if spelling in spellings), spellings[0])
 
 
 def _refuse_unknown_option(parser: argparse.ArgumentParser, unknown: str | None) -> None:
@@ -410,7 +426,10 @@ def load_data(data: DataArguments) -> tuple[list[Pair], list[Pair], dict[str, An
     """Training pairs, evaluation pairs, and their description for the run summary; files are described by name
     (`local_data`), never as a Hub dataset."""
     from vanilla_transformer.data import CorpusSpec, load_corpus
+    from vanilla_transformer.data.numbers import check_numbers_task
 
+    if data.numbers is not None:
+        check_numbers_task("--numbers", data.numbers, data.numbers + max(data.numbers // 10, 1))
     spec = CorpusSpec.from_options(
         dataset="numbers" if data.numbers is not None else None,
         numbers=(data.numbers, max(data.numbers // 10, 1), 0) if data.numbers is not None else None,

@@ -1,7 +1,7 @@
 """``vanilla-transformer import-marian`` and ``export-marian``: MarianMT directories in and out.
 
     vanilla-transformer import-marian Helsinki-NLP/opus-mt-en-de runs/opus-en-de   # an OPUS-MT model, to ours
-    vanilla-transformer export-marian runs/multi30k runs/multi30k-marian            # ours, to a plain MarianMTModel
+    vanilla-transformer export-marian runs/multi30k/model runs/multi30k-marian      # ours, to a plain MarianMTModel
 
 Neither overwrites anything: DST must be new or an empty directory. See `vanilla_transformer.export.marian`.
 """

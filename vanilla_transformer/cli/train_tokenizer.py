@@ -131,7 +131,10 @@ def training_texts(args: argparse.Namespace) -> Sequence[str | Path]:
     if args.files:
         return args.files
     from vanilla_transformer.data import CorpusSpec, clean_pairs, load_corpus  # torch: not for --help
+    from vanilla_transformer.data.numbers import check_numbers_task
 
+    if args.numbers is not None:
+        check_numbers_task("--numbers", args.numbers, args.numbers)
     spec = CorpusSpec.from_options(
         dataset="numbers" if args.numbers is not None else None,
         numbers=(args.numbers, 0, 0) if args.numbers is not None else None,

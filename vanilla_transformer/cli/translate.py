@@ -24,7 +24,14 @@ from pathlib import Path
 from typing import TextIO
 
 import vanilla_transformer  # noqa: F401  (registers the model with the Auto classes once transformers loads)
-from vanilla_transformer.atomic import check_not_an_input, check_output_file, is_stream, write_file, writing
+from vanilla_transformer.atomic import (
+    check_not_an_input,
+    check_output_file,
+    is_standard_output,
+    is_stream,
+    write_file,
+    writing,
+)
 from vanilla_transformer.cli import PROG
 from vanilla_transformer.cli.decoding import (
     STDIN,
@@ -45,13 +52,13 @@ PARTIAL_SUFFIX = ".partial"
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = CommandParser(description="Translate one sentence per line with the paper's beam search.")
     parser.add_argument("--model", required=True, help="Hugging Face model directory, with its tokenizer")
-    parser.add_argument(
+    parser.add_input_argument(
         "file",
         nargs="?",
         metavar="FILE",
         help="file to translate, the same as --input FILE (default: standard input; - also reads it)",
     )
-    parser.add_argument(
+    parser.add_input_argument(
         "--input", help="file to translate, or a pipe such as <(head -n 5 file) (default, or -: standard input)"
     )
     parser.add_argument("--output", help="file to write (default: standard output)")
@@ -65,7 +72,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "long to search; a sentence whose answer CTranslate2's scores cannot prove there is searched again. At beam 4 "
         "on one thread it ran at 0.9 times the speed of CTranslate2's own stop rule on the default job's model and "
         "at 0.3 times on a Multi30k model, where the exact stop needs 1.5 times CTranslate2's own decoder steps and "
-        "even a search told every sentence's length in advance reached only 0.6 times (docs/serving.md)",
+        "even a search told every sentence's length in advance reached only 0.6 times (docs/serving.md). --dtype bf16 "
+        "and fp16 decode in CTranslate2's bfloat16 and float16 where the device computes them (a GPU), fp32 in the "
+        "export's own type",
     )
     add_decoding_arguments(parser)
     args = parser.parse_args(argv)
@@ -75,7 +84,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.input = args.file if args.file is not None else args.input
     check_decoding_arguments(args)
     check_output_file(args.output, "--output")
-    check_not_an_input(args.output, "--output", {args.input_option: args.input})
+    inputs = {args.input_option: args.input or STDIN, "--model": args.model, "--ctranslate2": args.ctranslate2}
+    check_not_an_input(args.output, "--output", inputs)
     check_partial(args.output)
     return args
 
@@ -86,6 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not sentences:  # not an error (an empty input has an empty translation), but rarely what was meant
         given = "standard input" if (args.input or STDIN) == STDIN else f"{args.input_option}={args.input}"
         print(f"{PROG} translate: note: {given} is empty: nothing to translate", file=sys.stderr)
+        write_translations([], args.output)  # an empty translation, without loading the model
+        return 0
     translations = _translate_ctranslate2(args, sentences) if args.ctranslate2 else None
     if translations is None:
         translations = translate_with_options(args, sentences)
@@ -102,15 +114,23 @@ def _translate_ctranslate2(args: argparse.Namespace, sentences: Sequence[str]) -
 
     from vanilla_transformer.model_dir import check_model_dir
     from vanilla_transformer.serving.search import encode_sources
-    from vanilla_transformer.serving.with_ctranslate2 import check_tokenizer, load_translator, translate_ctranslate2
+    from vanilla_transformer.serving.with_ctranslate2 import (
+        check_tokenizer,
+        compute_type_of,
+        load_translator,
+        translate_ctranslate2,
+    )
 
     check_model_dir(args.model)
     resolve_engine(args)
+    compute_type = compute_type_of(args.dtype, args.device)  # --dtype bf16 or fp16: CTranslate2's, or refused
     tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=False)
     saved = Path(args.model, GENERATION_CONFIG_NAME).is_file()
     resolve_search_arguments(args, GenerationConfig.from_pretrained(args.model) if saved else None)
     check_tokenizer(args.ctranslate2, tokenizer)  # the export's own tokenizer, before any work
-    translator = load_translator(args.ctranslate2, device=args.device, threads=args.num_threads or 0)
+    translator = load_translator(
+        args.ctranslate2, device=args.device, compute_type=compute_type, threads=args.num_threads or 0
+    )
     settings = dict(
         beam_size=args.num_beams,
         length_penalty=args.length_penalty,
@@ -134,7 +154,7 @@ def partial_path(output: str | os.PathLike[str]) -> Path:
 def check_partial(output: str | None) -> None:
     """Refuse, before any work, an ``--output`` whose ``.partial`` file exists: it is not this run's to replace (an
     interrupted run left it, holding its first translations, or it is a file of the user's)."""
-    if output is None or is_stream(Path(output)):
+    if output is None or is_stream(Path(output)) or is_standard_output(output):
         return
     partial = partial_path(output)
     if partial.exists() or partial.is_symlink():
@@ -150,8 +170,10 @@ def write_translations(translations: Iterable[str], output: str | None) -> int:
     ``<output>.partial``, renamed to `output` once every translation is written. An interrupted run (Ctrl-C) keeps
     what it finished, on standard output or in ``<output>.partial`` (named on standard error); `output` is left as it
     was until the end. Any other error removes the partial file. The number of translations written."""
-    if output is None:
+    if output is None or is_standard_output(output):  # /dev/stdout: where standard output goes, not reopened
+        check_output_file(output, "--output")
         return _write_lines(translations, sys.stdout)
+    check_output_file(output, "--output")  # not what the command read, now that it has read everything
     if is_stream(Path(output)):  # a pipe or a terminal: written as a stream
         with writing(output, "--output"), open(output, "w", encoding="utf-8") as stream:
             return _write_lines(translations, stream)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import os
 from collections.abc import Iterable, Iterator
@@ -12,6 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from ..extras import import_optional
+from ..parsing import Range, environment_number
+from ..reading import parse_json
 
 if TYPE_CHECKING:
     import datasets
@@ -162,10 +163,7 @@ def read_jsonl(path: str | os.PathLike[str], src_key: str, tgt_key: str) -> list
     for number, line in enumerate(read_lines(path), start=1):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path}:{number}: invalid JSON: {error}") from error
+        record = parse_json(line, str(path), number)  # one line naming the line: a lone surrogate, deep nesting too
         if not isinstance(record, dict):
             raise ValueError(f"{path}:{number}: expected a JSON object, found {type(record).__name__}")
         fields = record["translation"] if isinstance(record.get("translation"), dict) else record
@@ -227,8 +225,15 @@ def load_hf_translation_arrow(
     if src_lang == tgt_lang:
         raise ValueError(f"src_lang and tgt_lang must differ, both are {src_lang!r}")
     datasets = import_optional("datasets", "train", "loading a Hugging Face dataset")
+    offline = getattr(datasets.config, "HF_HUB_OFFLINE", False) or getattr(
+        datasets.config, "HF_DATASETS_OFFLINE", False
+    )
+    if not offline and not Path(name).exists():
+        _check_hub_reachable(name)
     try:
         dataset = datasets.load_dataset(name, config, split=split, **load_kwargs)
+    except ConnectionError as error:  # offline, and not in the datasets cache
+        raise _hub_unavailable(name, str(error)) from error
     except (FileNotFoundError, ValueError) as error:
         raise ValueError(f"cannot load dataset {name!r} (config={config!r}, split={split!r}): {error}") from error
     flat = dataset.flatten()  # "translation" becomes "translation.de", "translation.en"
@@ -241,6 +246,47 @@ def load_hf_translation_arrow(
             )
         columns.append(column)
     return flat.select_columns(columns).rename_columns({columns[0]: "source", columns[1]: "target"})
+
+
+HUB_PROBE_TIMEOUT = 5.0
+"""Seconds `_check_hub_reachable` waits for the Hub before a dataset is loaded from it."""
+
+
+def _check_hub_reachable(name: str) -> None:
+    """One request to the Hub (``HF_ENDPOINT``, through the proxies the environment names), with a short timeout and
+    no retries, before `datasets.load_dataset` would spend half a minute retrying a Hub it cannot reach. Only a
+    failure to connect counts: an HTTP answer (an unknown or private dataset) and a TLS error (a certificate bundle
+    of the user's) are left to `datasets`.
+
+    Raises:
+        ValueError: `_hub_unavailable`, if no connection to the Hub can be made.
+    """
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    from huggingface_hub import constants
+
+    request = urllib.request.Request(f"{constants.ENDPOINT}/api/datasets/{name}", method="HEAD")
+    try:
+        urllib.request.urlopen(request, timeout=HUB_PROBE_TIMEOUT).close()
+    except urllib.error.HTTPError:
+        return
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        if isinstance(reason, ssl.SSLError):
+            return
+        raise _hub_unavailable(name, f"{constants.ENDPOINT} cannot be reached ({reason})") from None
+
+
+def _hub_unavailable(name: str, reason: str) -> ValueError:
+    """The one-line error of a Hub dataset that cannot be loaded here, saying how to bring the corpus in instead."""
+    return ValueError(
+        f"cannot load the Hugging Face dataset {name!r}: {reason.splitlines()[0] if reason else 'offline'}. Without "
+        "the Hub, give the corpus as local files: --dataset text --data-dir DIR, with DIR/<split>.<lang> for each "
+        "split (the wmt14 presets read train, newstest2013 and newstest2014); or copy a datasets cache made where "
+        "the Hub is reachable and set HF_DATASETS_OFFLINE=1 (docs/training.md, WMT14 without the Hub)"
+    )
 
 
 def read_lines(path: str | os.PathLike[str]) -> list[str]:
@@ -270,8 +316,9 @@ _LINE_OVERHEAD = 64
 def input_limit() -> int:
     """The most bytes (text plus `_LINE_OVERHEAD` per line) an input of lines may hold: a quarter of the memory this
     machine has available (`environment.available_memory`), or `INPUT_LIMIT_ENV`."""
-    if os.environ.get(INPUT_LIMIT_ENV):
-        return int(os.environ[INPUT_LIMIT_ENV])
+    limit = environment_number(INPUT_LIMIT_ENV, Range(int, 1))
+    if limit is not None:
+        return limit
     from ..environment import available_memory  # torch: not for a command's --help
 
     return max(available_memory() // 4, 64 << 20)

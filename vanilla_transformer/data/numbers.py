@@ -74,6 +74,25 @@ def draw_numbers(count: int, max_number: int, rng: random.Random, pools: dict[in
     return numbers
 
 
+PAIR_BYTES = 150
+"""Bytes of memory a pair of the numbers task takes at least (two Python strings in a tuple in a list; 229 on
+average up to 99,999): what `check_numbers_task` estimates a task's memory by, before any pair is made."""
+
+
+def check_numbers_task(option: str, value: int, pairs: int) -> None:
+    """Refuse, before any pair is made, a numbers task of `pairs` pairs (asked for by ``option=value``) that memory
+    cannot hold by `PAIR_BYTES` alone: it would be generated for hours, until the machine runs out of memory. One
+    line naming the option."""
+    from ..environment import available_memory  # torch: not for a command's --help
+
+    need, available = pairs * PAIR_BYTES, available_memory()
+    if need > available:
+        raise ValueError(
+            f"{option}={value:,} asks for {pairs:,} pairs of the numbers task: at least {need / 1e9:,.1f} GB of "
+            f"memory, more than the {available / 1e9:,.1f} GB available here"
+        )
+
+
 def make_numbers_task(
     num_train: int, num_valid: int, num_test: int, *, max_number: int = 99_999, seed: int = 0
 ) -> Splits:

@@ -12,10 +12,12 @@ from ..library_errors import SettingError
 from ..written import check_replaceable, written_by
 
 
-def check_export_dir(output_dir: Path, force: bool, kind: str, what: str, *, source: Path | None = None) -> None:
+def check_export_dir(
+    output_dir: Path, force: bool, kind: str, what: str, *, names: tuple[str, ...], source: Path | None = None
+) -> None:
     """Before any work, the output folder of an export that ``--force`` may replace: a non-empty `output_dir` needs
-    `force`, and then must hold only what the command `kind` wrote there, by its manifest (`written.first_foreign`:
-    the first other file is named); a link, a file or an unwritable place is refused (`atomic.check_output_dir`, the
+    `force`, and then must hold only what the command `kind` wrote there, by its manifest and the `names` it writes
+    (`written.first_foreign`: the first other file is named); a link, a file or an unwritable place is refused (`atomic.check_output_dir`, the
     package's one rule); so is the model folder `source` being exported, a folder holding it or one inside it
     (replacing it would delete the model). `what` names the export in the refusal without `force`."""
     if source is not None:
@@ -28,8 +30,8 @@ def check_export_dir(output_dir: Path, force: bool, kind: str, what: str, *, sou
     if output_dir.is_dir() and not output_dir.is_symlink() and any(output_dir.iterdir()) and not force:
         refusal = f"{output_dir} exists and is not empty: pass {{}} to replace {what}"
         raise SettingError(refusal.format("force=True"), refusal.format("--force"))
-    check_replaceable(output_dir, kind, "output_dir")
-    check_output_dir(output_dir, "output_dir", replaceable=written_by(kind))
+    check_replaceable(output_dir, kind, "output_dir", names)
+    check_output_dir(output_dir, "output_dir", replaceable=written_by(kind, names))
 
 
 __all__ = ["check_export_dir"]

@@ -135,6 +135,9 @@ class _Vocabulary:
 CTRANSLATE2_KIND = "export-ctranslate2"
 """What `export_ctranslate2` records as the writer of its folder (`written.record_written`)."""
 
+CTRANSLATE2_FILES = ("model.bin", "config.json", "*_vocabulary.json", "*_vocabulary.txt")
+"""The names of the files CTranslate2's converter writes: what ``--force`` may delete, with the manifest's word."""
+
 
 def model_spec(
     model: VanillaTransformerForConditionalGeneration, tokenizer=None, vocabulary: Sequence[str] | None = None
@@ -203,7 +206,14 @@ def export_ctranslate2(
             raise ValueError(
                 "a saved model directory is converted with its own tokenizer: pass neither tokenizer nor vocabulary"
             )
-        check_export_dir(Path(output_dir), force, CTRANSLATE2_KIND, "a CTranslate2 model", source=Path(model))
+        check_export_dir(
+            Path(output_dir),
+            force,
+            CTRANSLATE2_KIND,
+            "a CTranslate2 model",
+            names=CTRANSLATE2_FILES,
+            source=Path(model),
+        )
         check_model_dir(model)
         converter = ct2.converters.TransformersConverter(str(model))
     else:
@@ -215,14 +225,22 @@ def export_ctranslate2(
 
         converter = _SpecConverter()
     output_dir = Path(output_dir)
-    check_export_dir(output_dir, force, CTRANSLATE2_KIND, "a CTranslate2 model")
+    check_export_dir(output_dir, force, CTRANSLATE2_KIND, "a CTranslate2 model", names=CTRANSLATE2_FILES)
 
     def write(folder: Path) -> None:
         converter.convert(str(folder), quantization=quantization, force=True)
-        record_written(folder, CTRANSLATE2_KIND)
+        record_written(folder, CTRANSLATE2_KIND, CTRANSLATE2_FILES)
 
-    write_directory(output_dir, write, replaceable=written_by(CTRANSLATE2_KIND), what="output_dir")
+    replaceable = written_by(CTRANSLATE2_KIND, CTRANSLATE2_FILES)
+    write_directory(output_dir, write, replaceable=replaceable, what="output_dir")
     return output_dir
 
 
-__all__ = ["CTRANSLATE2_KIND", "ONEDNN_INT8_WARNING", "QUANTIZATIONS", "export_ctranslate2", "model_spec"]
+__all__ = [
+    "CTRANSLATE2_FILES",
+    "CTRANSLATE2_KIND",
+    "ONEDNN_INT8_WARNING",
+    "QUANTIZATIONS",
+    "export_ctranslate2",
+    "model_spec",
+]

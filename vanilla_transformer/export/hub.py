@@ -43,6 +43,7 @@ from ..model_dir import (
     save_model_dir,
 )
 from ..model_summary import SUMMARY_FIELDS, SUMMARY_FILE, build_summary, read_training_summary
+from ..reading import read_bytes
 from ..serving.search import paper_generation_config
 from .space import check_repo_id
 
@@ -55,7 +56,12 @@ checks that the two are equal)."""
 # --------------------------------------------------------------------------- model card
 
 _TAGS = ["translation", "transformer", "attention-is-all-you-need", "vanilla-transformer"]
-_METRICS = {"bleu": "BLEU (sacreBLEU)", "chrf": "chrF (sacreBLEU)", "exact_match": "Exact match (%)"}
+_METRICS = {
+    "bleu": "BLEU (sacreBLEU)",
+    "bleu_compound_split": "BLEU (tokenized, compound-split)",
+    "chrf": "chrF (sacreBLEU)",
+    "exact_match": "Exact match (%)",
+}
 
 
 def is_hub_id(name: str) -> bool:
@@ -153,11 +159,26 @@ def build_model_card(
     template = Path(template or TEMPLATE)
     if not template.is_file():
         raise FileNotFoundError(f"no model card template at {template}")
+    text = read_bytes(template, "model card template", limit=TEMPLATE_LIMIT, note=True)
     try:
-        card = ModelCard.from_template(model_card_data(summary, model_name), template_path=str(template), **values)
-    except Exception as error:  # jinja2's errors, or the metadata checks of ModelCard
+        card = render_card(model_card_data(summary, model_name), text.decode("utf-8"), **values)
+    except Exception as error:  # jinja2's errors (the sandbox's too), not UTF-8, or the metadata checks of ModelCard
         raise ValueError(f"model card template {template} does not render: {error}") from error
     return card
+
+
+TEMPLATE_LIMIT = 16 << 20
+"""The largest model card template read (16 MiB)."""
+
+
+def render_card(data: ModelCardData, template: str, **values: Any) -> ModelCard:
+    """The card `template` renders, as ``ModelCard.from_template`` renders it (``card_data``: the YAML of `data`;
+    `data`'s fields and `values` as variables), in Jinja's sandbox: a template the user passes reaches no Python
+    object's internals (``lipsum.__globals__``, ``cycler.__init__``), so it cannot run code."""
+    from jinja2.sandbox import SandboxedEnvironment
+
+    variables = {**data.to_dict(), **values}
+    return ModelCard(SandboxedEnvironment().from_string(template).render(card_data=data.to_yaml(), **variables))
 
 
 # --------------------------------------------------------------------------- upload folder
@@ -305,7 +326,7 @@ def build_adapter_card(
     data.tags = [*(data.tags or []), "lora", "peft"]
     values = {**summary, **lora_settings(model), "base_model": base_model, "repo_id": repo_id}
     values["base_model_url"] = hub_url(base_model)
-    return ModelCard.from_template(data, template_str=ADAPTER_CARD, model_name=model_name, **values)
+    return render_card(data, ADAPTER_CARD, model_name=model_name, **values)
 
 
 def save_adapter_with_card(

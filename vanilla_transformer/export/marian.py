@@ -27,6 +27,7 @@ import pickle
 from collections.abc import Mapping
 from pathlib import Path
 
+import huggingface_hub.errors
 import torch
 from transformers import AutoConfig, AutoTokenizer, GenerationConfig, MarianConfig, MarianMTModel
 
@@ -38,6 +39,10 @@ from ..model_dir import LOAD_FIX, check_model_dir, load_model, save_model_dir
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration, sinusoidal_table
 
 logger = logging.getLogger(__name__)
+
+_STRICT_DATACLASS_ERROR = getattr(huggingface_hub.errors, "StrictDataclassError", ValueError)
+"""What huggingface_hub's strict dataclasses (transformers' configurations, since 5.x) raise for a field of the wrong
+type: not a ValueError; ValueError itself on a version without them."""
 
 # Fields that both configurations hold under the same name and meaning, copied as they are.
 SHARED_FIELDS = (
@@ -174,6 +179,20 @@ def check_marian_weights(marian: MarianMTModel, loading_info: Mapping[str, list[
             )
 
 
+def _read_marian_config(src: str | os.PathLike) -> MarianConfig:
+    """The Marian configuration of `src`, its fields checked first by this package's configuration (the one check
+    translate's config.json meets: ``"d_model": "32"`` is one line naming the file and the field), then by MarianConfig
+    (whose refusal, a multi-line report of huggingface_hub's strict dataclasses, is put on one line)."""
+    source = f"{src}/config.json"
+    try:
+        values, _ = MarianConfig.get_config_dict(src)
+        VanillaTransformerConfig(**{name: values[name] for name in SHARED_FIELDS if name in values})
+        return AutoConfig.from_pretrained(src, trust_remote_code=False)
+    except (ValueError, TypeError, _STRICT_DATACLASS_ERROR) as error:
+        reason = " ".join(str(error).split())
+        raise MarianConversionError(f"{source} does not describe a model ({reason}): {LOAD_FIX}") from error
+
+
 def vanilla_config_from_marian(config: MarianConfig) -> VanillaTransformerConfig:
     """Our configuration of the same network (``init_std``, which only initialises new weights, keeps our default)."""
     return VanillaTransformerConfig(**{name: getattr(config, name) for name in SHARED_FIELDS})
@@ -229,7 +248,7 @@ def import_marian(
             non-zero final_logits_bias, an activation we lack.
     """
     check_output_dir(dst, "dst")  # before any work
-    marian_config = AutoConfig.from_pretrained(src, trust_remote_code=False)
+    marian_config = _read_marian_config(src)
     check_marian_config(marian_config)
     positions = marian_config.max_position_embeddings
     check_declared_sizes(vanilla_config_from_marian(marian_config), f"{src}: config.json")  # before any allocation
@@ -385,7 +404,7 @@ def save_tokenizer_for_any_transformers(tokenizer, directory: Path) -> None:
     tools install it) knows as well as 5, where ``TokenizersBackend``, the name 5 writes, does not exist in 4."""
     tokenizer.save_pretrained(directory)
     path = directory / "tokenizer_config.json"
-    settings = json.loads(path.read_text(encoding="utf-8"))
+    settings = json.loads(path.read_text(encoding="utf-8"))  # written just now, by save_pretrained
     if settings.get("tokenizer_class") == "TokenizersBackend":
         settings["tokenizer_class"] = "PreTrainedTokenizerFast"
         path.write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n", encoding="utf-8")

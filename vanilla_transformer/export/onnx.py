@@ -77,7 +77,7 @@ def export_onnx(
         import_optional("onnxruntime.quantization", "onnx", "int8 ONNX export")
     output_dir = Path(output_dir)  # checked before any work: exists, is ours, writable, not a link
     source = Path(model) if isinstance(model, (str, os.PathLike)) else None
-    check_export_dir(output_dir, force, ONNX_KIND, "an ONNX export", source=source)
+    check_export_dir(output_dir, force, ONNX_KIND, "an ONNX export", names=ONNX_FILES, source=source)
     if web:
         transformers_js = find_transformers_js(transformers_js)  # before the export: a missing package fails at once
     if isinstance(model, (str, os.PathLike)):
@@ -101,7 +101,7 @@ def export_onnx(
             quantize_onnx(folder)
         if web:
             write_page(folder, transformers_js)
-        record_written(folder, ONNX_KIND)
+        record_written(folder, ONNX_KIND, ONNX_FILES)
 
     write_directory(output_dir, write, replaceable=is_onnx_export, what="output_dir")
     return output_dir
@@ -110,12 +110,21 @@ def export_onnx(
 ONNX_KIND = "export-onnx"
 """What `export_onnx` records as the writer of its folder (`written.record_written`)."""
 
+ONNX_FILES = (
+    *("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"),
+    *("vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja"),
+    *("onnx/*.onnx", "onnx/*.onnx.data", "onnx/*.onnx_data"),
+    *("index.html", "translate.js", "search.js", "attention.js", "js/*"),
+)
+"""The names of the files `export_onnx` writes (with ``--quantize`` and ``--web``): what ``--force`` may delete, with
+the manifest's word."""
+
 
 def is_onnx_export(directory: str | os.PathLike) -> bool:
     """Whether `directory` is an ONNX folder (`is_onnx_dir`) holding only what `export_onnx` wrote there, by its
     manifest (`written.first_foreign`): what ``--force`` may replace. A folder with anything else in it (a ``.git``,
     a README, a file added under ``js/``, a graph changed since) is a user's, and is never deleted."""
-    return is_onnx_dir(directory) and first_foreign(directory, ONNX_KIND) is None
+    return is_onnx_dir(directory) and first_foreign(directory, ONNX_KIND, ONNX_FILES) is None
 
 
 def _write_files(model, tokenizer, folder: Path) -> None:

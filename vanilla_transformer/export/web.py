@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from importlib import resources
 from pathlib import Path
+
+from ..reading import read_bytes, read_json
 
 TRANSFORMERS_JS_ENV = "VANILLA_TRANSFORMER_TRANSFORMERS_JS"
 """The folder of an installed ``@huggingface/transformers`` npm package, where ``--transformers-js`` is not given."""
@@ -67,11 +68,10 @@ def find_transformers_js(path: str | os.PathLike | None = None) -> Path:
 
 def onnxruntime_web(package: Path) -> Path:
     """The ``onnxruntime-web`` package that `package` (transformers.js) depends on, at the version it names."""
-    wanted = json.loads((package / "package.json").read_text(encoding="utf-8"))["dependencies"]["onnxruntime-web"]
+    wanted = _manifest(package).get("dependencies", {}).get("onnxruntime-web")
     # npm puts it beside the package (node_modules/onnxruntime-web), or inside it when versions conflict.
     for candidate in (package / "node_modules/onnxruntime-web", package.parent.parent / "onnxruntime-web"):
-        manifest = candidate / "package.json"
-        if manifest.is_file() and json.loads(manifest.read_text(encoding="utf-8"))["version"] == wanted:
+        if (candidate / "package.json").is_file() and _manifest(candidate).get("version") == wanted:
             return candidate
     raise ValueError(f"{package} needs onnxruntime-web {wanted}, which is not installed beside it; {INSTALL_HINT}")
 
@@ -84,10 +84,10 @@ def write_page(folder: str | os.PathLike, transformers_js: str | os.PathLike | N
     folder = Path(folder)
     scripts = folder / "js"
     scripts.mkdir()
-    shutil.copyfile(package / BUNDLE, scripts / "transformers.min.js")
+    _copy(package, BUNDLE, scripts / "transformers.min.js")
     for name in WASM_FILES:
-        shutil.copyfile(runtime / "dist" / name, scripts / name)
-    shutil.copyfile(package / "LICENSE", scripts / "LICENSE.transformers.js.txt")
+        _copy(runtime, f"dist/{name}", scripts / name)
+    _copy(package, "LICENSE", scripts / "LICENSE.transformers.js.txt")
     versions = {"transformers.js": _version(package), "onnxruntime-web": _version(runtime)}
     notice = (
         f"transformers.js {versions['transformers.js']} (Apache-2.0, LICENSE.transformers.js.txt) and onnxruntime-web "
@@ -99,8 +99,28 @@ def write_page(folder: str | os.PathLike, transformers_js: str | os.PathLike | N
         (folder / name).write_text(text.replace("{{versions}}", json.dumps(versions)), encoding="utf-8")
 
 
+PACKAGE_FILE_LIMIT = 256 << 20
+"""The largest file of an npm package copied into the page (the wasm runtime is some tens of MB)."""
+
+
+def _copy(package: Path, name: str, destination: Path) -> None:
+    """Copy the file `name` of the npm package `package` to `destination`, through the reader of files this program
+    did not write (`vanilla_transformer.reading`): a link out of the package is refused, never followed, so nothing
+    from outside it lands in a folder that is uploaded."""
+    destination.write_bytes(read_bytes(package / name, "npm package", limit=PACKAGE_FILE_LIMIT, inside=package))
+
+
+def _manifest(package: Path) -> dict:
+    """The ``package.json`` of an npm package, read inside it (`_copy`'s rule); a ValueError naming it if it is not a
+    JSON object."""
+    manifest = read_json(package / "package.json", "npm package", inside=package)
+    if not isinstance(manifest, dict):
+        raise ValueError(f"{package / 'package.json'} is not a JSON object: not an npm package")
+    return manifest
+
+
 def _version(package: Path) -> str:
-    return json.loads((package / "package.json").read_text(encoding="utf-8"))["version"]
+    return str(_manifest(package).get("version"))
 
 
 __all__ = ["TRANSFORMERS_JS_ENV", "find_transformers_js", "onnxruntime_web", "write_page"]

@@ -53,9 +53,13 @@ def compute_bleu(
     _check_lengths(hypotheses, references)
     bleu = BLEU(tokenize=tokenize, lowercase=lowercase)
     result = bleu.corpus_score(list(hypotheses), [list(references)])
+    return {"score": result.score, "signature": str(bleu.get_signature()), **bleu_figures(result)}
+
+
+def bleu_figures(result: Any) -> dict[str, Any]:
+    """What a corpus BLEU is made of, from a sacreBLEU ``BLEUScore``: the n-gram ``counts``, ``totals`` and
+    ``precisions``, the brevity penalty ``bp``, and ``sys_len``/``ref_len`` in tokens."""
     return {
-        "score": result.score,
-        "signature": str(bleu.get_signature()),
         "counts": result.counts,
         "totals": result.totals,
         "precisions": result.precisions,

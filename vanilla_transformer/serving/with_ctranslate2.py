@@ -15,7 +15,6 @@ up to the floating-point rounding of CTranslate2's kernels (and int8's weights) 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import statistics
@@ -24,8 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..atomic import check_links_inside
 from ..generation_vanilla_transformer import gnmt_length_penalty
+from ..reading import check_links_inside, note_read, read_json
+from .ctranslate2_file import check_model_bin
 from .search import (
     LENGTH_PENALTY,
     MAX_LENGTH_OFFSET,
@@ -69,14 +69,40 @@ def import_ctranslate2():
     return ctranslate2
 
 
+COMPUTE_TYPES = {"fp32": "default", "bf16": "bfloat16", "fp16": "float16"}
+"""CTranslate2's compute type for each ``--dtype``: bf16 and fp16 are its bfloat16 and float16; fp32, the default,
+keeps the export's own type (float32, or the int8 an ``export-ctranslate2 --quantization int8`` stored)."""
+
+
+def compute_type_of(dtype: str, device: str) -> str:
+    """CTranslate2's compute type for ``--dtype`` `dtype` on `device` (`COMPUTE_TYPES`), or a ValueError naming the
+    option where CTranslate2 does not compute that type there (bfloat16 and float16 need a GPU: on a CPU it computes
+    float32, int16 and int8), before any model is read."""
+    compute_type = COMPUTE_TYPES[dtype]
+    if compute_type == "default":
+        return compute_type
+    supported = import_ctranslate2().get_supported_compute_types(device)
+    if compute_type not in supported:
+        raise ValueError(
+            f"--dtype {dtype}: CTranslate2 does not compute {compute_type} on {device} here (it computes "
+            f"{', '.join(sorted(supported))}); pass --dtype fp32, which decodes in the export's own type"
+        )
+    return compute_type
+
+
 def load_translator(
     model_dir: str | os.PathLike, *, device: str = "cpu", compute_type: str = "default", threads: int = 0
 ):
     """A `ctranslate2.Translator`; ``threads`` sets its intra-op threads (0: CTranslate2's default), at most this
-    machine's CPUs (`check_threads`). A folder holding a link out of itself is refused (`check_links_inside`)."""
+    machine's CPUs (`check_threads`). A folder holding a link out of itself is refused (`check_links_inside`), and
+    so is a damaged ``model.bin`` (`check_model_bin`), before CTranslate2 reads anything."""
     check_threads(threads)
     check_links_inside(model_dir, "CTranslate2 folder")
     ct2 = import_ctranslate2()
+    from ctranslate2.specs.model_spec import CURRENT_BINARY_VERSION
+
+    note_read(model_dir, f"the CTranslate2 folder {model_dir}")  # an output must not replace it (`reading`)
+    check_model_bin(model_dir, CURRENT_BINARY_VERSION)
     return ct2.Translator(str(model_dir), device=device, compute_type=compute_type, intra_threads=threads)
 
 
@@ -102,8 +128,8 @@ def check_tokenizer(model_dir: str | os.PathLike, tokenizer: PreTrainedTokenizer
     if path is None:
         raise ValueError(f"{folder} holds no {' or '.join(VOCABULARY_FILES)}: not a CTranslate2 export")
     try:
-        exported = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        exported = read_json(path, "CTranslate2 vocabulary", inside=folder, note=True)
+    except (OSError, ValueError) as error:
         raise ValueError(f"{path} cannot be read as a JSON list of tokens: {error}") from error
     size = len(tokenizer)
     if not isinstance(exported, list) or len(exported) < size:
@@ -450,6 +476,7 @@ def settle(result, length: int, limit: int, alpha: float, end_token: str) -> tup
 
 
 __all__ = [
+    "COMPUTE_TYPES",
     "SAMPLE_SIZE",
     "VOCABULARY_FILES",
     "cpu_backend",
@@ -459,6 +486,7 @@ __all__ = [
     "check_num_beams",
     "check_threads",
     "check_tokenizer",
+    "compute_type_of",
     "exhaustive_search",
     "predict_length",
     "proof_lengths",

@@ -22,11 +22,11 @@ import numpy as np
 import torch
 from transformers import AutoConfig, PretrainedConfig
 
-from ..atomic import check_links_inside
 from ..extras import import_optional
 from ..folder_kinds import DECODER_FILE, ENCODER_FILE, is_onnx_dir, quantized_name
 from ..model_checks import check_no_foreign_code
 from ..model_dir import check_model_files, load_tokenizer
+from ..reading import check_links_inside, note_read
 from ..tokenization import check_tokenizer_matches_config
 from .onnx_split import split_merged_decoder
 
@@ -87,6 +87,7 @@ def load_onnx(folder: str | os.PathLike, *, quantized: bool = False, threads: in
     folder = Path(folder)
     files = [quantized_name(f) if quantized else f for f in (ENCODER_FILE, DECODER_FILE)]
     config = check_onnx_dir(folder, files)
+    note_read(folder, f"the ONNX folder {folder}")  # an output must not replace it (`vanilla_transformer.reading`)
     tokenizer = load_tokenizer(folder)
     try:  # before any graph is opened: the check of the PyTorch path (`model_dir.load_model_dir`)
         check_tokenizer_matches_config(tokenizer, config)

@@ -43,6 +43,7 @@ from accelerate.utils import broadcast_object_list
 from safetensors.torch import load_file, save_file
 
 from ..atomic import check_links_inside, remove_leftovers, write_directory, writing
+from ..reading import read_json
 from .state import CheckpointError, load_state, rng_state, save_state, set_rng_state
 
 logger = logging.getLogger(__name__)
@@ -227,7 +228,7 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     manifest_file = path / _MANIFEST_NAME
     try:
-        manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
+        manifest = read_json(manifest_file, "checkpoint manifest", inside=path)
         files, num_processes, step = manifest["files"], manifest["num_processes"], manifest["step"]
         if not isinstance(files, dict) or not isinstance(num_processes, int) or not isinstance(step, int):
             raise TypeError("files, num_processes and step must be an object and integers")
@@ -308,8 +309,8 @@ def load_checkpoint(
         load_state_dict(state)
     except WeightsMismatch as error:
         raise CheckpointError(f"{path / _WEIGHTS_NAME} does not fit this run: {error}") from error
-    except (KeyError, ValueError, TypeError) as error:
-        raise CheckpointError(f"{path} does not fit this run: {error}") from error
+    except (KeyError, ValueError, TypeError) as error:  # the optimizer's, the schedule's, the progress's
+        raise CheckpointError(f"{path / _STATE_NAME} does not fit this run: {error}") from error
     set_rng_state(load_state(path / _rng_name(accelerator.process_index)))
 
 

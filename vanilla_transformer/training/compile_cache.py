@@ -15,20 +15,21 @@ precision, the compile settings (backend, mode, full graph, dynamic shapes, regi
 implementation and the label smoothing. Deleting the file is always safe: the next run compiles and writes it again.
 
 The artifacts are compiled code, and torch unpickles them when it uses them: a file is loaded only if this program
-wrote it for this user. `save_compile_cache` records the SHA-256 of each file it writes in ``compile-written.json``,
-kept in the user's own cache folder (`data.cache.default_cache_dir`), not in the folder a run's settings name (a run
-folder from elsewhere may name a folder holding a planted file, and a manifest beside it). `load_compile_cache` loads
-a file only if (`trusted_artifacts`): its folder and the file belong to this user (``os.getuid``) and neither is
-writable by others, nor by a group other than the user's own private group; the file is no link (opened with
-``O_NOFOLLOW``) and is a regular file; its bytes hash to what the record says was written there (a file cut short or
-replaced does not); and every artifact's key, a path that torch writes under its own cache folders, is relative and
-without ``..``. Anything else is one warning naming the file and why, and the run compiles anew (the next save
-replaces the file). The cache files and the record are written with mode 0600.
+wrote it for this user. `save_compile_cache` records the SHA-256 and size of each file it writes in
+``compile-written.json``, kept in the user's own cache folder (`data.cache.default_cache_dir`), not in the folder a
+run's settings name (a run folder from elsewhere may name a folder holding a planted file, and a manifest beside it).
+`load_compile_cache` loads a file only if (`trusted_artifacts`): the record names it (looked up before a byte of the
+file is read); its folder and the file belong to this user (``os.getuid``) and neither is writable by others, nor by
+a group other than the user's own private group; the file is no link (opened with ``O_NOFOLLOW``) and is a regular
+file of the size the record gives (checked on disk before it is read, through the package's reader of files it did
+not write, `vanilla_transformer.reading`: a 20 GB file is refused, not read); its bytes hash to what the record says
+was written there (a file cut short or replaced does not); and every artifact's key, a path that torch writes under
+its own cache folders, is relative and without ``..``. Anything else is one warning naming the file and why, and the
+run compiles anew (the next save replaces the file). The cache files and the record are written with mode 0600.
 """
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
@@ -41,6 +42,8 @@ from accelerate import Accelerator
 from ..atomic import write_file
 from ..configuration_vanilla_transformer import VanillaTransformerConfig
 from ..data.cache import cache_key, default_cache_dir
+from ..environment import available_memory
+from ..reading import FileRefused, open_checked
 from .config import TrainingConfig
 from .logs import get_logger
 
@@ -68,7 +71,8 @@ def compile_cache_path(
 
 
 RECORD_FILE = "compile-written.json"
-"""The record of the compile caches this program wrote for this user (path: SHA-256), in `default_cache_dir`."""
+"""The record of the compile caches this program wrote for this user (path: SHA-256 and size), in
+`default_cache_dir`."""
 
 
 def _record_path() -> Path:
@@ -99,44 +103,64 @@ def _private_group(gid: int) -> bool:
     return gid == user.pw_gid and group.gr_name == user.pw_name and set(group.gr_mem) <= {user.pw_name}
 
 
-def _read_owned(path: Path) -> bytes | str:
+def _read_owned(path: Path, size: int | None) -> bytes | str:
     """The bytes of `path`, or why they may not be trusted: its folder or itself not this user's, or writable by the
-    group or others; the file a link (never followed) or not a regular file."""
+    group or others; the file a link (never followed) or not a regular file; its size on disk not the `size` this
+    program wrote (None: unknown), or larger than memory allows. Nothing is read before all of that is known, through
+    the reader of files this program did not write (`reading.open_checked`)."""
     try:
         problem = _owned(os.stat(path.parent), f"its folder {path.parent}")
         if problem:
             return problem
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        limit = max(available_memory() // 2, 1 << 20)  # without a recorded size: what memory holds
+        stream = open_checked(path, "compile cache", limit=limit, links=False)
     except FileNotFoundError:
         return "it does not exist"
+    except FileRefused as error:
+        return error.reason
     except OSError as error:
-        if error.errno == errno.ELOOP:
-            return "it is a symbolic link"
         return f"it cannot be read ({error.strerror})"
-    with os.fdopen(descriptor, "rb") as stream:
+    with stream:
         status = os.fstat(stream.fileno())
-        if not stat.S_ISREG(status.st_mode):
-            return "it is not a regular file"
         problem = _owned(status, "it")
+        if problem is None and size is not None and status.st_size != size:
+            problem = (
+                f"it is not what this program wrote there (its size on disk is {status.st_size:,} bytes, the record's "
+                f"{size:,}): it is not read"
+            )
         return problem or stream.read()
 
 
-def _read_record() -> dict[str, str]:
-    """The record of what `save_compile_cache` wrote; empty when there is none, or one that is not this user's."""
-    data = _read_owned(_record_path())
+def _read_record() -> dict[str, dict[str, object]]:
+    """The record of what `save_compile_cache` wrote (path: its SHA-256 and size, or the SHA-256 alone as older
+    versions recorded it); empty when there is none, or one that is not this user's."""
+    data = _read_owned(_record_path(), None)
     if isinstance(data, str):
         return {}
     try:
         record = json.loads(data)
     except ValueError:
         return {}
-    return {key: value for key, value in record.items() if isinstance(value, str)} if isinstance(record, dict) else {}
+    if not isinstance(record, dict):
+        return {}
+    entries = {}
+    for name, value in record.items():
+        entry = {"sha256": value} if isinstance(value, str) else value
+        size = entry.get("size") if isinstance(entry, dict) else None
+        if isinstance(entry, dict) and isinstance(entry.get("sha256"), str) and (size is None or _is_size(size)):
+            entries[name] = {"sha256": entry["sha256"], "size": size}
+    return entries
+
+
+def _is_size(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def record_compile_cache(path: Path, data: bytes) -> None:
-    """Record that this program wrote `data` at `path` (`RECORD_FILE`), dropping the entries of files now gone."""
-    record = {name: digest for name, digest in _read_record().items() if Path(name).is_file()}
-    record[str(path.resolve())] = hashlib.sha256(data).hexdigest()
+    """Record that this program wrote `data` at `path` (`RECORD_FILE`): its SHA-256 and size; the entries of files
+    now gone are dropped."""
+    record = {name: entry for name, entry in _read_record().items() if Path(name).is_file()}
+    record[str(path.resolve())] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
     target = _record_path()
     target.parent.mkdir(parents=True, exist_ok=True)
     write_file(target, json.dumps(record, indent=1, sort_keys=True) + "\n", what="the compile cache's record")
@@ -156,13 +180,13 @@ def trusted_artifacts(path: Path) -> tuple[object | None, str | None]:
     module); else None and why not (None when there is no file)."""
     if not path.is_file() and not path.is_symlink():
         return None, None
-    data = _read_owned(path)
-    if isinstance(data, str):
-        return None, data
-    recorded = _read_record().get(str(path.resolve()))
+    recorded = _read_record().get(str(path.resolve()))  # before a byte of the file is read
     if recorded is None:
         return None, "this program has no record of writing it for this user"
-    if hashlib.sha256(data).hexdigest() != recorded:
+    data = _read_owned(path, recorded["size"])
+    if isinstance(data, str):
+        return None, data
+    if hashlib.sha256(data).hexdigest() != recorded["sha256"]:
         return None, "it is not what this program wrote there (cut short or changed since)"
     manager = _artifact_manager()
     if manager is None:
@@ -208,7 +232,15 @@ def load_compile_cache(path: Path) -> bool:
 def save_compile_cache(path: Path) -> bool:
     """Write what this process compiled so far to `path`, whole, with mode 0600, and record it
     (`record_compile_cache`); whether there was anything to write."""
-    saved = torch.compiler.save_cache_artifacts()
+    save = getattr(torch.compiler, "save_cache_artifacts", None)
+    if not callable(save) or _artifact_manager() is None:  # a torch that keeps no cache the loader can check
+        logger.warning(
+            f"torch {torch.__version__} keeps its compile cache in a form this program does not know: "
+            f"{path} is not written, and the next run compiles anew",
+            main_process_only=True,
+        )
+        return False
+    saved = save()
     if saved is None or not saved[0]:
         return False
     path.parent.mkdir(parents=True, exist_ok=True)

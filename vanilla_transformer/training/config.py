@@ -21,7 +21,9 @@ from ..atomic import write_file
 from ..constants import LENGTH_PENALTY, MAX_LENGTH_OFFSET, NUM_BEAMS
 from ..data.spec import DATA_DIR_VARIABLE, shared_data_dir
 from ..data.spec import KINDS as DATASET_KINDS
-from .presets import PRESET_DATA_FOLDERS, TRAINING_PRESETS
+from ..reading import read_json
+from .presets import FILE_DATASETS, PRESET_DATA_FOLDERS, PRESET_FILE_SETTINGS, TRAINING_PRESETS
+from .ranges import RANGES
 
 ADAM_IMPLEMENTATIONS = ("auto", "fused", "foreach", "for-loop")
 """The choices of ``--adam-implementation`` (`step.build_adam`)."""
@@ -42,11 +44,17 @@ def flag(option: str) -> str:
     return "--" + option.replace("_", "-")
 
 
-def _check_positive(part: Any, names: tuple[str, ...], *, optional: bool = False) -> None:
-    for name in names:
-        value = getattr(part, name)
-        if (value is not None or not optional) and value < 1:
-            raise ValueError(f"{flag(name)} must be positive, got {flag(name)}={value}")
+def check_setting(option: str, value: Any, name: str | None = None) -> None:
+    """Raise the ValueError naming `name` (default: the option's flag, ``--lr-scale``) if `value` is not a value of
+    setting `option`: out of its range (`RANGES`), or None where the setting cannot be unset."""
+    if option in RANGES and not (value is None and "None" in str(OPTIONS[option][1].type)):
+        RANGES[option].check(name or flag(option), value)
+
+
+def _check_ranges(part: Any) -> None:
+    """Every numeric field of a part against its range (`check_setting`), as the part is built."""
+    for option, config_field in part_options(type(part)).items():
+        check_setting(option, getattr(part, config_field.name))
 
 
 @dataclass
@@ -97,9 +105,7 @@ class DataConfig:
         return self.dataset == "numbers" and self.train_src is None
 
     def __post_init__(self) -> None:
-        _check_positive(self, ("num_train", "max_number", "max_length"))
-        if self.tokenizer_train_pairs is not None and self.tokenizer_train_pairs < 0:
-            raise ValueError(f"--tokenizer-train-pairs must be 0 or more, got {self.tokenizer_train_pairs}")
+        _check_ranges(self)
         if not (self.dataset in DATASET_KINDS[:-1] or (self.dataset.startswith("hf:") and len(self.dataset) > 3)):
             raise ValueError(f"unknown dataset --dataset={self.dataset!r}; choose one of {', '.join(DATASET_KINDS)}")
 
@@ -143,8 +149,7 @@ class ModelConfig:
     )
 
     def __post_init__(self) -> None:
-        _check_positive(self, ("vocab_size",))
-        _check_positive(self, ("d_model", "layers", "heads", "ffn_dim"), optional=True)
+        _check_ranges(self)
         if self.preset not in model_preset_names():
             raise ValueError(f"unknown model --model={self.preset!r}; choose one of {', '.join(model_preset_names())}")
         if self.attn_implementation not in (None, "eager", "sdpa", "auto"):
@@ -222,8 +227,7 @@ class OptimizationConfig:
     )
 
     def __post_init__(self) -> None:
-        _check_positive(self, ("max_tokens", "max_steps", "warmup_steps"))
-        _check_positive(self, ("tokens_per_step", "grad_accum", "num_threads"), optional=True)
+        _check_ranges(self)
         if self.mixed_precision not in (None, "no", "fp16", "bf16", "auto"):
             raise ValueError(
                 f"--mixed-precision must be no, fp16, bf16 or auto, got --mixed-precision={self.mixed_precision!r}"
@@ -240,10 +244,6 @@ class OptimizationConfig:
                 f"--adam-implementation must be one of {', '.join(ADAM_IMPLEMENTATIONS)}, got "
                 f"--adam-implementation={self.adam_implementation!r}"
             )
-        if self.max_train_minutes is not None and not self.max_train_minutes > 0:
-            raise ValueError(f"--max-train-minutes must be positive, got --max-train-minutes={self.max_train_minutes}")
-        if not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(f"--label-smoothing must be in [0, 1), got --label-smoothing={self.label_smoothing}")
 
 
 @dataclass
@@ -288,9 +288,7 @@ class CheckpointConfig:
     )
 
     def __post_init__(self) -> None:
-        _check_positive(self, ("save_every", "keep_checkpoints", "average_checkpoints"))
-        if not self.select_margin >= 0:
-            raise ValueError(f"--select-margin must be 0 or more, got --select-margin={self.select_margin}")
+        _check_ranges(self)
         if self.resume and self.overwrite:
             raise ValueError("--resume and --overwrite contradict each other: pass one of them")
         if self.finish_again and not self.resume:
@@ -315,6 +313,12 @@ class DecodingConfig:
     )
     translate_batch_size: int = _option(64, "sentences per beam-search batch", may_change_on_resume=True)
     num_samples: int = _option(5, "sample test translations to print at the end", may_change_on_resume=True)
+    compound_split_bleu: bool = _option(
+        False,
+        "also score the test set with the paper's BLEU beside sacreBLEU: Moses-tokenized, compound-split "
+        "(tensor2tensor's get_ende_bleu.sh; needs sacremoses)",
+        may_change_on_resume=True,
+    )
 
     def __post_init__(self) -> None:
         from ..serving.search import check_generation_settings  # torch: when a run is configured, not for --help
@@ -326,7 +330,7 @@ class DecodingConfig:
             length_penalty=self.length_penalty,
             max_length_offset=self.max_length_offset,
         )
-        _check_positive(self, ("translate_batch_size",))
+        _check_ranges(self)
 
     def search(self) -> dict[str, Any]:
         """The keyword arguments of `translate` and `paper_generation_config` for this search."""
@@ -354,7 +358,7 @@ class LoggingConfig:
     )
 
     def __post_init__(self) -> None:
-        _check_positive(self, ("log_every", "eval_every"))
+        _check_ranges(self)
 
 
 PARTS: dict[str, type] = {
@@ -434,8 +438,13 @@ class TrainingConfig:
     def from_preset(cls, name: str, **overrides: Any) -> TrainingConfig:
         """The settings of preset `name` (see `TRAINING_PRESETS`), with any option overridden by keyword. A preset
         that reads a named corpus (`PRESET_DATA_FOLDERS`) finds it in ``$VANILLA_TRANSFORMER_DATA`` unless
-        ``data_dir`` is given; with neither, its ``data_dir`` stays unset and the run stops naming both."""
-        return cls.from_options(**{"preset": name, **cls.preset_settings(name), **overrides})
+        ``data_dir`` is given; with neither, its ``data_dir`` stays unset and the run stops naming both. A preset of a
+        Hugging Face corpus given as files instead (``dataset`` one of `FILE_DATASETS`) takes its split names there
+        (`PRESET_FILE_SETTINGS`: WMT14's ``newstest2013`` and ``newstest2014``)."""
+        settings = cls.preset_settings(name)
+        if overrides.get("dataset", settings.get("dataset")) in FILE_DATASETS:
+            settings.update(PRESET_FILE_SETTINGS.get(name, {}))
+        return cls.from_options(**{"preset": name, **settings, **overrides})
 
     @staticmethod
     def preset_settings(name: str) -> dict[str, Any]:
@@ -451,18 +460,28 @@ class TrainingConfig:
         return settings
 
     @classmethod
-    def load(cls, path: str | Path) -> TrainingConfig:
+    def load(cls, path: str | Path, **overrides: Any) -> TrainingConfig:
         """Read the ``training_config.json`` a run wrote (of this version or an older one: the same option names;
-        an option added since takes its default): the file itself, never through a link; a damaged one is named."""
+        an option added since takes its default), with `overrides` (a resumed run's options) in place of its values:
+        the file itself, never through a link. A damaged file, or a value of it out of its setting's range
+        (`check_setting`), is named with the field."""
         path = Path(path)
         if path.is_symlink():
             raise ValueError(f"{path} is a symbolic link: a run's settings are read from its folder itself; put the "
                              "file in its place")  # fmt: skip
         try:
-            settings = json.loads(path.read_text(encoding="utf-8"))
+            settings = read_json(path, "run's settings file")  # size, text and JSON judged: one line naming the line
         except ValueError as error:
             raise ValueError(f"{path} is damaged ({error}): restore it, or start a new run elsewhere") from error
-        return cls.from_options(**settings)
+        if not isinstance(settings, dict):
+            raise ValueError(f"{path} is damaged (not a JSON object): restore it, or start a new run elsewhere")
+        for option, value in settings.items():
+            if option in OPTIONS and option not in overrides:
+                try:
+                    check_setting(option, value, option)
+                except ValueError as error:
+                    raise ValueError(f"{path}: {error}") from None
+        return cls.from_options(**{**settings, **overrides})
 
     def save(self, path: str | Path) -> None:
         write_file(path, json.dumps(self.options(), indent=2) + "\n")  # whole, never through a link
@@ -495,6 +514,7 @@ __all__ = [
     "ADAM_IMPLEMENTATIONS",
     "OPTIONS",
     "PARTS",
+    "RANGES",
     "CheckpointConfig",
     "DataConfig",
     "DecodingConfig",
@@ -502,6 +522,7 @@ __all__ = [
     "ModelConfig",
     "OptimizationConfig",
     "TrainingConfig",
+    "check_setting",
     "model_preset_names",
     "default_output_dir",
     "flag",

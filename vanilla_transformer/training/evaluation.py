@@ -18,6 +18,7 @@ from ..atomic import write_file
 from ..data import IGNORE_INDEX, Pair, TokenBatchSampler, TranslationCollator, example_lengths, tokenize_pairs
 from ..data.numbers import exact_match_by_magnitude
 from ..metrics import bleu_applies, compute_bleu, compute_chrf, exact_match, selection_metric
+from ..metrics.compound_split import compute_compound_split_bleu
 from ..modeling_vanilla_transformer import (
     token_cross_entropy,
 )
@@ -40,14 +41,24 @@ logger = get_logger(__name__)
 
 
 def score_translations(
-    hypotheses: Sequence[str], references: Sequence[str], *, bleu: bool = True, chrf_signature: bool = False
+    hypotheses: Sequence[str],
+    references: Sequence[str],
+    *,
+    bleu: bool = True,
+    chrf_signature: bool = False,
+    compound_split_lang: str | None = None,
 ) -> dict[str, Any]:
     """chrF and the exact-match percentage, and with `bleu` sacreBLEU's BLEU with its signature (leave it out where it
-    is 0 by construction, `bleu_applies`); with `chrf_signature`, chrF's signature too."""
+    is 0 by construction, `bleu_applies`); with `chrf_signature`, chrF's signature too. With `compound_split_lang`
+    (the references' language) and `bleu`, also the paper's tokenized, compound-split BLEU
+    (`compute_compound_split_bleu`) as ``bleu_compound_split``, its recipe as ``bleu_compound_split_recipe``."""
     scores: dict[str, Any] = {}
     if bleu:
         result = compute_bleu(hypotheses, references)
         scores.update(bleu=result["score"], bleu_signature=result["signature"])
+    if bleu and compound_split_lang is not None:
+        paper = compute_compound_split_bleu(hypotheses, references, lang=compound_split_lang)
+        scores.update(bleu_compound_split=paper["score"], bleu_compound_split_recipe=paper["recipe"])
     chrf = compute_chrf(hypotheses, references)
     scores.update(chrf=chrf["score"], exact_match=exact_match(hypotheses, references))
     if chrf_signature:
@@ -64,10 +75,11 @@ def translate_and_score(
     *,
     bleu: bool = True,
     chrf_signature: bool = False,
+    compound_split_lang: str | None = None,
 ) -> tuple[list[str], dict[str, Any]]:
     """Translate the sources of `pairs` with `search` (keyword arguments of `translate`), process r of the
     `accelerator`'s P taking sentences r, r + P, ...; every process returns all the translations, and their scores
-    against the pairs' targets (`score_translations`, with `bleu` and `chrf_signature`)."""
+    against the pairs' targets (`score_translations`, with `bleu`, `chrf_signature` and `compound_split_lang`)."""
     rank, world = accelerator.process_index, accelerator.num_processes
     sources = [src for src, _ in pairs]
     mine = translate(model, tokenizer, sources[rank::world], **search)
@@ -75,7 +87,10 @@ def translate_and_score(
     for process, part in enumerate(gather_object([mine])):
         hypotheses[process::world] = part
     references = [tgt for _, tgt in pairs]
-    return hypotheses, score_translations(hypotheses, references, bleu=bleu, chrf_signature=chrf_signature)
+    scores = score_translations(
+        hypotheses, references, bleu=bleu, chrf_signature=chrf_signature, compound_split_lang=compound_split_lang
+    )
+    return hypotheses, scores
 
 
 def describe_scores(scores: dict[str, Any], prefix: str) -> str:
@@ -109,10 +124,15 @@ class Evaluator:
         self.metric = selection_metric(references)
         """What candidates are chosen by: BLEU where it applies, else exact match (then chrF, on a tie)."""
 
-    def translate_and_score(self, pairs: Sequence[Pair]) -> tuple[list[str], dict[str, Any]]:
+    def translate_and_score(
+        self, pairs: Sequence[Pair], *, paper_bleu: bool = False
+    ) -> tuple[list[str], dict[str, Any]]:
         """The translations of `pairs` with the run's search and their scores, BLEU only where it applies
-        (`translate_and_score`)."""
-        return translate_and_score(self.accelerator, self.model, self.tokenizer, pairs, self.search, bleu=self.bleu)
+        (`translate_and_score`); with `paper_bleu` and the run's ``--compound-split-bleu``, the paper's BLEU too."""
+        lang = self.config.data.tgt_lang if paper_bleu and self.config.decoding.compound_split_bleu else None
+        return translate_and_score(
+            self.accelerator, self.model, self.tokenizer, pairs, self.search, bleu=self.bleu, compound_split_lang=lang
+        )
 
     @torch.no_grad()
     def validation_loss(self) -> dict[str, float]:
@@ -190,7 +210,7 @@ class Evaluator:
         scores (``test_bleu``, ...)."""
         config, pairs = self.config, self.test
         sources, references = [src for src, _ in pairs], [tgt for _, tgt in pairs]
-        hypotheses, test_scores = self.translate_and_score(pairs)
+        hypotheses, test_scores = self.translate_and_score(pairs, paper_bleu=True)
         scores = {f"test_{name}": value for name, value in test_scores.items()}
         if self.config.data.numbers_task:
             scores["test_exact_match_by_magnitude"] = exact_match_by_magnitude(sources, hypotheses, references)
@@ -207,6 +227,11 @@ class Evaluator:
             )
             logger.info(f"sample test translations:{samples}", main_process_only=True)
             signature = f" ({scores['test_bleu_signature']})" if "test_bleu_signature" in scores else ""
+            if "test_bleu_compound_split" in scores:
+                signature += (
+                    f"; the paper's BLEU {scores['test_bleu_compound_split']:.2f} "
+                    f"({scores['test_bleu_compound_split_recipe']})"
+                )
             by_magnitude = scores.get("test_exact_match_by_magnitude", {})
             logger.info(
                 f"test: {describe_scores(scores, 'test_')}{signature}"

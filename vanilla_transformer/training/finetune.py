@@ -35,7 +35,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,7 @@ from transformers.integrations import get_available_reporting_integrations
 from transformers.trainer_utils import get_last_checkpoint
 
 from ..atomic import check_output_dir, follow_umask, write_directory, write_file
-from ..constants import AUTO_METRIC, FINETUNE_SETTINGS, SEARCH_DEFAULTS
+from ..constants import AUTO_METRIC, FINETUNE_RANGES, FINETUNE_SETTINGS, SEARCH_DEFAULTS
 from ..data import Pair, clean_pairs, tokenize_pairs
 from ..export.hub import save_adapter_with_card
 from ..metrics import bleu_applies, selection_metric
@@ -211,13 +211,25 @@ METRICS = ("bleu", "chrf", "exact_match")
 """The scores the evaluation computes (``bleu`` where it applies); it also gives ``loss``."""
 
 
+def check_trainer_values(values: Mapping[str, Any], spelling: Callable[[str], str] | None = None) -> None:
+    """The one check of the Trainer's numeric arguments (`FINETUNE_RANGES`), by field, however they were given: a
+    ValueError naming the Trainer's option (``--learning_rate``) for the first value out of its range. A learning rate
+    of inf trains to NaN weights, ``gradient_accumulation_steps=0`` and ``num_train_epochs=inf`` fail deep inside the
+    Trainer, a label smoothing of 1.5 trains on a loss that is no longer one. `spelling` names a field's option as
+    the user typed it (default: ``--name``)."""
+    for name, declared in FINETUNE_RANGES.items():
+        value = values.get(name)
+        if value is not None and not (name == "max_steps" and value == -1):
+            declared.check(spelling(name) if spelling else f"--{name}", value)
+
+
 def check_finetune_arguments(args: Seq2SeqTrainingArguments, *, merge: bool = False) -> None:
     """Refuse, before any model or data is read, what the Trainer, its callbacks or the final save would refuse only
     later: an output directory that is a link, a file, or a non-empty folder this program did not write (nor a
     Trainer's checkpoints to resume), or that holds links; with `merge`, a merged model folder that could not be
     written; a ``--metric-for-best-model`` the evaluation does not produce;
     a ``--report-to`` integration that is not installed; a ``--resume-from-checkpoint`` folder that is missing; a
-    ``--generation-num-beams`` below 1. A ValueError naming the option."""
+    numeric argument out of its range (`check_trainer_values`). A ValueError naming the option."""
     output = Path(args.output_dir)
     check_output_dir(output, "--output-dir", replaceable=lambda folder: True)  # a link, a file, an unwritable place
     if output.is_dir():
@@ -250,8 +262,7 @@ def check_finetune_arguments(args: Seq2SeqTrainingArguments, *, merge: bool = Fa
     resume = args.resume_from_checkpoint
     if isinstance(resume, str) and not Path(resume).is_dir():
         raise ValueError(f"--resume-from-checkpoint={resume}: no such checkpoint folder")
-    if args.generation_num_beams is not None and args.generation_num_beams < 1:
-        raise ValueError(f"--generation-num-beams must be at least 1, got {args.generation_num_beams}")
+    check_trainer_values({name: getattr(args, name) for name in FINETUNE_RANGES})
 
 
 def claim_output_dir(output_dir: str | os.PathLike[str]) -> None:
@@ -448,6 +459,7 @@ __all__ = [
     "FINETUNE_MARKER",
     "MERGED_DIR",
     "check_finetune_arguments",
+    "check_trainer_values",
     "claim_output_dir",
     "FinetuneResult",
     "AUTO_METRIC",

@@ -10,8 +10,8 @@ from dataclasses import MISSING, Field
 from pathlib import Path
 from typing import Any, get_type_hints
 
-from ..parsing import SEED_RANGE, CommandParser, Range, thread_range
-from .config import OPTIONS, PARTS, TrainingConfig, default_output_dir, flag, part_options
+from ..parsing import CommandParser
+from .config import OPTIONS, PARTS, RANGES, TrainingConfig, default_output_dir, flag, part_options
 from .presets import DEFAULT_PRESET, TRAINING_PRESETS
 
 GROUPS = {
@@ -23,26 +23,6 @@ GROUPS = {
     "logging": "logging and validation",
 }
 """The title of each part's group of options in ``--help``."""
-
-
-_AT_LEAST_1 = Range(int, 1)
-_FRACTION = Range(float, 0, 1, high_open=True)
-_ABOVE_0 = Range(float, 0, low_open=True)
-RANGES: dict[str, Range] = {
-    **dict.fromkeys(("num_train", "max_number", "max_length", "tokenizer_train_pairs", "vocab_size"), _AT_LEAST_1),
-    **dict.fromkeys(("num_valid", "num_test", "num_samples", "max_length_offset"), Range(int, 0)),
-    **dict.fromkeys(("d_model", "layers", "heads", "ffn_dim", "max_tokens", "tokens_per_step"), _AT_LEAST_1),
-    **dict.fromkeys(("grad_accum", "max_steps", "warmup_steps", "save_every", "keep_checkpoints"), _AT_LEAST_1),
-    **dict.fromkeys(("average_checkpoints", "num_beams", "translate_batch_size", "log_every"), _AT_LEAST_1),
-    "eval_every": _AT_LEAST_1,
-    **dict.fromkeys(("dropout", "adam_beta1", "adam_beta2", "label_smoothing"), _FRACTION),
-    **dict.fromkeys(("max_train_minutes", "lr_scale", "adam_eps", "max_grad_norm"), _ABOVE_0),
-    **dict.fromkeys(("select_margin", "length_penalty"), Range(float, 0)),
-    "seed": SEED_RANGE,
-    "num_threads": thread_range(),
-}
-"""The range of each numeric option of ``train`` (`parsing.Range`), checked as the command line parses: a learning
-rate scale of NaN or -1 trains to weights that are not finite or backwards, a gradient norm of NaN clips to NaN."""
 
 
 def _shown_default(config_field: Field, value: Any) -> str:
@@ -64,7 +44,7 @@ def _add_option(group: argparse._ArgumentGroup, option: str, config_field: Field
         group.add_argument(flag(option), action="store_true", help=help_text)
     else:
         value_type = next(t for t in (int, float, str) if t == kind or t in getattr(kind, "__args__", ()))
-        parse = value_type if value_type is str else RANGES[option]  # a numeric option without a range: KeyError
+        parse = value_type if value_type is str else RANGES[option]  # the settings' ranges; none: a KeyError
         group.add_argument(flag(option), type=parse, metavar=_metavar(option, value_type), help=help_text)
 
 
@@ -128,7 +108,7 @@ def parse_args(argv: Sequence[str] | None = None) -> TrainingConfig:
     preset = given.get("preset", DEFAULT_PRESET)
     saved = RunLayout(Path(given.get("output_dir") or default_output_dir(preset))).settings
     if given.get("resume") and saved.is_file():
-        return TrainingConfig.load(saved).replace(**given)
+        return TrainingConfig.load(saved, **given)
     given.pop("preset", None)
     return TrainingConfig.from_preset(preset, **given)
 

@@ -6,10 +6,22 @@ from __future__ import annotations
 from typing import Any
 
 _WMT14: dict[str, Any] = dict(
-    dataset="hf:wmt14", dataset_config="de-en", valid_split="validation", test_split="test", vocab_size=37_000
+    dataset="hf:wmt14",
+    dataset_config="de-en",
+    valid_split="validation",
+    test_split="test",
+    vocab_size=37_000,
+    compound_split_bleu=True,
 )
 """The paper's corpus, WMT14 English-German (Hugging Face `wmt14`, `de-en`), with newstest2013 for validation,
-newstest2014 for test, and its 37,000-token shared vocabulary: the data of both of the paper's jobs."""
+newstest2014 for test, and its 37,000-token shared vocabulary: the data of both of the paper's jobs. The test set is
+scored with the paper's own BLEU too (tokenized and compound-split, `vanilla_transformer.metrics.compound_split`),
+the figure Table 2 reports, beside sacreBLEU's."""
+
+_WMT14_FILES: dict[str, Any] = dict(valid_split="newstest2013", test_split="newstest2014", dataset_config=None)
+"""The same corpus as local files (``--dataset text --data-dir DIR``: ``DIR/train.{en,de}``,
+``DIR/newstest2013.{en,de}``, ``DIR/newstest2014.{en,de}``): the test sets by their own names, as WMT distributes
+them, and no Hub configuration."""
 
 TRAINING_PRESETS: dict[str, dict[str, Any]] = {
     # English number words to German number words, generated on the fly (data.make_numbers_task): a 1.5M-parameter
@@ -105,8 +117,15 @@ TRAINING_PRESETS: dict[str, dict[str, Any]] = {
 }
 DEFAULT_PRESET = "numbers"
 
+FILE_DATASETS = ("text", "tsv", "jsonl")
+"""The ``--dataset`` kinds read from files in ``--data-dir``."""
+
+PRESET_FILE_SETTINGS: dict[str, dict[str, Any]] = {"wmt14-base": _WMT14_FILES, "wmt14-big": _WMT14_FILES}
+"""What a preset of a Hugging Face corpus sets instead when the corpus is given as files (a `FILE_DATASETS` kind):
+its split names there. Options given on the command line override these too."""
+
 PRESET_DATA_FOLDERS = {"multi30k": "multi30k"}
 """The presets that read a named corpus, and its folder in ``$VANILLA_TRANSFORMER_DATA`` (`DATA_DIR_VARIABLE`)."""
 
 
-__all__ = ["DEFAULT_PRESET", "PRESET_DATA_FOLDERS", "TRAINING_PRESETS"]
+__all__ = ["DEFAULT_PRESET", "FILE_DATASETS", "PRESET_DATA_FOLDERS", "PRESET_FILE_SETTINGS", "TRAINING_PRESETS"]

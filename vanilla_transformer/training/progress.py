@@ -3,10 +3,19 @@ where an interrupted run stopped (`Interrupted`)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 import torch
 from accelerate import Accelerator
+
+from ..parsing import Range
+
+RANGES = {
+    **dict.fromkeys(("step", "epoch", "batch", "micro_batch_tokens", "micro_batches"), Range(int, 0)),
+    "seconds": Range(float, 0),
+}
+"""The range of each field of `TrainingProgress`, checked as a checkpoint's progress is restored: a count of
+Infinity or -1 is a damaged checkpoint, not a place to resume from."""
 
 
 @dataclass
@@ -24,10 +33,16 @@ class TrainingProgress:
         return asdict(self)
 
     def load_state_dict(self, state: dict[str, float]) -> None:
-        self.step, self.epoch, self.batch = state["step"], state["epoch"], state["batch"]
-        self.seconds = state.get("seconds", 0.0)  # absent in checkpoints of version 0.1
-        self.micro_batch_tokens = int(state.get("micro_batch_tokens", 0))  # absent before the plan was saved
-        self.micro_batches = int(state.get("micro_batches", 0))
+        """Restore a saved progress, each field checked against its range (`RANGES`): a ValueError names the field.
+        ``seconds`` is absent in checkpoints of version 0.1, the micro-batch plan in those that predate it (0)."""
+        values = {
+            f.name: state[f.name] if f.name in ("step", "epoch", "batch") else state.get(f.name, f.default)
+            for f in fields(self)
+        }
+        for name, value in values.items():
+            RANGES[name].check(f"progress {name}", value)
+        for name, value in values.items():  # all checked: a progress restored whole or not at all
+            setattr(self, name, value)
 
 
 # Processes agree on the time budget every this many steps: agreeing is a collective and a host-device sync.
@@ -72,4 +87,4 @@ class Interrupted(KeyboardInterrupt):
         return f"{where}; {self.checkpoint} kept, {kept}"
 
 
-__all__ = ["AGREE_ON_TIME_EVERY", "Interrupted", "TrainingProgress", "out_of_time"]
+__all__ = ["AGREE_ON_TIME_EVERY", "RANGES", "Interrupted", "TrainingProgress", "out_of_time"]

@@ -118,6 +118,8 @@ def training_summary(config: TrainingConfig, corpus: RunCorpus, results: dict[st
         tokens_per_step=results.get("tokens_per_step"),
         bleu=results.get("test_bleu"),
         signature=results.get("test_bleu_signature"),
+        bleu_compound_split=results.get("test_bleu_compound_split"),
+        bleu_compound_split_recipe=results.get("test_bleu_compound_split_recipe"),
         chrf=results.get("test_chrf"),
         exact_match=results.get("test_exact_match"),
         recipe={

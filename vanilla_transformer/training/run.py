@@ -32,6 +32,7 @@ from accelerate import Accelerator, PartialState
 from accelerate.utils import set_seed
 
 from ..atomic import write_directory
+from ..data.numbers import check_numbers_task
 from ..environment import cpu_flags, run_environment
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from .checkpoints import checkpoint_step, list_checkpoints
@@ -50,6 +51,7 @@ from .run_dir import (
     prepare_run_dir,
 )
 from .setup import RunCorpus, build_model_config, prepare_data
+from .step import check_step_memory, micro_batch_plan, plan_source
 from .tracking import JsonlTracker
 from .trainer import Trainer
 
@@ -90,6 +92,7 @@ def start_accelerator(config: TrainingConfig, start_step: int = 0) -> Accelerato
     accelerator = Accelerator(
         log_with=[jsonl, *extra_trackers], project_dir=str(layout.root), **accelerator_options(config.optimization)
     )
+    train_fp16_on_cpu(accelerator)
     set_seed(optimization.seed, device_specific=True)  # dropout differs between processes; DDP copies rank 0's weights
     slow = slow_bf16(accelerator.device.type, accelerator.mixed_precision, cpu_flags())
     for problem in (
@@ -101,12 +104,34 @@ def start_accelerator(config: TrainingConfig, start_step: int = 0) -> Accelerato
     return accelerator
 
 
+def train_fp16_on_cpu(accelerator: Accelerator) -> None:
+    """fp16 on a CPU as Accelerate sets it up on CUDA: fp16 autocast and torch's loss scaler (``GradScaler("cpu")``),
+    both of which torch has on a CPU. Accelerate gives fp16 them on accelerator devices only, and on a CPU trained in
+    fp32 while the log and results.json said fp16. Set before `Accelerator.prepare`, which wraps the model's forward
+    in the autocast and hands the optimizer the scaler. Where this Accelerate lacks those attributes, fp16 on a CPU is
+    refused naming the option, never trained in fp32 under its name."""
+    if accelerator.mixed_precision != "fp16" or accelerator.device.type != "cpu" or accelerator.scaler is not None:
+        return
+    if getattr(accelerator, "native_amp", None) is not False:
+        raise ValueError(
+            "--mixed-precision fp16 (or accelerate launch --mixed_precision fp16) on a CPU: this Accelerate version "
+            "sets up mixed precision in a way this package does not know; pass --mixed-precision bf16 or no"
+        )
+    accelerator.scaler, accelerator.native_amp = torch.amp.GradScaler("cpu"), True
+
+
 def start_run(config: TrainingConfig) -> tuple[Trainer, RunCorpus]:
     """Check the run directory (nothing is written yet), start the Accelerator, prepare the data; then make the run
     directory ready (an overwritten run is deleted only now, as the new one's data passed its checks), build the
     trainer, resume it from the last checkpoint if there is one, and mark the run started."""
     resume_from = inspect_run_dir(config)
     accelerator = start_accelerator(config, checkpoint_step(resume_from) if resume_from else 0)
+    plan = micro_batch_plan(config, accelerator.num_processes)  # a step memory cannot hold: refused before any work
+    check_step_memory(*plan, accelerator.device, plan_source(config))
+    if config.data.numbers_task:  # as many pairs as memory holds, before they are made
+        sizes = {f"--num-{split}": getattr(config.data, f"num_{split}") for split in ("train", "valid", "test")}
+        largest = max(sizes, key=sizes.__getitem__)
+        check_numbers_task(largest, sizes[largest], sum(sizes.values()))
     model_config = build_model_config(config.model)
     corpus = RunCorpus.of(config.data, config.preset)  # every process: a corpus named wrongly stops them all at once
     checkpointing = config.checkpointing

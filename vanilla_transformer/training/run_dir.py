@@ -27,6 +27,7 @@ import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 try:
     import fcntl
@@ -37,7 +38,7 @@ from accelerate import Accelerator
 
 from ..atomic import check_links_inside, check_writable_place, write_file
 from .checkpoints import RUN_MARKER, checkpoint_step, find_resumable_checkpoint, list_checkpoints, read_run_id
-from .config import CheckpointConfig, DataConfig, TrainingConfig
+from .config import OPTIONS, CheckpointConfig, DataConfig, TrainingConfig
 
 logger = logging.getLogger(__name__)
 
@@ -184,18 +185,26 @@ def lock_run_dir(layout: RunLayout) -> RunLock:
     return RunLock(run_dir, descriptor, created)
 
 
-def load_saved_config(saved: Path) -> TrainingConfig:
-    """The ``training_config.json`` of a run directory, its file names checked (`RunLayout.outputs`).
+def may_change_on_resume(option: str) -> bool:
+    """Whether a resumed run may change setting `option` (``preset`` may not)."""
+    return option in OPTIONS and OPTIONS[option][1].metadata["may_change_on_resume"]
+
+
+def load_saved_config(saved: Path, **overrides: Any) -> TrainingConfig:
+    """The ``training_config.json`` of a run directory, with `overrides` (`TrainingConfig.load`), its file names
+    checked (`RunLayout.outputs`).
 
     Raises:
-        ValueError: If it is damaged (not JSON, unknown fields) or names a path outside the run directory, naming the
-            file and the fix.
+        ValueError: If it is damaged (not JSON, unknown fields, a value out of its range) or names a path outside the
+            run directory, naming the file, the field and the fix.
     """
     try:
-        config = TrainingConfig.load(saved)
+        config = TrainingConfig.load(saved, **overrides)
     except (ValueError, TypeError) as error:
+        named = str(error).startswith(f"{saved}: ")  # a value out of its range, named with the file and the field
         raise ValueError(
-            f"{saved} is damaged ({error}): restore it, or move the run directory aside and start a new run"
+            f"{error if named else f'{saved} is damaged ({error})'}: restore it, or move the run directory aside and "
+            "start a new run"
         ) from error
     RunLayout(saved.parent).outputs(config.data, saved)
     return config
@@ -228,7 +237,8 @@ def inspect_run_dir(config: TrainingConfig) -> Path | None:
                 f"--output-dir={output_dir} already holds a run: pass --resume to continue it, --overwrite to start it "
                 f"over, or choose another --output-dir"
             )
-        previous = load_saved_config(saved)
+        changeable = {option: value for option, value in config.options().items() if may_change_on_resume(option)}
+        previous = load_saved_config(saved, **changeable)  # a saved thread count this machine lacks: changed here
         check_run_dir_links(run_dir, layout.outputs(previous.data, saved))
         config.check_resumable_from(previous)
         return find_resumable_checkpoint(layout.checkpoints)

@@ -21,6 +21,8 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from ..reading import parse_json
+
 _STATE_KEY = "state"  # the metadata entry holding the JSON
 
 
@@ -76,7 +78,7 @@ def load_state(file: str | Path) -> dict[str, Any]:
         with safe_open(str(file), framework="pt") as handle:
             metadata = handle.metadata() or {}
             tensors = {name: handle.get_tensor(name) for name in handle.keys()}  # a safetensors handle, not a dict
-        return decode(json.loads(metadata[_STATE_KEY]), tensors)
+        return decode(parse_json(metadata[_STATE_KEY], f"{file} (its training state)"), tensors)
     except Exception as error:  # a damaged file fails in the parser, the JSON or the decoder
         raise CheckpointError(f"{file} is damaged: not a training state file ({error})") from error
 

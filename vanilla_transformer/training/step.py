@@ -164,6 +164,34 @@ def micro_batch_plan(config: TrainingConfig, num_processes: int, memory_tokens: 
     return max(2 * max_length, min(most, int(share // grad_accum))), grad_accum
 
 
+STEP_BYTES_PER_TOKEN = 8
+"""Bytes a padded token of a step's micro-batches holds at least while the step runs: one int64 id (a source token
+also has its attention mask, and the step's micro-batches are all held until it ends), a lower bound."""
+
+
+def check_step_memory(tokens: int, micro_batches: int, device: torch.device | str, source: str) -> None:
+    """Refuse, before any step, a micro-batch plan whose step (`micro_batches` of `tokens` padded tokens on this
+    process, held together) memory cannot hold by `STEP_BYTES_PER_TOKEN` alone: such a step would gather batches
+    until the machine runs out of memory. One line naming `source`, the setting that asked for it."""
+    from ..environment import available_memory
+
+    need, available = tokens * micro_batches * STEP_BYTES_PER_TOKEN, available_memory(device)
+    if need > available:
+        raise ValueError(
+            f"{source} asks for steps of {micro_batches:,} micro-batches of {tokens:,} tokens on each process: at "
+            f"least {need / 1e9:,.1f} GB of token ids held at once, more than the {available / 1e9:,.1f} GB of memory "
+            "available here"
+        )
+
+
+def plan_source(config: TrainingConfig) -> str:
+    """The option that sets a run's micro-batch plan, as given (``--tokens-per-step=50000``), for `check_step_memory`."""
+    optimization = config.optimization
+    if optimization.grad_accum is not None or optimization.tokens_per_step is None:
+        return f"--grad-accum={optimization.grad_accum or 1} with --max-tokens={optimization.max_tokens}"
+    return f"--tokens-per-step={optimization.tokens_per_step}"
+
+
 def tokens_in_memory(accelerator: Accelerator, model: torch.nn.Module, max_length: int) -> int | None:
     """The most padded tokens a micro-batch of `model`'s training may hold on this device's free memory (the smallest
     over the processes, which must agree on the plan), by `activation_bytes_per_token`, after the weights, their
@@ -294,11 +322,13 @@ def compile_layers_only(model: torch.nn.Module) -> int:
                 kept += 1
                 continue
             original = getattr(child, "_orig_mod", None)  # where torch.compile keeps the module (private)
-            if not isinstance(original, torch.nn.Module):
-                raise RuntimeError(
-                    f"torch {torch.__version__} keeps no _orig_mod in a compiled module, which compiled training "
-                    "reads; train with --dynamo-backend no, or with a torch version that pyproject.toml allows"
+            if not isinstance(original, torch.nn.Module):  # an unknown torch: every region stays compiled
+                logger.warning(
+                    f"torch {torch.__version__} keeps no _orig_mod in a compiled module: every region Accelerate "
+                    "compiled stays compiled (the same results, a longer compile phase)",
+                    main_process_only=True,
                 )
+                return sum(isinstance(module, compiled) for module in model.modules())
             setattr(parent, name, original)
     return kept
 
@@ -318,11 +348,13 @@ def specialized_floats(accelerator: Accelerator) -> AbstractContextManager:
     if not compiling(accelerator):
         return nullcontext()
     config = torch._dynamo.config
-    if not hasattr(config, "specialize_float"):
-        raise RuntimeError(
-            f"torch {torch.__version__} has no torch._dynamo.config.specialize_float, which compiled training sets; "
-            "train with --dynamo-backend no, or with a torch version that pyproject.toml allows"
+    if not hasattr(config, "specialize_float"):  # an unknown torch: the second trace is its cost, the results the same
+        logger.warning(
+            f"torch {torch.__version__} has no torch._dynamo.config.specialize_float: compiling traces each region "
+            "twice (the same results, a longer compile phase)",
+            main_process_only=True,
         )
+        return nullcontext()
     return config.patch(specialize_float=True)
 
 

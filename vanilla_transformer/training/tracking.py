@@ -101,37 +101,59 @@ _PANELS = (
 """The plot's panels: the y-axis label, and the curves as {metric name: legend}."""
 
 
-def plot_metrics(jsonl_path: str | Path, png_path: str | Path, *, required: bool = True) -> bool:
-    """Plot the training and validation loss, and the validation BLEU, chrF and exact match, against the step.
+def metric_curves(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What `plot_metrics` draws of the metrics `rows`: per panel, its y-axis label and its curves, each a legend and
+    its ``[step, value]`` points (the metrics a run did not log are left out). Plain JSON values, so that a picture
+    can be checked against the data it was drawn from."""
+    return [
+        {
+            "ylabel": ylabel,
+            "curves": {
+                label: points
+                for key, label in curves.items()
+                if (points := [[row["step"], row[key]] for row in rows if key in row])
+            },
+        }
+        for ylabel, curves in _PANELS
+    ]
 
-    Uses matplotlib's Agg canvas directly, so it works without a display and leaves pyplot's state alone. Without
-    matplotlib (the ``plots`` extra) it raises `MissingExtraError`, or with ``required=False`` logs that the plot is
-    skipped and returns False.
+
+def metrics_figure(panels: list[dict[str, Any]]):
+    """The figure of `metric_curves`: one panel each, the curves against the step (a ``matplotlib.figure.Figure``
+    on matplotlib's Agg canvas, which needs no display and leaves pyplot's state alone)."""
+    FigureCanvasAgg = import_optional("matplotlib.backends.backend_agg", "plots", "plotting").FigureCanvasAgg
+    Figure = import_optional("matplotlib.figure", "plots", "plotting").Figure
+    figure = Figure(figsize=(11, 4), dpi=100, layout="constrained")
+    FigureCanvasAgg(figure)
+    for axes, panel in zip(figure.subplots(1, len(panels)), panels, strict=True):
+        for label, points in panel["curves"].items():
+            steps, values = zip(*points, strict=True)
+            axes.plot(steps, values, marker="." if len(points) < 50 else None, label=label)
+        axes.set_xlabel("step")
+        axes.set_ylabel(panel["ylabel"])
+        axes.grid(alpha=0.3)
+        if axes.has_data():
+            axes.legend()
+    return figure
+
+
+def plot_metrics(jsonl_path: str | Path, png_path: str | Path, *, required: bool = True) -> bool:
+    """Plot the training and validation loss, and the validation BLEU, chrF and exact match, against the step
+    (`metrics_figure` of `metric_curves`).
+
+    Without matplotlib (the ``plots`` extra) it raises `MissingExtraError`, or with ``required=False`` logs that the
+    plot is skipped and returns False.
     """
     try:
-        FigureCanvasAgg = import_optional("matplotlib.backends.backend_agg", "plots", "plotting").FigureCanvasAgg
-        Figure = import_optional("matplotlib.figure", "plots", "plotting").Figure
+        import_optional("matplotlib.figure", "plots", "plotting")
     except MissingExtraError as error:
         if required:
             raise
         logger.warning("skipping %s: %s", png_path, error)
         return False
-    rows = read_metrics(jsonl_path)
-    figure = Figure(figsize=(11, 4), layout="constrained")
-    FigureCanvasAgg(figure)
-    for axes, (ylabel, curves) in zip(figure.subplots(1, len(_PANELS)), _PANELS, strict=True):
-        for key, label in curves.items():
-            points = [(row["step"], row[key]) for row in rows if key in row]
-            if points:
-                steps, values = zip(*points, strict=True)
-                axes.plot(steps, values, marker="." if len(points) < 50 else None, label=label)
-        axes.set_xlabel("step")
-        axes.set_ylabel(ylabel)
-        axes.grid(alpha=0.3)
-        if axes.has_data():
-            axes.legend()
-    replace_file(png_path, lambda temporary: figure.savefig(temporary, dpi=100, format="png"))
+    figure = metrics_figure(metric_curves(read_metrics(jsonl_path)))
+    replace_file(png_path, lambda temporary: figure.savefig(temporary, format="png"))
     return True
 
 
-__all__ = ["JsonlTracker", "is_results_row", "plot_metrics", "read_metrics"]
+__all__ = ["JsonlTracker", "is_results_row", "metric_curves", "metrics_figure", "plot_metrics", "read_metrics"]

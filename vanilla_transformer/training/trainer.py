@@ -52,6 +52,7 @@ from .step import (
     VectorISAProbe,
     accumulate_gradients,
     build_adam,
+    check_step_memory,
     compile_count,
     compile_layers_only,
     compiled_loss,
@@ -171,6 +172,8 @@ class Trainer:
         if min(saved) < 1 or saved == (self.max_tokens, self.grad_accum):
             self.progress.micro_batch_tokens, self.progress.micro_batches = self.max_tokens, self.grad_accum
             return
+        plan = f"the checkpoint's micro-batch plan (micro_batches={saved[1]:,}, micro_batch_tokens={saved[0]:,})"
+        check_step_memory(saved[0], saved[1], self.accelerator.device, plan)  # a step no machine holds: refused
         fits = self.memory_tokens is None or saved[0] <= max(self.memory_tokens, self.config.optimization.max_tokens)
         logger.warning(
             f"resuming with the run's micro-batches, {saved[1]} x {saved[0]:,} tokens, not the {self.grad_accum} x "
