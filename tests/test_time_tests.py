@@ -33,7 +33,7 @@ def test_the_summary_line_gives_the_counts():
 
 
 def test_the_slow_list_is_what_conftest_marks(tmp_path):
-    from conftest import slow_tests
+    from slow_marks import slow_tests
 
     path = tmp_path / "slow_tests.txt"
     time_tests.write_slow_tests(["a.py::x"], {"a.py::x": 3.0, "b.py::y": 1.0}, "a trial", path)

@@ -4,6 +4,7 @@ shows each option once, in its group, with the value of the job the command runs
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -153,4 +154,5 @@ def test_help_shows_each_default_once_in_its_group_as_the_command_runs(preset, m
         line.rstrip(":") for line in text.splitlines() if line and not line.startswith(" ") and line.endswith(":")
     ]
     assert titles[-len(GROUPS) :] == list(GROUPS.values())
-    assert all(text.count(f"  --{option.replace('_', '-')} ") == 1 for option in OPTIONS)
+    shown = {option: re.findall(rf"^  --{option.replace('_', '-')}(?=[ ,]|$)", text, re.M) for option in OPTIONS}
+    assert all(len(found) == 1 for found in shown.values()), shown  # a flag without a value ends its line

@@ -19,7 +19,6 @@ the run. ``--resume`` on a finished run says so and writes nothing.
 from __future__ import annotations
 
 import logging
-import os
 import shlex
 import sys
 from collections.abc import Sequence
@@ -56,7 +55,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _is_main_process() -> bool:
-    return os.environ.get("RANK", "0") == "0"
+    from accelerate import PartialState
+
+    return PartialState().is_main_process
 
 
 def continue_command(argv: Sequence[str] | None, config: training.TrainingConfig) -> str:
@@ -68,7 +69,9 @@ def continue_command(argv: Sequence[str] | None, config: training.TrainingConfig
     if layout.settings.is_file():
         argv = ["--resume", "--output-dir", str(layout.root)]
     command = "vanilla-transformer train"
-    processes = int(os.environ.get("WORLD_SIZE", "1"))
+    from accelerate import PartialState
+
+    processes = PartialState().num_processes  # the launch's, as the run saw it
     if processes > 1:
         command = f"accelerate launch <the same launch options, {processes} processes> -m vanilla_transformer train"
     return " ".join([command, *map(shlex.quote, argv)])
