@@ -28,16 +28,20 @@ SHORT = [*TINY, "--dropout", "0", "--max-steps", "4", "--save-every", "2", "--ev
 
 
 @pytest.fixture(autouse=True)
-def fresh_state(monkeypatch):
+def fresh_state(monkeypatch, tmp_path):
     """A fresh Accelerate state (a process-wide singleton that keeps the first run's dynamo settings), torch.compile's
-    caches emptied (its recompilation limit counts across tests), and no dynamo setting from the environment."""
+    caches emptied (its recompilation limit counts across tests), no dynamo setting from the environment, and caches
+    of this test's own: the data cache, where a run saves its compile cache (another test's run of the same settings
+    in this process saved one there, which this test's run then loaded: one graph fewer compiled), and torch's."""
     for name in ("ACCELERATE_DYNAMO_BACKEND", "ACCELERATE_DYNAMO_USE_DYNAMIC", "ACCELERATE_DYNAMO_MODE"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("VANILLA_TRANSFORMER_CACHE", str(tmp_path / "own-data-cache"))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "own-torch-cache"))
     AcceleratorState._reset_state(reset_partial_state=True)
-    torch._dynamo.reset()
+    torch.compiler.reset()
     yield
     AcceleratorState._reset_state(reset_partial_state=True)
-    torch._dynamo.reset()
+    torch.compiler.reset()
 
 
 def _run(tmp_path, name, *options):
