@@ -8,6 +8,8 @@ the checkpoints of a compiled run against what an eager run loads, and the other
 import logging
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -25,6 +27,28 @@ from vanilla_transformer.training.tracking import read_metrics
 
 # No dropout: inductor draws its dropout masks with its own generator, so only a dropout-free run can equal eager.
 SHORT = [*TINY, "--dropout", "0", "--max-steps", "4", "--save-every", "2", "--eval-every", "100", "--num-test", "2"]
+
+
+ISOLATED = "VANILLA_TRANSFORMER_TEST_COMPILE_ISOLATED"
+COUNTS_GRAPHS = pytest.mark.skipif(
+    os.environ.get(ISOLATED) != "1",
+    reason="counts graphs: run in a fresh process by test_graph_counts_in_a_fresh_process",
+)
+"""The tests that count the graphs a run compiles. In a process that compiled before (the whole suite's workers), they
+counted one graph fewer (torch keeps compiled state across tests that torch.compiler.reset() does not clear), so
+`test_graph_counts_in_a_fresh_process` runs them, and only them, in a pytest process of their own."""
+
+
+def test_graph_counts_in_a_fresh_process():
+    names = [name for name, value in globals().items() if name.startswith("test_") and COUNTS_GRAPHS.mark in
+             getattr(value, "pytestmark", [])]  # fmt: skip
+    assert len(names) == 3
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider", "-m", ""]
+    command += [f"{__file__}::{name}" for name in names]
+    env = {**os.environ, ISOLATED: "1"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=root, timeout=1500)
+    assert done.returncode == 0 and "3 passed" in done.stdout, done.stdout[-3000:] + done.stderr[-2000:]
 
 
 @pytest.fixture(autouse=True)
@@ -103,6 +127,7 @@ def _record_shapes(monkeypatch):
     return shapes
 
 
+@COUNTS_GRAPHS
 def test_launchers_backend_applies_and_new_batch_shapes_do_not_recompile(tmp_path, monkeypatch):
     """``accelerate launch --dynamo_backend eager`` sets ACCELERATE_DYNAMO_BACKEND; without the flag, train
     compiles with it, for any batch shape. A run that asks for static shapes is the broken copy: it recompiles."""
@@ -142,6 +167,7 @@ def test_compile_count_counts_graphs_where_torch_compiles():
     assert step_module.compile_count() == before + 1
 
 
+@COUNTS_GRAPHS
 def test_a_rerun_loads_the_compile_cache_and_recompiles_nothing(tmp_path, monkeypatch, caplog):
     """The compile phase: a bf16 run compiles its layers one by one (regional compilation, autocast outside the
     graphs), logs the phase and saves torch's cache artifacts with the data cache. A rerun of the same settings and
@@ -214,6 +240,7 @@ def test_only_the_repeated_layers_are_compiled_and_they_compute_the_same():
     assert torch.allclose(regional(input_ids=ids, labels=labels).logits, expected, atol=1e-5)
 
 
+@COUNTS_GRAPHS
 def test_a_compiled_run_compiles_each_layer_class_and_the_loss_only(tmp_path):
     """A compiled run's first step compiles three graphs: the encoder layer, the decoder layer (one graph per class,
     for all its layers: two of each here) and the loss; no graph for the embeddings, dropout or output projection,
