@@ -151,6 +151,20 @@ def shared_data(monkeypatch) -> Path:
     return root
 
 
+@pytest.fixture(autouse=True)
+def environment_restored():
+    """What a test, or the code it runs, sets in ``os.environ`` without monkeypatch is undone after it. The benchmark's
+    ``compile=whole`` worker sets ``ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION=false`` (as ``accelerate launch``
+    does, in the worker process it owns); run in a test, it leaked to every later test of that pytest worker, whose
+    compiled runs then compiled the whole model as one graph instead of layer by layer (tests/test_compile.py's graph
+    counts, one fewer). The session's own settings (`data_cache`, set up before any test) are kept."""
+    saved = dict(os.environ)
+    yield
+    if dict(os.environ) != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def data_cache(tmp_path_factory):
     """Runs cache their tokenizer and tokenized corpus in a directory of the test session, not in ~/.cache."""

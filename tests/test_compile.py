@@ -8,8 +8,6 @@ the checkpoints of a compiled run against what an eager run loads, and the other
 import logging
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -29,36 +27,15 @@ from vanilla_transformer.training.tracking import read_metrics
 SHORT = [*TINY, "--dropout", "0", "--max-steps", "4", "--save-every", "2", "--eval-every", "100", "--num-test", "2"]
 
 
-ISOLATED = "VANILLA_TRANSFORMER_TEST_COMPILE_ISOLATED"
-COUNTS_GRAPHS = pytest.mark.skipif(
-    os.environ.get(ISOLATED) != "1",
-    reason="counts graphs: run in a fresh process by test_graph_counts_in_a_fresh_process",
-)
-"""The tests that count the graphs a run compiles. In a process that compiled before (the whole suite's workers), they
-counted one graph fewer (torch keeps compiled state across tests that torch.compiler.reset() does not clear), so
-`test_graph_counts_in_a_fresh_process` runs them, and only them, in a pytest process of their own."""
-
-
-def test_graph_counts_in_a_fresh_process():
-    names = [name for name, value in globals().items() if name.startswith("test_") and COUNTS_GRAPHS.mark in
-             getattr(value, "pytestmark", [])]  # fmt: skip
-    assert len(names) == 3
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider", "-m", ""]
-    command += [f"{__file__}::{name}" for name in names]
-    env = {**os.environ, ISOLATED: "1"}
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=root, timeout=1500)
-    assert done.returncode == 0 and "3 passed" in done.stdout, done.stdout[-3000:] + done.stderr[-2000:]
-
-
 @pytest.fixture(autouse=True)
 def fresh_state(monkeypatch, tmp_path):
     """A fresh Accelerate state (a process-wide singleton that keeps the first run's dynamo settings), torch.compile's
-    caches emptied (its recompilation limit counts across tests), no dynamo setting from the environment, and caches
-    of this test's own: the data cache, where a run saves its compile cache (another test's run of the same settings
-    in this process saved one there, which this test's run then loaded: one graph fewer compiled), and torch's."""
-    for name in ("ACCELERATE_DYNAMO_BACKEND", "ACCELERATE_DYNAMO_USE_DYNAMIC", "ACCELERATE_DYNAMO_MODE"):
-        monkeypatch.delenv(name, raising=False)
+    caches emptied (its recompilation limit counts across tests), no dynamo setting from the environment (a leaked
+    ``ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION=false`` compiles the whole model as one graph: see conftest's
+    `environment_restored`), and caches of this test's own: the data cache, where a run saves its compile cache that
+    a later run of the same settings would load, and torch's."""
+    for name in ("BACKEND", "USE_DYNAMIC", "MODE", "USE_REGIONAL_COMPILATION"):
+        monkeypatch.delenv(f"ACCELERATE_DYNAMO_{name}", raising=False)
     monkeypatch.setenv("VANILLA_TRANSFORMER_CACHE", str(tmp_path / "own-data-cache"))
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "own-torch-cache"))
     AcceleratorState._reset_state(reset_partial_state=True)
@@ -127,7 +104,6 @@ def _record_shapes(monkeypatch):
     return shapes
 
 
-@COUNTS_GRAPHS
 def test_launchers_backend_applies_and_new_batch_shapes_do_not_recompile(tmp_path, monkeypatch):
     """``accelerate launch --dynamo_backend eager`` sets ACCELERATE_DYNAMO_BACKEND; without the flag, train
     compiles with it, for any batch shape. A run that asks for static shapes is the broken copy: it recompiles."""
@@ -167,7 +143,6 @@ def test_compile_count_counts_graphs_where_torch_compiles():
     assert step_module.compile_count() == before + 1
 
 
-@COUNTS_GRAPHS
 def test_a_rerun_loads_the_compile_cache_and_recompiles_nothing(tmp_path, monkeypatch, caplog):
     """The compile phase: a bf16 run compiles its layers one by one (regional compilation, autocast outside the
     graphs), logs the phase and saves torch's cache artifacts with the data cache. A rerun of the same settings and
@@ -240,7 +215,6 @@ def test_only_the_repeated_layers_are_compiled_and_they_compute_the_same():
     assert torch.allclose(regional(input_ids=ids, labels=labels).logits, expected, atol=1e-5)
 
 
-@COUNTS_GRAPHS
 def test_a_compiled_run_compiles_each_layer_class_and_the_loss_only(tmp_path):
     """A compiled run's first step compiles three graphs: the encoder layer, the decoder layer (one graph per class,
     for all its layers: two of each here) and the loss; no graph for the embeddings, dropout or output projection,
