@@ -312,9 +312,9 @@ def preload_trial(results: Path) -> str:
 
 
 def isa_probe_trial(results: Path) -> str:
-    """Issue 47's vector-ISA probe in a thread (data_benchmark_4500000.json, ``--compare-checkout`` of the code
-    before it): the warm starts of each, interleaved, their medians and ratio."""
-    run = read_json(results, "data_benchmark_4500000.json")
+    """Issue 47's vector-ISA probe in a thread (data_benchmark_4500000_isa_probe.json, ``--compare-checkout`` of the
+    code before it): the warm starts of each, interleaved, their medians and ratio."""
+    run = read_json(results, "data_benchmark_4500000_isa_probe.json")
     return (
         f"warm starts with the probe in its thread {warm_starts(run)}, without it {warm_starts(run['compare'])}: "
         f"{run['compare']['this_vs_compared']:.2f}x the time, on {processor(run)}, load {environment_load(run)}"
@@ -334,7 +334,24 @@ def wmt14_data_sizes(results: Path) -> str:
     return (
         f"peak memory {run['peak_rss_mb']:,} MB, {run['prepare_s'] / 60:.0f} minutes to the first step on "
         f"{processor(run)} ({environment_load(run)} load) the first time, {run['warm_start_s']:.1f} s from the cache; "
-        f"{sizes} ([{run['pairs']:,} pairs](results/data_benchmark_4500000.json))"
+        f"{sizes} ([{run['pairs']:,} pairs](results/data_benchmark_4500000.json)){projected_sizes(results, run)}"
+    )
+
+
+def projected_sizes(results: Path, run: dict) -> str:
+    """The disk sizes projected from the synthetic corpus's bytes a line (Multi30k's short captions) to
+    newstest2014's (`measure_lines.py`, newstest2014_lines.json), the tokenized cache in proportion; empty where the
+    benchmark recorded no disk sizes."""
+    disk = run.get("disk_mb")
+    if not disk:
+        return ""
+    synthetic = disk["corpus"] * 2**20 / (2 * run["pairs"])
+    reference = read_json(results, "newstest2014_lines.json")["bytes_per_line"]
+    scale = reference / synthetic
+    return (
+        f". Its lines average {synthetic:.0f} bytes; newstest2014's average {reference:.0f} "
+        f"([lines](results/newstest2014_lines.json)), so at WMT14's own sentence lengths expect about "
+        f"{disk['corpus'] * scale:,.0f} MB and {disk['cache'] * scale:,.0f} MB (projected, in proportion to the bytes)"
     )
 
 

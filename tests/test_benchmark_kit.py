@@ -241,6 +241,25 @@ def test_data_benchmark_reports_the_median_warm_run_and_the_ratio_to_the_compare
     assert benchmark_data.median_run([run(2.0, 0), run(1.0, 0)])["seconds"] == 2.0
 
 
+def test_the_wmt14_disk_sizes_are_measured_and_projected_by_the_bytes_a_line(tmp_path):
+    """The synthetic corpus's bytes a line come from its measured size and pair count; the projection scales the
+    corpus and the cache by the reference's bytes a line, counted by measure_lines.py, and says it is projected."""
+    import benchmark_data
+    import measure_lines
+
+    text = tmp_path / "news.en"
+    text.write_bytes(b"a b c\n" + "äö\n".encode() * 2)  # 6 + 5 + 5 bytes, 3 lines
+    assert measure_lines.line_bytes(text) == {"lines": 3, "bytes": 16}
+    text.write_bytes((b"x" * 99 + b"\n") * 4)  # 100 bytes a line
+    measure_lines.main([str(text), "--output", str(tmp_path / "newstest2014_lines.json")])
+    assert json.loads((tmp_path / "newstest2014_lines.json").read_text())["bytes_per_line"] == 100.0
+    run = {"pairs": 2**22, "disk_mb": {"corpus": 400.0, "cache": 100.0}}  # 400 MiB over 2 * 2**22 lines: 50 bytes
+    text = benchmark_data.projected_sizes(tmp_path, run)
+    assert "lines average 50 bytes; newstest2014's average 100" in text
+    assert "about 800 MB and 200 MB (projected" in text
+    assert benchmark_data.projected_sizes(tmp_path, {"pairs": 1}) == ""
+
+
 @pytest.mark.parametrize(
     ("script", "argv", "says"),
     [
