@@ -15,17 +15,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shlex
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 from bench.figures import minutes, read_json
 from bench.record import Record
+from time_tests import run_timed
+
+from vanilla_transformer.model_summary import SUMMARY_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTPUT = ROOT / "docs" / "results" / "readme_examples.json"
@@ -35,30 +35,25 @@ EXAMPLES = {
     "--max-steps 300 --eval-steps 100",
 }
 """The README's commands, in the order a user runs them (the fine-tuning reads the default job's model)."""
-SUMMARY = {"finetune": "runs/finetuned/training_summary.json"}
-"""Where a command leaves the figures recorded beside its time (``vanilla_transformer.model_summary.SUMMARY_FILE``)."""
+SUMMARIZED = ("finetune",)
+"""The commands whose output folder (``--output-dir``) holds a run summary (`SUMMARY_FILE`) with figures to record."""
 SUMMARY_FIELDS = ("steps", "epochs", "train_hours", "exact_match", "chrf")
+
+
+def option_value(command: str, option: str) -> str:
+    """The value given to `option` in `command` (``--output-dir DIR``)."""
+    words = shlex.split(command)
+    return words[words.index(option) + 1]
 
 
 def time_example(command: str, folder: Path) -> dict[str, Any]:
     """Run `command` in `folder` with this interpreter's environment's commands first on PATH; its wall and CPU
-    time and exit status."""
-    bin_dir = Path(sys.executable).parent
-    env = dict(os.environ)
-    env["PATH"] = f"{bin_dir}:{env.get('PATH', '')}"
-    before, clock = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
-    completed = subprocess.run(shlex.split(command), cwd=folder, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - clock
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    time, peak memory and exit status (`time_tests.run_timed`)."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    completed, timed = run_timed(shlex.split(command), folder, env)
     if completed.returncode:
         print(completed.stdout[-2000:] + completed.stderr[-4000:], file=sys.stderr)
-    return {
-        "command": command,
-        "exit_status": completed.returncode,
-        "wall_seconds": round(wall, 1),
-        "cpu_seconds": round(cpu, 1),
-    }
+    return {"command": command, **timed}
 
 
 def summary_figures(path: Path) -> dict[str, Any]:
@@ -79,8 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="readme-examples-") as scratch:
         for name, command in EXAMPLES.items():
             timed = time_example(command, Path(scratch))
-            if name in SUMMARY:
-                timed["summary"] = summary_figures(Path(scratch) / SUMMARY[name])
+            if name in SUMMARIZED:
+                output_dir = Path(scratch) / option_value(command, "--output-dir")
+                timed["summary"] = summary_figures(output_dir / SUMMARY_FILE)
             runs.append({"name": name, **timed})
             print(f"{command}: {timed['wall_seconds']:.0f} s, exit status {timed['exit_status']}", flush=True)
             if timed["exit_status"]:
@@ -94,12 +90,13 @@ def finetune_example_time(results: Path) -> str:
     what load they were measured."""
     timed = read_json(results, "readme_examples.json")
     runs = {run["name"]: run for run in timed["runs"]}
+    failed = next((run for run in timed["runs"] if run["exit_status"]), None)
+    if failed is not None or "finetune" not in runs:
+        status = f"`{failed['command']}` exited {failed['exit_status']}" if failed else "it did not run"
+        return f"the fine-tuning example failed when timed ({status})"
     train, finetune = runs["train"], runs["finetune"]
-    if finetune["exit_status"]:
-        return f"the fine-tuning example failed when timed (exit status {finetune['exit_status']})"
     summary = finetune.get("summary") or {}
-    words = shlex.split(finetune["command"])
-    held_out = max(int(words[words.index("--numbers") + 1]) // 10, 1)  # finetune's --numbers N evaluates on N/10
+    held_out = max(int(option_value(finetune["command"], "--numbers")) // 10, 1)  # --numbers N evaluates on N/10
     scores = (
         f", exact match {summary['exact_match']:.1f}% on its {held_out:,} held-out pairs"
         if "exact_match" in summary

@@ -55,22 +55,29 @@ def summary_counts(output: str) -> dict[str, int]:
     return counts
 
 
-def time_command(argv: list[str], unrecorded: list[str] = ()) -> dict[str, Any]:
-    """Run `argv` (and `unrecorded` options, left out of the recorded command) in the repository root; its wall and
-    CPU time, peak memory, summary counts and exit status."""
+def run_timed(
+    argv: list[str], cwd: Path, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess, dict]:
+    """Run `argv` in `cwd`, its output captured; the completed process, and its exit status, wall time, the CPU time
+    of its processes (user + system) and the peak memory of the largest of them."""
     before, clock = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
-    completed = subprocess.run([sys.executable, *argv[1:], *unrecorded], cwd=ROOT, capture_output=True, text=True)
+    completed = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - clock
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {
-        "command": shlex.join(argv),
+    return completed, {
         "exit_status": completed.returncode,
         "wall_seconds": round(wall, 1),
         "cpu_seconds": round(cpu, 1),
-        "peak_memory_mib": round(after.ru_maxrss / 1024),  # the largest of the processes (Linux: KiB)
-        **summary_counts(completed.stdout),
+        "peak_memory_mib": round(after.ru_maxrss / 1024),  # the largest of the processes so far (Linux: KiB)
     }
+
+
+def time_command(argv: list[str], unrecorded: list[str] = ()) -> dict[str, Any]:
+    """Run `argv` (and `unrecorded` options, left out of the recorded command) in the repository root; its wall and
+    CPU time, peak memory, summary counts and exit status."""
+    completed, timed = run_timed([sys.executable, *argv[1:], *unrecorded], ROOT)
+    return {"command": shlex.join(argv), **timed, **summary_counts(completed.stdout)}
 
 
 def durations_of(junit_xml: Path) -> dict[str, float]:

@@ -63,3 +63,18 @@ def test_the_sentence_gives_both_times_the_score_the_machine_and_the_load(tmp_pa
 def test_a_failed_example_is_said_to_have_failed(tmp_path):
     text = time_examples.finetune_example_time(_record(tmp_path, finetune_status=1))
     assert "failed" in text and "took" not in text
+    record = json.loads((tmp_path / "readme_examples.json").read_text())
+    record["runs"] = [{**record["runs"][0], "exit_status": 2}]  # the default job failed: no fine-tuning ran
+    (tmp_path / "readme_examples.json").write_text(json.dumps(record))
+    text = time_examples.finetune_example_time(tmp_path)
+    assert "failed when timed (`vanilla-transformer train` exited 2)" in text
+
+
+def test_an_example_is_timed_with_its_exit_status_and_its_summary_is_found_by_its_output_dir(tmp_path):
+    import sys
+
+    completed, timed = time_examples.run_timed([sys.executable, "-c", "import sys; sys.exit(3)"], tmp_path)
+    assert completed.returncode == timed["exit_status"] == 3 and timed["wall_seconds"] >= 0
+    command = time_examples.EXAMPLES["finetune"]
+    assert time_examples.option_value(command, "--output-dir") == "runs/finetuned"
+    assert time_examples.option_value(command, "--numbers") == "2000"
