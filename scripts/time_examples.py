@@ -23,7 +23,7 @@ from typing import Any
 
 from bench.figures import minutes, read_json
 from bench.record import Record
-from time_tests import run_timed
+from bench.timing import run_timed
 
 from vanilla_transformer.model_summary import SUMMARY_FILE
 
@@ -48,7 +48,7 @@ def option_value(command: str, option: str) -> str:
 
 def time_example(command: str, folder: Path) -> dict[str, Any]:
     """Run `command` in `folder` with this interpreter's environment's commands first on PATH; its wall and CPU
-    time, peak memory and exit status (`time_tests.run_timed`)."""
+    time, peak memory and exit status (`bench.timing.run_timed`)."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     completed, timed = run_timed(shlex.split(command), folder, env)
     if completed.returncode:

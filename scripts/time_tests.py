@@ -20,12 +20,9 @@ from __future__ import annotations
 
 import argparse
 import re
-import resource
 import shlex
-import subprocess
 import sys
 import tempfile
-import time
 import xml.etree.ElementTree as ElementTree
 from collections import defaultdict
 from pathlib import Path
@@ -33,6 +30,7 @@ from typing import Any
 
 from bench.figures import read_json
 from bench.record import Record
+from bench.timing import run_timed
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTPUT = ROOT / "docs" / "results" / "test_times.json"
@@ -53,24 +51,6 @@ def summary_counts(output: str) -> dict[str, int]:
     for number, word in _COUNT.findall(lines[-1] if lines else ""):
         counts[word.rstrip("s") if word.startswith(("error", "warning")) else word] = int(number)
     return counts
-
-
-def run_timed(
-    argv: list[str], cwd: Path, env: dict[str, str] | None = None
-) -> tuple[subprocess.CompletedProcess, dict]:
-    """Run `argv` in `cwd`, its output captured; the completed process, and its exit status, wall time, the CPU time
-    of its processes (user + system) and the peak memory of the largest of them."""
-    before, clock = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
-    completed = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - clock
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return completed, {
-        "exit_status": completed.returncode,
-        "wall_seconds": round(wall, 1),
-        "cpu_seconds": round(cpu, 1),
-        "peak_memory_mib": round(after.ru_maxrss / 1024),  # the largest of the processes so far (Linux: KiB)
-    }
 
 
 def time_command(argv: list[str], unrecorded: list[str] = ()) -> dict[str, Any]:

@@ -1,12 +1,15 @@
-"""The one timer: contestants interleaved, the device synchronised around each call, and the matmul rate timed by
-it."""
+"""The one timer: contestants interleaved, the device synchronised around each call, the matmul rate timed by it, and
+a command's wall and CPU time (`run_timed`)."""
 
 from __future__ import annotations
 
+import resource
 import statistics
+import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -125,3 +128,21 @@ def matmul_rate(device: torch.device, dtype: torch.dtype, repeats: int = 5) -> f
     run, flops = matmul(device, dtype)
     timings = interleave({"matmul": run}, [None], repeats=repeats, device=device)
     return flops / statistics.median(timings.samples("matmul"))
+
+
+def run_timed(
+    argv: list[str], cwd: Path, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess, dict]:
+    """Run `argv` in `cwd`, its output captured; the completed process, and its exit status, wall time, the CPU time
+    of its processes (user + system) and the peak memory of the largest of them."""
+    before, clock = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    completed = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - clock
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return completed, {
+        "exit_status": completed.returncode,
+        "wall_seconds": round(wall, 1),
+        "cpu_seconds": round(cpu, 1),
+        "peak_memory_mib": round(after.ru_maxrss / 1024),  # the largest of the processes so far (Linux: KiB)
+    }
